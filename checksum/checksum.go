@@ -1,0 +1,137 @@
+package checksum
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
+)
+
+var crc32cTable = crc32.MakeTable(crc32.Castagnoli)
+
+// xxh3LastByteMul is RocksDB's constant for folding the trailer's last byte
+// (the compression type) into an XXH3 checksum without streaming.
+const xxh3LastByteMul = 0x6b9083d9
+
+// MaskCRC32c applies LevelDB/RocksDB's CRC mask. Checksumming data that
+// contains embedded CRCs is problematic, so stored CRCs are masked.
+func MaskCRC32c(crc uint32) uint32 { return ((crc >> 15) | (crc << 17)) + 0xa282ead8 }
+
+// UnmaskCRC32c reverses MaskCRC32c.
+func UnmaskCRC32c(m uint32) uint32 {
+	rot := m - 0xa282ead8
+	return (rot >> 17) | (rot << 15)
+}
+
+// Block returns the 32-bit trailer checksum of data ‖ lastByte for type t, as
+// RocksDB computes it (ComputeBuiltinChecksumWithLastByte), without copying
+// data. It returns 0 for None and for invalid types.
+func Block(t Type, data []byte, lastByte byte) uint32 {
+	switch t {
+	case CRC32c:
+		c := crc32.Update(0, crc32cTable, data)
+		c = crc32.Update(c, crc32cTable, []byte{lastByte})
+		return MaskCRC32c(c)
+	case XXHash:
+		return xxh32WithLastByte(data, lastByte)
+	case XXHash64:
+		d := xxhash.New()
+		d.Write(data)
+		d.Write([]byte{lastByte})
+		return uint32(d.Sum64())
+	case XXH3:
+		return uint32(xxh3.Hash(data)) ^ uint32(lastByte)*xxh3LastByteMul
+	case CRC64:
+		c := UpdateCRC64(0, data)
+		c = UpdateCRC64(c, []byte{lastByte})
+		return uint32(c)
+	}
+	return 0
+}
+
+// Value returns the 32-bit checksum of data in RocksDB's one-buffer form
+// (ComputeBuiltinChecksum): data's last byte plays the role of the trailer's
+// type byte. For XXH3 an empty input gives 0, as in RocksDB.
+func Value(t Type, data []byte) uint32 {
+	if len(data) == 0 {
+		switch t {
+		case XXH3, None:
+			return 0
+		case CRC32c:
+			return MaskCRC32c(crc32.Update(0, crc32cTable, nil))
+		case XXHash:
+			return xxh32(nil, 0)
+		case XXHash64:
+			return uint32(xxhash.Sum64(nil))
+		case CRC64:
+			return 0
+		}
+		return 0
+	}
+	n := len(data) - 1
+	return Block(t, data[:n], data[n])
+}
+
+// Sum64 returns the full-width checksum of data: 64 bits for XXHash64, XXH3
+// and CRC64, the 32-bit value zero-extended for CRC32c (unmasked) and XXHash,
+// and 0 for None.
+func Sum64(t Type, data []byte) uint64 {
+	switch t {
+	case CRC32c:
+		return uint64(crc32.Update(0, crc32cTable, data))
+	case XXHash:
+		return uint64(xxh32(data, 0))
+	case XXHash64:
+		return xxhash.Sum64(data)
+	case XXH3:
+		return xxh3.Hash(data)
+	case CRC64:
+		return UpdateCRC64(0, data)
+	}
+	return 0
+}
+
+// ContextModifier is the per-file, per-offset value added (mod 2^32) to a
+// block's stored checksum, so a block read from another offset or another
+// file fails its check. base is the file's random non-zero base value, stored
+// in its footer; base 0 disables the modifier.
+func ContextModifier(base uint32, offset uint64) uint32 {
+	allOrNothing := -boolToUint32(base != 0)
+	return (base ^ (uint32(offset) + uint32(offset>>32))) & allOrNothing
+}
+
+func boolToUint32(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// fmix64 is a bijective 64-bit finalizer (MurmurHash3's): distinct inputs give
+// distinct outputs and every input bit affects every output bit.
+func fmix64(k uint64) uint64 {
+	k ^= k >> 33
+	k *= 0xff51afd7ed558ccd
+	k ^= k >> 33
+	k *= 0xc4ceb9fe1a85ec53
+	k ^= k >> 33
+	return k
+}
+
+// KV returns the per-key-value protection checksum of (user key, trailer,
+// value) for type t. Each component is hashed on its own and the results are
+// combined through bijective mixing with distinct constants, so swapping key
+// and value, or changing any one of them, changes the result. Stored
+// truncated to 1, 2, 4 or 8 bytes; None gives 0.
+func KV(t Type, key []byte, trailer uint64, value []byte) uint64 {
+	if t == None || !t.Valid() {
+		return 0
+	}
+	hk := fmix64(Sum64(t, key) ^ 0x9e3779b97f4a7c15)
+	hv := fmix64(Sum64(t, value) ^ 0xc2b2ae3d27d4eb4f)
+	ht := fmix64(trailer ^ 0x165667b19e3779f9)
+	var l [8]byte
+	binary.LittleEndian.PutUint64(l[:], uint64(len(key)))
+	return fmix64(hk ^ (hv<<1 | hv>>63) ^ (ht<<2 | ht>>62) ^ binary.LittleEndian.Uint64(l[:]))
+}
