@@ -1,8 +1,8 @@
 package checksum
 
 import (
-	"encoding/binary"
 	"hash/crc32"
+	"math/bits"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/zeebo/xxh3"
@@ -25,47 +25,60 @@ func UnmaskCRC32c(m uint32) uint32 {
 }
 
 // Block returns the 32-bit trailer checksum of data ‖ lastByte for type t, as
-// RocksDB computes it (ComputeBuiltinChecksumWithLastByte), without copying
-// data. It returns 0 for None and for invalid types.
+// RocksDB computes it (ComputeBuiltinChecksumWithLastByte): lastByte is the
+// block's compression type, which the trailer stores just before the
+// checksum. It neither copies data nor allocates, for every type: the CRCs
+// take the last byte through their byte table, XXH32 and XXH64 assemble only
+// their < 32-byte tail on the stack, and XXH3 (which RocksDB deliberately
+// does not stream) mixes the byte in by multiply-xor.
+//
+// Per type: crc32c masked as LevelDB/RocksDB; XXH32; low 32 bits of XXH64;
+// low32(XXH3(data)) ^ lastByte·0x6b9083d9; low 32 bits of Sum64's CRC64.
+// It returns 0 for None and for invalid types.
 func Block(t Type, data []byte, lastByte byte) uint32 {
 	switch t {
 	case CRC32c:
-		c := crc32.Update(0, crc32cTable, data)
-		c = crc32.Update(c, crc32cTable, []byte{lastByte})
-		return MaskCRC32c(c)
+		// hash/crc32 pre- and post-inverts; undo the post-inversion, take
+		// one byte through the table, invert again.
+		c := ^crc32.Update(0, crc32cTable, data)
+		c = crc32cTable[byte(c)^lastByte] ^ c>>8
+		return MaskCRC32c(^c)
 	case XXHash:
 		return xxh32WithLastByte(data, lastByte)
 	case XXHash64:
-		d := xxhash.New()
-		d.Write(data)
-		d.Write([]byte{lastByte})
-		return uint32(d.Sum64())
+		return uint32(xxh64WithLastByte(data, lastByte))
 	case XXH3:
 		return uint32(xxh3.Hash(data)) ^ uint32(lastByte)*xxh3LastByteMul
 	case CRC64:
-		c := UpdateCRC64(0, data)
-		c = UpdateCRC64(c, []byte{lastByte})
-		return uint32(c)
+		return uint32(^crc64Byte(UpdateCRC64(^uint64(0), data), lastByte))
 	}
 	return 0
 }
 
+// xxh64WithLastByte is XXH64(data ‖ last, 0). The digest lives on the stack:
+// full 32-byte stripes are hashed in place, only the tail is buffered.
+func xxh64WithLastByte(data []byte, last byte) uint64 {
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.Write(data)
+	b := [1]byte{last}
+	_, _ = d.Write(b[:])
+	return d.Sum64()
+}
+
 // Value returns the 32-bit checksum of data in RocksDB's one-buffer form
 // (ComputeBuiltinChecksum): data's last byte plays the role of the trailer's
-// type byte. For XXH3 an empty input gives 0, as in RocksDB.
+// type byte, so Value(t, d) == Block(t, d[:n-1], d[n-1]) for n = len(d) > 0.
+// Footers are checked this way. For an empty input XXH3 gives 0 as in
+// RocksDB, CRC64 gives 0 (its value for no bytes), the others the low 32 bits
+// of their checksum of nothing (CRC32c masked).
 func Value(t Type, data []byte) uint32 {
 	if len(data) == 0 {
 		switch t {
-		case XXH3, None:
-			return 0
 		case CRC32c:
 			return MaskCRC32c(crc32.Update(0, crc32cTable, nil))
-		case XXHash:
-			return xxh32(nil, 0)
-		case XXHash64:
-			return uint32(xxhash.Sum64(nil))
-		case CRC64:
-			return 0
+		case XXHash, XXHash64, CRC64:
+			return uint32(Sum64(t, nil))
 		}
 		return 0
 	}
@@ -75,7 +88,14 @@ func Value(t Type, data []byte) uint32 {
 
 // Sum64 returns the full-width checksum of data: 64 bits for XXHash64, XXH3
 // and CRC64, the 32-bit value zero-extended for CRC32c (unmasked) and XXHash,
-// and 0 for None.
+// and 0 for None and invalid types. Used for per-key-value protection and
+// whole-file checksums, where more than 32 bits are kept.
+//
+// CRC64 here is the Jones CRC in its inverted form, ^UpdateCRC64(^0, data)
+// (all-ones initial value and final xor, as hash/crc64 computes it with the
+// Jones table), not Valkey's init-0 form: a CRC with zero initial value and
+// no final xor is 0 for every all-zero input, so a zeroed block with a
+// zeroed trailer would pass its check. Block and Value use the same form.
 func Sum64(t Type, data []byte) uint64 {
 	switch t {
 	case CRC32c:
@@ -87,7 +107,7 @@ func Sum64(t Type, data []byte) uint64 {
 	case XXH3:
 		return xxh3.Hash(data)
 	case CRC64:
-		return UpdateCRC64(0, data)
+		return ^UpdateCRC64(^uint64(0), data)
 	}
 	return 0
 }
@@ -131,7 +151,5 @@ func KV(t Type, key []byte, trailer uint64, value []byte) uint64 {
 	hk := fmix64(Sum64(t, key) ^ 0x9e3779b97f4a7c15)
 	hv := fmix64(Sum64(t, value) ^ 0xc2b2ae3d27d4eb4f)
 	ht := fmix64(trailer ^ 0x165667b19e3779f9)
-	var l [8]byte
-	binary.LittleEndian.PutUint64(l[:], uint64(len(key)))
-	return fmix64(hk ^ (hv<<1 | hv>>63) ^ (ht<<2 | ht>>62) ^ binary.LittleEndian.Uint64(l[:]))
+	return fmix64(hk ^ bits.RotateLeft64(hv, 1) ^ bits.RotateLeft64(ht, 2) ^ uint64(len(key)))
 }

@@ -25,36 +25,46 @@ func xxRound32(acc, input uint32) uint32 {
 // XXH32 returns the 32-bit xxHash of p with the given seed.
 func XXH32(p []byte, seed uint32) uint32 { return xxh32(p, seed) }
 
+// xxh32Acc is the four-lane accumulator of XXH32's 16-byte stripes.
+type xxh32Acc struct{ v1, v2, v3, v4 uint32 }
+
+func newXXH32Acc(seed uint32) xxh32Acc {
+	return xxh32Acc{seed + xxPrime32_1 + xxPrime32_2, seed + xxPrime32_2, seed, seed - xxPrime32_1}
+}
+
+// stripes consumes every full 16-byte stripe of p and returns the tail.
+func (a *xxh32Acc) stripes(p []byte) []byte {
+	v1, v2, v3, v4 := a.v1, a.v2, a.v3, a.v4
+	for len(p) >= 16 {
+		v1 = xxRound32(v1, binary.LittleEndian.Uint32(p[0:]))
+		v2 = xxRound32(v2, binary.LittleEndian.Uint32(p[4:]))
+		v3 = xxRound32(v3, binary.LittleEndian.Uint32(p[8:]))
+		v4 = xxRound32(v4, binary.LittleEndian.Uint32(p[12:]))
+		p = p[16:]
+	}
+	a.v1, a.v2, a.v3, a.v4 = v1, v2, v3, v4
+	return p
+}
+
+func (a *xxh32Acc) merge() uint32 {
+	return bits.RotateLeft32(a.v1, 1) + bits.RotateLeft32(a.v2, 7) + bits.RotateLeft32(a.v3, 12) + bits.RotateLeft32(a.v4, 18)
+}
+
 func xxh32(p []byte, seed uint32) uint32 {
 	n := len(p)
 	var h uint32
 	if n >= 16 {
-		v1 := seed + xxPrime32_1 + xxPrime32_2
-		v2 := seed + xxPrime32_2
-		v3 := seed
-		v4 := seed - xxPrime32_1
-		for len(p) >= 16 {
-			v1 = xxRound32(v1, binary.LittleEndian.Uint32(p[0:]))
-			v2 = xxRound32(v2, binary.LittleEndian.Uint32(p[4:]))
-			v3 = xxRound32(v3, binary.LittleEndian.Uint32(p[8:]))
-			v4 = xxRound32(v4, binary.LittleEndian.Uint32(p[12:]))
-			p = p[16:]
-		}
-		h = bits.RotateLeft32(v1, 1) + bits.RotateLeft32(v2, 7) + bits.RotateLeft32(v3, 12) + bits.RotateLeft32(v4, 18)
+		a := newXXH32Acc(seed)
+		p = a.stripes(p)
+		h = a.merge()
 	} else {
 		h = seed + xxPrime32_5
 	}
-	h += uint32(n)
-	return xxh32Finish(h, p, nil)
+	return xxh32Tail(h+uint32(n), p)
 }
 
-// xxh32Finish consumes the < 16 remaining bytes of p, then extra (which
-// together with p is < 16 bytes), and applies the avalanche.
-func xxh32Finish(h uint32, p, extra []byte) uint32 {
-	var tail [16]byte
-	m := copy(tail[:], p)
-	m += copy(tail[m:], extra)
-	q := tail[:m]
+// xxh32Tail consumes the < 16 remaining bytes q and applies the avalanche.
+func xxh32Tail(h uint32, q []byte) uint32 {
 	for len(q) >= 4 {
 		h += binary.LittleEndian.Uint32(q) * xxPrime32_3
 		h = bits.RotateLeft32(h, 17) * xxPrime32_4
@@ -72,42 +82,29 @@ func xxh32Finish(h uint32, p, extra []byte) uint32 {
 	return h
 }
 
-// xxh32WithLastByte is XXH32(data ‖ last, 0) without copying data.
+// xxh32WithLastByte is XXH32(data ‖ last, 0) without copying data: the
+// stripes are read in place, and only the < 16-byte tail plus last is
+// assembled in a stack buffer.
 func xxh32WithLastByte(data []byte, last byte) uint32 {
 	n := len(data) + 1
+	var buf [16]byte
 	var h uint32
 	p := data
 	if n >= 16 {
-		var seed uint32
-		v1 := seed + xxPrime32_1 + xxPrime32_2
-		v2 := seed + xxPrime32_2
-		v3 := seed
-		v4 := seed - xxPrime32_1
-		// Full stripes from data alone.
-		for len(p) >= 16 {
-			v1 = xxRound32(v1, binary.LittleEndian.Uint32(p[0:]))
-			v2 = xxRound32(v2, binary.LittleEndian.Uint32(p[4:]))
-			v3 = xxRound32(v3, binary.LittleEndian.Uint32(p[8:]))
-			v4 = xxRound32(v4, binary.LittleEndian.Uint32(p[12:]))
-			p = p[16:]
-		}
-		// If data's remainder plus the last byte make a full stripe, do it.
+		a := newXXH32Acc(0)
+		p = a.stripes(p)
 		if len(p) == 15 {
-			var s [16]byte
-			copy(s[:], p)
-			s[15] = last
-			v1 = xxRound32(v1, binary.LittleEndian.Uint32(s[0:]))
-			v2 = xxRound32(v2, binary.LittleEndian.Uint32(s[4:]))
-			v3 = xxRound32(v3, binary.LittleEndian.Uint32(s[8:]))
-			v4 = xxRound32(v4, binary.LittleEndian.Uint32(s[12:]))
-			h = bits.RotateLeft32(v1, 1) + bits.RotateLeft32(v2, 7) + bits.RotateLeft32(v3, 12) + bits.RotateLeft32(v4, 18)
-			h += uint32(n)
-			return xxh32Finish(h, nil, nil)
+			// data's remainder and last make one more full stripe.
+			copy(buf[:], p)
+			buf[15] = last
+			a.stripes(buf[:])
+			return xxh32Tail(a.merge()+uint32(n), nil)
 		}
-		h = bits.RotateLeft32(v1, 1) + bits.RotateLeft32(v2, 7) + bits.RotateLeft32(v3, 12) + bits.RotateLeft32(v4, 18)
+		h = a.merge()
 	} else {
 		h = xxPrime32_5
 	}
-	h += uint32(n)
-	return xxh32Finish(h, p, []byte{last})
+	m := copy(buf[:], p)
+	buf[m] = last
+	return xxh32Tail(h+uint32(n), buf[:m+1])
 }
