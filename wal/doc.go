@@ -1,0 +1,112 @@
+// Package wal implements Vigil's record log: the format of the write-ahead
+// log (NNNNNN.log) and of the MANIFEST. A Writer appends logical records of
+// any size; a Reader returns them in order and, when the bytes on disk are
+// damaged, behaves according to a RecoveryMode.
+//
+// # File layout
+//
+// A record log is a sequence of 32 KiB blocks (BlockSize). The first
+// FileHeaderSize (24) bytes of block 0 are the file header; fragments follow
+// immediately, so block 0 carries BlockSize-24 bytes of fragments and every
+// later block BlockSize. Block boundaries stay at multiples of BlockSize in
+// file offsets, which is what the reader resynchronises on.
+//
+//	block 0                                         block 1
+//	+-------------+------+------+-----+---------+   +------+------+-----+
+//	| file header | frag | frag | ... | padding |   | frag | frag | ... |
+//	| 24 bytes    |      |      |     | 0..6 B  |   |      |      |     |
+//	+-------------+------+------+-----+---------+   +------+------+-----+
+//
+// File header (fixed size, version 1):
+//
+//	 0          8         9           10         12                20         24
+//	+-----------+---------+-----------+----------+-----------------+----------+
+//	| magic     | version | checksum  | reserved | log number      | header   |
+//	| "VIGLRLOG"| 1       | type byte | 0x0000   | uint64 LE       | CRC (LE) |
+//	+-----------+---------+-----------+----------+-----------------+----------+
+//
+// The header CRC is the masked CRC-32C (checksum.MaskCRC32c) of bytes
+// [0, 20). It is always CRC-32C, whatever the log's checksum type: the type
+// byte is what tells a reader how to check everything else, so it cannot be
+// guarded by itself (with type None the header would be unguarded). The
+// checksum type is taken from the header, never from the reader's caller, so
+// a log written under one DB setting is read back correctly under any other.
+// The version and the reserved bytes let a later format be refused cleanly
+// instead of being misread.
+//
+// # Fragments
+//
+// A logical record is stored as one FULL fragment, or as FIRST, MIDDLE*,
+// LAST fragments when it does not fit in what is left of the block. A
+// fragment never crosses a block boundary. Each fragment is
+//
+//	+--------------+------------+----------+-------------------+
+//	| checksum     | length     | type     | payload           |
+//	| uint32 LE    | uint16 LE  | 1 byte   | length bytes      |
+//	+--------------+------------+----------+-------------------+
+//	  FULL=1 FIRST=2 MIDDLE=3 LAST=4; length <= BlockSize-7
+//
+// When fewer than 7 bytes (FragmentHeaderSize) remain in a block the writer
+// fills them with zeros and starts the next block; a reader checks that this
+// padding is zero. A record may be empty (a FULL fragment of length 0), and
+// when exactly 7 bytes remain a record starts with an empty FIRST fragment.
+//
+// # Fragment checksum
+//
+// For a log of checksum type t, number L, and a fragment whose header is at
+// file offset off:
+//
+//	stored = lo32(H_t(type ‖ payload)) + ctx(L, off)            (mod 2^32)
+//	ctx(L, off) = (lo32(L) ^ hi32(L) ^ 0x7667_6c31) ^ (lo32(off) + hi32(off))
+//
+// H_t is checksum.Sum64: masked CRC-32C for CRC32c (so with ctx = 0 it is
+// LevelDB's fragment CRC), XXH32, XXH64, XXH3-64, or CRC-64/Jones. The type
+// byte sits right before the payload in the fragment, so type ‖ payload is
+// one contiguous slice, hashed in place in a single call: no copy, no
+// streaming state, no trailing-byte trick.
+//
+// The context term binds each fragment to its log and to its position, in
+// the spirit of RocksDB's recyclable records (which store the log number in
+// an 11-byte header) and of Vigil's SST context checksums, but without
+// spending header bytes: a fragment left over from an earlier log in a
+// reused file, a block written to the wrong offset, or a valid fragment from
+// another log spliced in, all fail the check. Because ctx is added rather
+// than hashed, a reader that finds a mismatch can recover the log number the
+// stored checksum was computed for and report "record from log N" (a log
+// number mismatch) instead of a bare checksum error.
+//
+// With checksum type None the checksum field is written as zero and never
+// checked; only the file header stays guarded.
+//
+// # Recovery modes
+//
+// The four RecoveryMode values keep RocksDB's numbers and semantics. A torn
+// tail is what a crash in the middle of an append leaves: a truncated
+// fragment header or body at end of file, zeroed bytes from some offset to
+// end of file (a file extended before its data reached the disk), or a
+// logical record whose FIRST/MIDDLE fragments are intact but whose LAST never
+// made it. Everything else is corruption: a checksum mismatch, a length that
+// runs past its block (or past end of file while a valid fragment follows),
+// an unknown fragment type, non-zero block padding, zeroed bytes followed by
+// data, fragments out of order.
+//
+//	mode                           torn tail            other corruption
+//	TolerateCorruptedTailRecords   dropped, no error    error
+//	AbsoluteConsistency            error                error
+//	PointInTime (default)          dropped, no error    reading stops there, no error;
+//	                                                    Reader.Stopped reports it
+//	SkipAnyCorruptedRecords        dropped, no error    damaged records skipped, reading goes on
+//
+// A bad file header is an error in every mode, except that a file shorter
+// than the header whose bytes are a prefix of a valid header (or zeros),
+// including an empty file, is an empty log with no error in every mode but
+// AbsoluteConsistency. A zeroed header followed only by zeros is treated the
+// same way. Every corruption error wraps base.ErrCorruption and names the
+// file, the offset and the reason.
+//
+// The known blind spot: in the last (short) block of the file, a corrupted
+// length that points past end of file looks exactly like a torn write. The
+// reader looks for a valid fragment after it in the same block, and if it
+// finds one reports corruption; with checksum type None it cannot, and
+// treats it as a torn tail, as LevelDB and RocksDB do.
+package wal

@@ -1,0 +1,224 @@
+package wal
+
+import (
+	"encoding/binary"
+	"strconv"
+	"strings"
+
+	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/base"
+)
+
+// Format constants. They are part of the on-disk format.
+const (
+	// BlockSize is the size of a block: fragments never cross a multiple of
+	// BlockSize, so a reader can resynchronise at the next block after
+	// damage, and a length field can never legitimately exceed it.
+	BlockSize = 32 << 10
+	// FragmentHeaderSize is the size of a fragment header: checksum (4),
+	// length (2), type (1).
+	FragmentHeaderSize = 7
+	// FileHeaderSize is the size of the file header at offset 0.
+	FileHeaderSize = 24
+	// FormatVersion is the version written in the file header.
+	FormatVersion = 1
+	// MaxFragmentPayload is the largest payload a fragment can carry.
+	MaxFragmentPayload = BlockSize - FragmentHeaderSize
+)
+
+// fileMagic identifies a Vigil record log.
+const fileMagic = "VIGLRLOG"
+
+// ctxSeed is mixed into every fragment's context value; see the package
+// documentation.
+const ctxSeed = 0x76676c31
+
+// Fragment types. Zero is reserved: it is what unwritten (zeroed) bytes read as.
+const (
+	fragZero   byte = 0
+	fragFull   byte = 1
+	fragFirst  byte = 2
+	fragMiddle byte = 3
+	fragLast   byte = 4
+)
+
+func fragTypeName(t byte) string {
+	switch t {
+	case fragFull:
+		return "FULL"
+	case fragFirst:
+		return "FIRST"
+	case fragMiddle:
+		return "MIDDLE"
+	case fragLast:
+		return "LAST"
+	}
+	return "type " + strconv.Itoa(int(t))
+}
+
+// logBase is the per-log part of a fragment's context value. It is the log
+// number itself (folded to 32 bits) rather than a hash of it, so that two
+// logs with nearby numbers can never share a base, and so a mismatch can be
+// traced back to the log a stale fragment came from.
+func logBase(logNum uint64) uint32 {
+	return uint32(logNum) ^ uint32(logNum>>32) ^ ctxSeed
+}
+
+// offsetTerm folds a file offset to 32 bits, as checksum.ContextModifier does.
+func offsetTerm(off int64) uint32 {
+	return uint32(off) + uint32(uint64(off)>>32)
+}
+
+// fragmentContext is the value added to a fragment's checksum: it binds the
+// fragment to its log and its file offset. Unlike checksum.ContextModifier it
+// is never disabled.
+func fragmentContext(logNum uint64, off int64) uint32 {
+	return logBase(logNum) ^ offsetTerm(off)
+}
+
+// rawChecksum is lo32 of the log's checksum of typeAndPayload (masked for
+// CRC-32C), before the context value is added.
+func rawChecksum(t checksum.Type, typeAndPayload []byte) uint32 {
+	s := uint32(checksum.Sum64(t, typeAndPayload))
+	if t == checksum.CRC32c {
+		s = checksum.MaskCRC32c(s)
+	}
+	return s
+}
+
+// fragmentChecksum is the stored checksum of a fragment whose type byte and
+// payload are typeAndPayload (contiguous, as they are in the fragment) and
+// whose header is at file offset off. It is 0 for None.
+func fragmentChecksum(t checksum.Type, logNum uint64, off int64, typeAndPayload []byte) uint32 {
+	if t == checksum.None {
+		return 0
+	}
+	return rawChecksum(t, typeAndPayload) + fragmentContext(logNum, off)
+}
+
+// encodeFileHeader writes the file header into dst[:FileHeaderSize].
+func encodeFileHeader(dst []byte, logNum uint64, t checksum.Type) {
+	_ = dst[FileHeaderSize-1]
+	copy(dst[0:8], fileMagic)
+	dst[8] = FormatVersion
+	dst[9] = byte(t)
+	dst[10], dst[11] = 0, 0
+	binary.LittleEndian.PutUint64(dst[12:20], logNum)
+	binary.LittleEndian.PutUint32(dst[20:24], headerChecksum(dst[:20]))
+}
+
+func headerChecksum(b []byte) uint32 {
+	return checksum.MaskCRC32c(uint32(checksum.Sum64(checksum.CRC32c, b)))
+}
+
+// decodeFileHeader checks a complete FileHeaderSize-byte header. Errors wrap
+// base.ErrCorruption.
+func decodeFileHeader(name string, h []byte) (logNum uint64, t checksum.Type, err error) {
+	if len(h) < FileHeaderSize {
+		return 0, 0, base.CorruptionErrorf("wal: %s: file header is %d bytes, want %d", name, len(h), FileHeaderSize)
+	}
+	if string(h[0:8]) != fileMagic {
+		return 0, 0, base.CorruptionErrorf("wal: %s: offset 0: bad magic %q, want %q: not a Vigil record log", name, h[0:8], fileMagic)
+	}
+	stored := binary.LittleEndian.Uint32(h[20:24])
+	if computed := headerChecksum(h[:20]); stored != computed {
+		return 0, 0, base.CorruptionErrorf("wal: %s: offset 0: file header checksum mismatch (stored %#08x, computed %#08x)", name, stored, computed)
+	}
+	if h[8] != FormatVersion {
+		return 0, 0, base.CorruptionErrorf("wal: %s: offset 8: unsupported format version %d (this build reads version %d)", name, h[8], FormatVersion)
+	}
+	t = checksum.Type(h[9])
+	if !t.Valid() {
+		return 0, 0, base.CorruptionErrorf("wal: %s: offset 9: unknown checksum type %d", name, h[9])
+	}
+	if h[10] != 0 || h[11] != 0 {
+		return 0, 0, base.CorruptionErrorf("wal: %s: offset 10: reserved header bytes %#02x %#02x are not zero (written by a newer format?)", name, h[10], h[11])
+	}
+	return binary.LittleEndian.Uint64(h[12:20]), t, nil
+}
+
+// isTornHeader reports whether h, shorter than a header, could be the start
+// of one that a crash cut short: zeros, or a prefix of the magic (the bytes
+// after the magic cannot be checked without the header CRC).
+func isTornHeader(h []byte) bool {
+	if allZero(h) {
+		return true
+	}
+	n := min(len(h), len(fileMagic))
+	return string(h[:n]) == fileMagic[:n]
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// RecoveryMode says how a Reader treats damaged bytes. The values are
+// RocksDB's WALRecoveryMode numbers, so --wal_recovery_mode means the same in
+// Vigil and db_bench. See the package documentation for the table.
+type RecoveryMode int
+
+// The recovery modes.
+const (
+	// TolerateCorruptedTailRecords accepts a torn tail (an incomplete last
+	// record, zeroed trailing bytes); any other corruption is an error. It
+	// guarantees acknowledged synced writes are never silently rolled back.
+	TolerateCorruptedTailRecords RecoveryMode = 0
+	// AbsoluteConsistency treats every anomaly, a torn tail included, as an
+	// error. For tests and for users who prefer failing to losing a byte.
+	AbsoluteConsistency RecoveryMode = 1
+	// PointInTime, the default, stops at the first corruption and returns
+	// the intact prefix without an error (Reader.Stopped tells what stopped
+	// it), so the DB opens in a consistent state as of some point in time.
+	PointInTime RecoveryMode = 2
+	// SkipAnyCorruptedRecords drops damaged records and goes on: salvage
+	// mode, for when losing records in the middle is better than not opening.
+	SkipAnyCorruptedRecords RecoveryMode = 3
+)
+
+var modeNames = [...]string{"TolerateCorruptedTailRecords", "AbsoluteConsistency", "PointInTime", "SkipAnyCorruptedRecords"}
+
+// rocksModeNames are RocksDB's enumerator names, accepted by ParseRecoveryMode.
+var rocksModeNames = [...]string{"kTolerateCorruptedTailRecords", "kAbsoluteConsistency", "kPointInTimeRecovery", "kSkipAnyCorruptedRecords"}
+
+// Valid reports whether m is one of the four modes.
+func (m RecoveryMode) Valid() bool { return m >= 0 && int(m) < len(modeNames) }
+
+// String returns the mode's name ("PointInTime"), or "RecoveryMode(N)".
+func (m RecoveryMode) String() string {
+	if m.Valid() {
+		return modeNames[m]
+	}
+	return "RecoveryMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParseRecoveryMode accepts a number ("2"), a name ("PointInTime") or
+// RocksDB's name ("kPointInTimeRecovery"), case-insensitively. An unknown
+// value is an error wrapping base.ErrInvalidArgument.
+func ParseRecoveryMode(s string) (RecoveryMode, error) {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.Atoi(s); err == nil {
+		if m := RecoveryMode(n); m.Valid() {
+			return m, nil
+		}
+	}
+	for i := range modeNames {
+		if strings.EqualFold(s, modeNames[i]) || strings.EqualFold(s, rocksModeNames[i]) {
+			return RecoveryMode(i), nil
+		}
+	}
+	return 0, base.InvalidArgumentErrorf("wal: unknown recovery mode %q; valid modes are 0 (%s), 1 (%s), 2 (%s), 3 (%s)",
+		s, modeNames[0], modeNames[1], modeNames[2], modeNames[3])
+}
+
+// checkMode validates a mode given by a caller.
+func checkMode(m RecoveryMode) error {
+	if m.Valid() {
+		return nil
+	}
+	return base.InvalidArgumentErrorf("wal: %s is not a valid recovery mode", m)
+}

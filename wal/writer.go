@@ -1,0 +1,413 @@
+package wal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/base"
+)
+
+// defaultMaxQueuedBlocks bounds how far appends may run ahead of the file:
+// 512 full blocks (16 MiB) waiting for the flusher. Beyond it WriteRecord
+// waits, so a stalled disk stalls writers instead of growing memory without
+// bound.
+const defaultMaxQueuedBlocks = 512
+
+// block is one BlockSize buffer of the log. The appender fills buf[flushed:
+// written] and beyond; the flusher hands buf[flushed:written] to the file
+// without holding Writer.mu, which is safe because the appender only ever
+// writes at or after written, and the flusher alone advances flushed.
+type block struct {
+	buf     [BlockSize]byte
+	written int // bytes filled; guarded by Writer.mu
+	flushed int // bytes handed to the file; guarded by Writer.mu, advanced only by the flusher
+}
+
+// Writer appends logical records to a record log.
+//
+// Concurrency. All methods are safe for concurrent use. WriteRecord is the
+// hot path of every DB write: it copies the record into the current
+// in-memory block, computes the fragment checksums over the copy (so what is
+// checksummed is exactly what reaches the file, even if the caller reuses p
+// at once), and returns; it never makes a system call. The order of records
+// is the order of WriteRecord calls, so the DB calls it under its commit
+// mutex, which makes WAL order equal sequence-number order.
+//
+// A background flusher goroutine owns the file: it hands full blocks to the
+// file, and, whenever it has nothing else to do, whatever the current
+// partial block holds, so unsynced data reaches the OS promptly without
+// writers paying for it. When it finds that someone waits in SyncTo, it
+// writes everything appended so far and then calls Sync once; every waiter
+// whose end offset is covered is released by that one fsync. While an fsync
+// is in progress new waiters queue up and share the next one: this is the
+// group commit, and the number of fsyncs under load is the number of fsync
+// rounds, not the number of callers.
+//
+// Invariants (under mu): synced <= flushed <= size; the blocks in full
+// precede cur in the file and are handed to the file in order; a block
+// returns to the free list only once all of it has been written.
+//
+// Failure is sticky: the first write or sync error fails the writer, and
+// every later call returns that error (wrapped with the file name). A failed
+// fsync in particular cannot be retried safely (the kernel may have dropped
+// the dirty pages), so the only way forward is a new log.
+type Writer struct {
+	f      vfs.File
+	name   string
+	logNum uint64
+	ctype  checksum.Type
+
+	// size mirrors curOff+cur.written for lock-free Size calls.
+	size atomic.Int64
+
+	mu sync.Mutex
+	// workCond wakes the flusher (it waits on it only while flusherIdle).
+	workCond sync.Cond
+	// doneCond wakes callers waiting for the flusher's progress (Flush,
+	// SyncTo, Close, and WriteRecord when too many blocks are queued).
+	doneCond sync.Cond
+
+	cur       *block   // block being filled
+	curOff    int64    // file offset of cur
+	full      []*block // full blocks not yet (completely) handed to the file, in order
+	free      []*block // recycled blocks
+	maxQueued int      // bound on len(full) before WriteRecord waits
+
+	flushedOff int64 // file offset up to which bytes were handed to the file
+	syncedOff  int64 // file offset up to which bytes are durable
+	syncWant   int64 // highest offset a SyncTo (or Close) asked to make durable
+	err        error // sticky failure
+	closed     bool  // Close was called: no more records
+	closing    bool  // the flusher may exit once it has no work
+	idle       bool  // the flusher waits on workCond
+	waiters    int   // goroutines blocked in SyncTo (for tests and metrics)
+	stats      WriterStats
+
+	done      chan struct{} // closed when the flusher exits
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// WriterStats counts a Writer's work. Syncs/Records under concurrent
+// SyncTo callers shows how well group commit batches.
+type WriterStats struct {
+	Records   int64 // logical records appended
+	Fragments int64 // fragments written (>= Records)
+	Bytes     int64 // payload bytes appended
+	Writes    int64 // File.Write calls made by the flusher
+	Syncs     int64 // File.Sync calls made by the flusher
+}
+
+// NewWriter starts a record log on f, which must be empty and positioned at
+// offset 0 (a newly created file). The file header naming logNum and the
+// checksum type t is the first thing appended; like every record it reaches
+// the file through the flusher, and is durable after the first Sync or Close.
+// The Writer takes ownership of f: Close closes it.
+func NewWriter(f vfs.File, name string, logNum uint64, t checksum.Type) (*Writer, error) {
+	if f == nil {
+		return nil, base.InvalidArgumentErrorf("wal: %s: nil file", name)
+	}
+	if err := t.Check(); err != nil {
+		return nil, base.InvalidArgumentErrorf("wal: %s: %w", name, err)
+	}
+	w := &Writer{
+		f:         f,
+		name:      name,
+		logNum:    logNum,
+		ctype:     t,
+		maxQueued: defaultMaxQueuedBlocks,
+		done:      make(chan struct{}),
+	}
+	w.workCond.L = &w.mu
+	w.doneCond.L = &w.mu
+	w.cur = new(block)
+	encodeFileHeader(w.cur.buf[:], logNum, t)
+	w.cur.written = FileHeaderSize
+	w.size.Store(FileHeaderSize)
+	go w.flushLoop()
+	return w, nil
+}
+
+// Name returns the file name given to NewWriter (used in errors).
+func (w *Writer) Name() string { return w.name }
+
+// LogNumber returns the log number written in the file header.
+func (w *Writer) LogNumber() uint64 { return w.logNum }
+
+// ChecksumType returns the checksum type written in the file header.
+func (w *Writer) ChecksumType() checksum.Type { return w.ctype }
+
+// Size returns the logical size of the log: the file offset just past the
+// last record appended (the file header included). It is what the file's
+// size will be once everything is flushed.
+func (w *Writer) Size() int64 { return w.size.Load() }
+
+// Stats returns a snapshot of the writer's counters.
+func (w *Writer) Stats() WriterStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
+}
+
+// WriteRecord appends one logical record to the in-memory buffer and returns
+// the logical end offset of the record, to pass to SyncTo. It never makes a
+// system call itself: full blocks, and the pending partial block when the
+// flusher is idle, are handed to the file by the background flusher. It
+// blocks only if the flusher is more than 16 MiB behind. p may be reused by
+// the caller as soon as WriteRecord returns. Callers serialize WriteRecord
+// to define the order of records.
+func (w *Writer) WriteRecord(p []byte) (end int64, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.closed {
+		return 0, w.closedError()
+	}
+	w.stats.Records++
+	w.stats.Bytes += int64(len(p))
+	for first := true; first || len(p) > 0; first = false {
+		b := w.cur
+		left := BlockSize - b.written
+		if left < FragmentHeaderSize {
+			// Too little room for a header: pad with zeros (the buffer is
+			// recycled, so the padding must be written explicitly).
+			clear(b.buf[b.written:])
+			b.written = BlockSize
+			if err := w.rotate(); err != nil {
+				return 0, err
+			}
+			b = w.cur
+			left = BlockSize - b.written
+		}
+		n := min(len(p), left-FragmentHeaderSize)
+		typ := fragMiddle
+		switch {
+		case first && n == len(p):
+			typ = fragFull
+		case first:
+			typ = fragFirst
+		case n == len(p):
+			typ = fragLast
+		}
+		frag := b.buf[b.written : b.written+FragmentHeaderSize+n]
+		copy(frag[FragmentHeaderSize:], p[:n])
+		frag[6] = typ
+		binary.LittleEndian.PutUint16(frag[4:6], uint16(n))
+		binary.LittleEndian.PutUint32(frag[0:4],
+			fragmentChecksum(w.ctype, w.logNum, w.curOff+int64(b.written), frag[6:]))
+		b.written += len(frag)
+		w.stats.Fragments++
+		p = p[n:]
+		if b.written == BlockSize {
+			if err := w.rotate(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	end = w.curOff + int64(w.cur.written)
+	w.size.Store(end)
+	if w.idle {
+		w.workCond.Signal()
+	}
+	return end, nil
+}
+
+// rotate queues the full current block for the flusher and starts a new
+// one, first waiting if too many blocks are queued. It returns the sticky
+// error if the writer failed while it waited.
+func (w *Writer) rotate() error {
+	for len(w.full) >= w.maxQueued && w.err == nil {
+		if w.idle {
+			w.workCond.Signal()
+		}
+		w.doneCond.Wait()
+	}
+	w.full = append(w.full, w.cur)
+	w.curOff += BlockSize
+	if n := len(w.free); n > 0 {
+		w.cur = w.free[n-1]
+		w.free[n-1] = nil
+		w.free = w.free[:n-1]
+	} else {
+		w.cur = new(block)
+	}
+	if w.idle {
+		w.workCond.Signal()
+	}
+	return w.err
+}
+
+// hasWork reports whether the flusher has bytes to write or a sync to do.
+func (w *Writer) hasWork() bool {
+	return len(w.full) > 0 || w.cur.written > w.cur.flushed || w.syncWant > w.syncedOff
+}
+
+// flushLoop is the flusher goroutine. Each round it takes, under mu, the
+// queued full blocks, the unflushed part of the current block and whether a
+// sync is wanted; it writes (and syncs) without mu, so appenders keep going;
+// then it publishes the new flushed/synced offsets and wakes the waiters.
+func (w *Writer) flushLoop() {
+	defer close(w.done)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var batch []*block
+	for {
+		for w.err == nil && !w.closing && !w.hasWork() {
+			w.idle = true
+			w.workCond.Wait()
+		}
+		w.idle = false
+		if w.err != nil || !w.hasWork() {
+			// Failed, or closing with nothing left to do.
+			w.doneCond.Broadcast()
+			return
+		}
+		batch = append(batch[:0], w.full...)
+		clear(w.full)
+		w.full = w.full[:0]
+		cur := w.cur
+		curFrom, curTo := cur.flushed, cur.written
+		target := w.curOff + int64(curTo)
+		doSync := w.syncWant > w.syncedOff
+		w.mu.Unlock()
+
+		writes, err := w.writeOut(batch, cur, curFrom, curTo)
+		if err == nil && doSync {
+			if err = w.f.Sync(); err != nil {
+				err = fmt.Errorf("wal: %s: sync: %w", w.name, err)
+			}
+		}
+
+		w.mu.Lock()
+		w.stats.Writes += writes
+		if doSync {
+			w.stats.Syncs++
+		}
+		if err != nil {
+			w.err = err
+			continue
+		}
+		for i, b := range batch {
+			b.written, b.flushed = 0, 0
+			w.free = append(w.free, b)
+			batch[i] = nil
+		}
+		cur.flushed = curTo
+		w.flushedOff = target
+		if doSync {
+			w.syncedOff = target
+		}
+		w.doneCond.Broadcast()
+	}
+}
+
+// writeOut hands the unwritten parts of the full blocks, then cur[from:to],
+// to the file. It runs without mu.
+func (w *Writer) writeOut(batch []*block, cur *block, from, to int) (writes int64, err error) {
+	for _, b := range batch {
+		if b.flushed == BlockSize {
+			continue
+		}
+		writes++
+		if _, err := w.f.Write(b.buf[b.flushed:BlockSize]); err != nil {
+			return writes, fmt.Errorf("wal: %s: write: %w", w.name, err)
+		}
+	}
+	if to > from {
+		writes++
+		if _, err := w.f.Write(cur.buf[from:to]); err != nil {
+			return writes, fmt.Errorf("wal: %s: write: %w", w.name, err)
+		}
+	}
+	return writes, nil
+}
+
+// Flush blocks until everything appended so far has been handed to the file
+// (no fsync: a crash of the machine may still lose it, a crash of the
+// process does not).
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	target := w.curOff + int64(w.cur.written)
+	for w.err == nil && w.flushedOff < target {
+		if w.idle {
+			w.workCond.Signal()
+		}
+		w.doneCond.Wait()
+	}
+	return w.err
+}
+
+// Sync blocks until everything appended so far is written and fsynced.
+func (w *Writer) Sync() error { return w.SyncTo(w.Size()) }
+
+// SyncTo blocks until every byte up to end (an offset returned by
+// WriteRecord) is written and fsynced. Many goroutines may wait at once;
+// they share fsyncs (group commit, see Writer). An end beyond Size is a
+// caller error, reported as base.ErrInvalidArgument without failing the
+// writer. After Close, whose final fsync covered everything, it returns nil
+// unless the writer had failed.
+func (w *Writer) SyncTo(end int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if w.syncedOff >= end {
+		return nil
+	}
+	if size := w.curOff + int64(w.cur.written); end > size {
+		return base.InvalidArgumentErrorf("wal: %s: SyncTo(%d) beyond the end of the log (%d)", w.name, end, size)
+	}
+	if end > w.syncWant {
+		w.syncWant = end
+	}
+	if w.idle {
+		w.workCond.Signal()
+	}
+	w.waiters++
+	for w.err == nil && w.syncedOff < end {
+		w.doneCond.Wait()
+	}
+	w.waiters--
+	return w.err
+}
+
+// Close flushes and fsyncs everything appended, stops the flusher and closes
+// the file. It is idempotent: later calls return the first call's result.
+// Records appended after Close are refused with base.ErrClosed. If the writer
+// had failed, Close still stops the flusher and closes the file, and returns
+// the sticky error.
+func (w *Writer) Close() error {
+	w.closeOnce.Do(func() {
+		w.mu.Lock()
+		w.closed = true
+		if size := w.curOff + int64(w.cur.written); size > w.syncWant {
+			w.syncWant = size
+		}
+		w.closing = true
+		w.workCond.Signal()
+		w.mu.Unlock()
+
+		<-w.done
+
+		w.mu.Lock()
+		err := w.err
+		w.mu.Unlock()
+		if cerr := w.f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("wal: %s: close: %w", w.name, cerr)
+		}
+		w.closeErr = err
+	})
+	return w.closeErr
+}
+
+func (w *Writer) closedError() error {
+	return fmt.Errorf("wal: %s: writer is closed: %w", w.name, base.ErrClosed)
+}
