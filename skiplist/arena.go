@@ -1,0 +1,76 @@
+package skiplist
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+)
+
+// MaxArenaSize is the largest arena: node and key offsets are uint32, and the
+// last 8-byte key-prefix load of a node must still be addressable.
+const MaxArenaSize = 1<<32 - 64
+
+// arenaStart is the first offset handed out. Offset 0 means "no node", so it
+// is never a valid allocation; starting at 8 keeps allocations 4-aligned with
+// room to spare.
+const arenaStart = 8
+
+// Arena is a fixed-size byte buffer that Skiplist nodes, keys and values are
+// bump-allocated from. It is allocated once; nothing is ever freed or moved,
+// so an offset stays valid (and the bytes behind it stay put) for the arena's
+// whole life. That is what lets readers follow links without locks.
+//
+// Concurrency: alloc is lock-free and safe for concurrent use (a CAS loop on
+// the used counter). A failed allocation consumes nothing, so a caller that
+// reserved capacity up front (see memtable.Reserve) can rely on it.
+//
+// Several skiplists may share one arena (the memtable keeps its point entries
+// and its range tombstones in one arena so one size limit covers both).
+type Arena struct {
+	used atomic.Uint64
+	buf  []byte
+	base unsafe.Pointer // &buf[0], cached for offset->pointer conversion
+}
+
+// NewArena allocates an arena of the given capacity in bytes. The capacity
+// must be at least large enough for one list's sentinels (MinArenaSize) and at
+// most MaxArenaSize; otherwise the error wraps ErrInvalidArgument.
+func NewArena(capacity int) (*Arena, error) {
+	if capacity < MinArenaSize || capacity > MaxArenaSize {
+		return nil, fmt.Errorf("%w: arena capacity %d outside [%d, %d]",
+			ErrInvalidArgument, capacity, MinArenaSize, MaxArenaSize)
+	}
+	a := &Arena{buf: make([]byte, capacity)}
+	a.base = unsafe.Pointer(unsafe.SliceData(a.buf))
+	a.used.Store(arenaStart)
+	return a, nil
+}
+
+// Size returns the number of bytes allocated so far, including the reserved
+// first bytes and the sentinels of every list in the arena.
+func (a *Arena) Size() int { return int(a.used.Load()) }
+
+// Capacity returns the arena's size limit in bytes.
+func (a *Arena) Capacity() int { return len(a.buf) }
+
+// Bytes returns the allocated part of the arena, [0, Size()). It aliases the
+// arena: it exists for diagnostics and for tests that simulate memory
+// corruption by flipping bytes in place. Writing to it while other goroutines
+// read the list is a data race.
+func (a *Arena) Bytes() []byte { return a.buf[:a.used.Load()] }
+
+// alloc reserves size bytes (a multiple of nodeAlign) and returns the offset of
+// the first. ok is false if the arena cannot hold them; nothing is consumed
+// then.
+func (a *Arena) alloc(size uint32) (off uint32, ok bool) {
+	for {
+		old := a.used.Load()
+		n := old + uint64(size)
+		if n > uint64(len(a.buf)) {
+			return 0, false
+		}
+		if a.used.CompareAndSwap(old, n) {
+			return uint32(old), true
+		}
+	}
+}

@@ -1,0 +1,399 @@
+package skiplist
+
+import "fmt"
+
+// Iterator walks a Skiplist in both directions. It is a value type so that
+// callers can embed it or keep it on the stack; the zero Iterator is not
+// usable, get one from Skiplist.NewIter.
+//
+// Contract: positioning methods (SeekGE, SeekLT, First, Last and the Split
+// variants) return Valid() after the move and clear a previous error. Next
+// and Prev are meant for a valid iterator; on an invalid one they return
+// false. Key and Value alias the arena: they stay valid for the arena's life
+// and must not be written. An Iterator is used by one goroutine at a time;
+// any number of iterators may run concurrently with inserts. Entries whose
+// insert is in progress may or may not be seen.
+//
+// In validating mode every move checks neighbour order (see the package doc);
+// a failed check leaves the iterator invalid with Error() wrapping
+// ErrCorruption.
+type Iterator struct {
+	list     *Skiplist
+	nd       uint32 // current node; 0 = invalid
+	validate bool
+	err      error
+
+	// Validating mode only.
+	ndAbbrev uint64 // abbreviation of nd
+	// checked is a neighbour before nd already verified to sort below nd
+	// (by a Next that came from it, or by the look-ahead of Prev/Last), so
+	// the next Prev need not compare that pair again; 0 if none.
+	checked       uint32
+	checkedAbbrev uint64
+}
+
+// NewIter returns an iterator over l, validating if validate is set or the
+// list validates.
+func (l *Skiplist) NewIter(validate bool) Iterator {
+	return Iterator{list: l, validate: validate || l.validate}
+}
+
+// Validating reports whether the iterator checks neighbour order.
+func (it *Iterator) Validating() bool { return it.validate }
+
+// Valid reports whether the iterator is positioned on an entry.
+func (it *Iterator) Valid() bool { return it.nd != 0 }
+
+// Error returns the corruption or argument error that invalidated the
+// iterator, or nil.
+func (it *Iterator) Error() error { return it.err }
+
+// Key returns the current key. The iterator must be valid.
+func (it *Iterator) Key() []byte { return it.list.keyAt(it.nd) }
+
+// Value returns the current value. The iterator must be valid.
+func (it *Iterator) Value() []byte { return it.list.valueAt(it.nd) }
+
+// KeyOffset returns the arena offset of the current key's first byte, and
+// ValueOffset that of the value; tests use them to corrupt entries in place.
+func (it *Iterator) KeyOffset() int { return int(it.nd) + offKey }
+
+// ValueOffset returns the arena offset of the current value's first byte.
+func (it *Iterator) ValueOffset() int { return int(it.nd) + offKey + int(it.list.keyLen(it.nd)) }
+
+func (it *Iterator) fail(err error) bool {
+	it.nd, it.err = 0, err
+	return false
+}
+
+// SeekGE moves to the first key >= key. Under InternalKeys, key is a whole
+// internal key (prefix ‖ trailer); a key shorter than 8 bytes is an error
+// wrapping ErrInvalidArgument.
+func (it *Iterator) SeekGE(key []byte) bool {
+	prefix, trailer, ok := it.list.splitProbe(key)
+	if !ok {
+		return it.fail(fmt.Errorf("%w: seek key of %d bytes is shorter than the 8-byte trailer", ErrInvalidArgument, len(key)))
+	}
+	return it.SeekGESplit(prefix, trailer)
+}
+
+// SeekLT moves to the last key < key. See SeekGE for internal keys.
+func (it *Iterator) SeekLT(key []byte) bool {
+	prefix, trailer, ok := it.list.splitProbe(key)
+	if !ok {
+		return it.fail(fmt.Errorf("%w: seek key of %d bytes is shorter than the 8-byte trailer", ErrInvalidArgument, len(key)))
+	}
+	return it.SeekLTSplit(prefix, trailer)
+}
+
+// SeekGESplit is SeekGE for a key given as prefix and trailer, so a caller
+// need not assemble an internal key. Under orders other than InternalKeys,
+// prefix is the whole key and trailer is ignored.
+func (it *Iterator) SeekGESplit(prefix []byte, trailer uint64) bool {
+	it.err = nil
+	l := it.list
+	if it.validate {
+		_, ge, err := l.findValidated(prefix, trailer)
+		if err != nil {
+			return it.fail(err)
+		}
+		return it.landValidated(ge)
+	}
+	_, ge := l.find(prefix, trailer)
+	if ge == l.tail {
+		it.nd = 0
+		return false
+	}
+	it.nd = ge
+	return true
+}
+
+// SeekLTSplit is SeekLT for a key given as prefix and trailer.
+func (it *Iterator) SeekLTSplit(prefix []byte, trailer uint64) bool {
+	it.err = nil
+	l := it.list
+	if it.validate {
+		lt, _, err := l.findValidated(prefix, trailer)
+		if err != nil {
+			return it.fail(err)
+		}
+		return it.landValidated(lt)
+	}
+	lt, _ := l.find(prefix, trailer)
+	if lt == l.head {
+		it.nd = 0
+		return false
+	}
+	it.nd = lt
+	return true
+}
+
+// landValidated positions on a node a validated search returned.
+func (it *Iterator) landValidated(nd uint32) bool {
+	l := it.list
+	if nd == l.tail || nd == l.head {
+		it.nd = 0
+		return false
+	}
+	if err := l.checkExtent(nd); err != nil {
+		return it.fail(err)
+	}
+	it.nd, it.ndAbbrev, it.checked = nd, l.abbrevAt(nd), 0
+	return true
+}
+
+// First moves to the first key. Validating, it also checks that key against
+// its successor, so a list broken right after the head is reported here.
+func (it *Iterator) First() bool {
+	it.err = nil
+	l := it.list
+	nd := l.loadNext(l.head, 0)
+	if !it.validate {
+		if nd == l.tail {
+			it.nd = 0
+			return false
+		}
+		it.nd = nd
+		return true
+	}
+	if nd == l.tail {
+		it.nd = 0
+		return false
+	}
+	if !l.inBounds(nd) {
+		return it.fail(l.linkError(l.head, nd, 0))
+	}
+	if err := l.checkExtent(nd); err != nil {
+		return it.fail(err)
+	}
+	na := l.abbrevAt(nd)
+	if nx := l.loadNext(nd, 0); nx != l.tail {
+		if !l.inBounds(nx) {
+			return it.fail(l.linkError(nd, nx, 0))
+		}
+		if err := l.checkPair(nd, na, nx, l.abbrevAt(nx), "first"); err != nil {
+			return it.fail(err)
+		}
+	}
+	it.nd, it.ndAbbrev, it.checked = nd, na, 0
+	return true
+}
+
+// Last moves to the last key, in O(1) through the tail's back link.
+// Validating, it also checks the key against its predecessor.
+func (it *Iterator) Last() bool {
+	it.err = nil
+	l := it.list
+	nd := l.loadPrev(l.tail)
+	if !it.validate {
+		if nd == l.head {
+			it.nd = 0
+			return false
+		}
+		it.nd = nd
+		return true
+	}
+	if nd == l.head {
+		it.nd = 0
+		return false
+	}
+	if !l.inBounds(nd) {
+		return it.fail(l.linkError(l.tail, nd, 0))
+	}
+	if err := l.checkExtent(nd); err != nil {
+		return it.fail(err)
+	}
+	it.nd, it.ndAbbrev, it.checked = nd, l.abbrevAt(nd), 0
+	if err := it.lookBehind(); err != nil {
+		return it.fail(err)
+	}
+	return true
+}
+
+// Next moves to the following key.
+func (it *Iterator) Next() bool {
+	if it.validate {
+		return it.nextValidated()
+	}
+	if it.nd == 0 {
+		return false
+	}
+	nd := it.list.loadNext(it.nd, 0)
+	if nd == it.list.tail {
+		it.nd = 0
+		return false
+	}
+	it.nd = nd
+	return true
+}
+
+// Prev moves to the preceding key, in O(1) through the back link.
+func (it *Iterator) Prev() bool {
+	if it.validate {
+		return it.prevValidated()
+	}
+	if it.nd == 0 {
+		return false
+	}
+	nd := it.list.loadPrev(it.nd)
+	if nd == it.list.head {
+		it.nd = 0
+		return false
+	}
+	it.nd = nd
+	return true
+}
+
+func (it *Iterator) nextValidated() bool {
+	l := it.list
+	cur := it.nd
+	if cur == 0 {
+		return false
+	}
+	nd := l.loadNext(cur, 0)
+	if nd == l.tail {
+		it.nd = 0
+		return false
+	}
+	if !l.inBounds(nd) {
+		return it.fail(l.linkError(cur, nd, 0))
+	}
+	na := l.abbrevAt(nd)
+	if err := l.checkPair(cur, it.ndAbbrev, nd, na, "next"); err != nil {
+		return it.fail(err)
+	}
+	if err := l.checkExtent(nd); err != nil {
+		return it.fail(err)
+	}
+	it.checked, it.checkedAbbrev = cur, it.ndAbbrev
+	it.nd, it.ndAbbrev = nd, na
+	return true
+}
+
+// prevValidated steps back and checks the node it lands on against both
+// neighbours: the one it left (unless already checked) and, looking one
+// step further back, its own predecessor. The look-behind is what lets
+// Last+Prev see a node that is out of order with the node before it; it
+// costs one compare per step because the next Prev reuses it.
+func (it *Iterator) prevValidated() bool {
+	l := it.list
+	cur := it.nd
+	if cur == 0 {
+		return false
+	}
+	nd := l.loadPrev(cur)
+	if nd == l.head {
+		it.nd = 0
+		return false
+	}
+	if !l.inBounds(nd) {
+		return it.fail(l.linkError(cur, nd, 0))
+	}
+	var na uint64
+	if nd == it.checked {
+		na = it.checkedAbbrev
+	} else {
+		na = l.abbrevAt(nd)
+		if err := l.checkPair(nd, na, cur, it.ndAbbrev, "prev"); err != nil {
+			return it.fail(err)
+		}
+	}
+	if err := l.checkExtent(nd); err != nil {
+		return it.fail(err)
+	}
+	it.nd, it.ndAbbrev = nd, na
+	if err := it.lookBehind(); err != nil {
+		return it.fail(err)
+	}
+	return true
+}
+
+// lookBehind checks the current node against its predecessor and remembers
+// the predecessor as checked.
+func (it *Iterator) lookBehind() error {
+	l := it.list
+	p := l.loadPrev(it.nd)
+	if p == l.head {
+		it.checked = 0
+		return nil
+	}
+	if !l.inBounds(p) {
+		return l.linkError(it.nd, p, 0)
+	}
+	pa := l.abbrevAt(p)
+	if err := l.checkPair(p, pa, it.nd, it.ndAbbrev, "prev look-behind"); err != nil {
+		return err
+	}
+	it.checked, it.checkedAbbrev = p, pa
+	return nil
+}
+
+// find returns the last node < probe (head if none) and the first node >=
+// probe (tail if none). This is the unvalidated hot path.
+//
+// bigger remembers the node that ended the walk at the level above: it is
+// known to be >= probe, so meeting it again one level down ends that level's
+// walk without a comparison.
+func (l *Skiplist) find(prefix []byte, trailer uint64) (lt, ge uint32) {
+	pa := l.abbrevOf(prefix)
+	x, nx, bigger := l.head, l.tail, uint32(0)
+	for lvl := int(l.height.Load()) - 1; lvl >= 0; lvl-- {
+		for {
+			nx = l.loadNext(x, lvl)
+			if nx == l.tail || nx == bigger {
+				break
+			}
+			na := l.abbrevAt(nx)
+			if na < pa || (na == pa && l.cmpProbe(prefix, trailer, nx) > 0) {
+				x = nx
+				continue
+			}
+			bigger = nx
+			break
+		}
+	}
+	return x, nx
+}
+
+// findValidated is find with validation of every link it follows. The order
+// check of a link x→nx is needed only when the walk moves past nx (nx <
+// probe): otherwise x < probe <= nx proves it, and when it is needed the
+// abbreviations usually decide it with one integer compare.
+func (l *Skiplist) findValidated(prefix []byte, trailer uint64) (lt, ge uint32, err error) {
+	pa := l.abbrevOf(prefix)
+	x, nx, bigger := l.head, l.tail, uint32(0)
+	var xa uint64
+	for lvl := int(l.height.Load()) - 1; lvl >= 0; lvl-- {
+		for {
+			nx = l.loadNext(x, lvl)
+			if nx == l.tail || nx == bigger {
+				break
+			}
+			if !l.inBounds(nx) {
+				return 0, 0, l.linkError(x, nx, lvl)
+			}
+			na := l.abbrevAt(nx)
+			if na > pa {
+				bigger = nx
+				break
+			}
+			if na == pa {
+				if err := l.checkExtent(nx); err != nil {
+					return 0, 0, err
+				}
+				if l.cmpProbe(prefix, trailer, nx) <= 0 {
+					bigger = nx
+					break
+				}
+			}
+			// Moving past nx: x < nx is not implied, check it.
+			if xa >= na && x != l.head {
+				if err := l.checkPairSlow(x, xa, nx, na, "search"); err != nil {
+					return 0, 0, err
+				}
+			}
+			x, xa = nx, na
+		}
+	}
+	return x, nx, nil
+}

@@ -1,0 +1,186 @@
+package skiplist
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// TestConcurrent runs writers and readers at once. Writers insert
+// interleaved keys (neighbours come from different writers, so their CASes
+// contend on the same links); readers scan in both directions and seek
+// while the list grows, checking that everything they see is strictly
+// ordered. Afterwards every key must be present exactly once, and the
+// backward walk must be the forward walk reversed (back links repaired).
+func TestConcurrent(t *testing.T) {
+	const writers, readers = 3, 2
+	perWriter := 4000
+	if testing.Short() {
+		perWriter = 1000
+	}
+	for _, validate := range []bool{false, true} {
+		for _, mode := range []string{"add", "inserter", "yield"} {
+			t.Run(fmt.Sprintf("validate=%t/%s", validate, mode), func(t *testing.T) {
+				arena, _ := NewArena(writers * perWriter * 128)
+				l, err := New(arena, Options{InternalKeys: true, Validate: validate})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if mode == "yield" {
+					l.testYield = runtime.Gosched
+				}
+				key := func(i, w int) []byte {
+					k := binary.BigEndian.AppendUint64(nil, uint64(i*writers+w))
+					return binary.LittleEndian.AppendUint64(k, 7<<8|1)
+				}
+				var done atomic.Bool
+				var failures atomic.Int64
+				fail := func(format string, args ...any) {
+					if failures.Add(1) < 5 {
+						t.Errorf(format, args...)
+					}
+				}
+				var wg, rg sync.WaitGroup
+				for w := 0; w < writers; w++ {
+					wg.Add(1)
+					go func(w int) {
+						defer wg.Done()
+						ins := l.NewInserter()
+						// Ascending runs with random jumps, so the inserter
+						// cache both hits and misses.
+						rng := rand.New(rand.NewPCG(uint64(w), 1))
+						perm := rng.Perm(perWriter / 10)
+						for _, blk := range perm {
+							for j := 0; j < 10; j++ {
+								k := key(blk*10+j, w)
+								var err error
+								if mode == "inserter" {
+									err = ins.Add(k, k[:8])
+								} else {
+									err = l.Add(k, k[:8])
+								}
+								if err != nil {
+									fail("writer %d: Add(%x): %v", w, k, err)
+									return
+								}
+							}
+						}
+					}(w)
+				}
+				for r := 0; r < readers; r++ {
+					rg.Add(1)
+					go func(r int) {
+						defer rg.Done()
+						rng := rand.New(rand.NewPCG(uint64(r), 2))
+						it := l.NewIter(false)
+						for !done.Load() {
+							var prev []byte
+							for ok := it.First(); ok; ok = it.Next() {
+								if prev != nil && compareInternal(prev, it.Key()) >= 0 {
+									fail("reader %d: forward %x then %x", r, prev, it.Key())
+								}
+								prev = it.Key()
+							}
+							prev = nil
+							for ok := it.Last(); ok; ok = it.Prev() {
+								if prev != nil && compareInternal(it.Key(), prev) >= 0 {
+									fail("reader %d: backward %x then %x", r, prev, it.Key())
+								}
+								prev = it.Key()
+							}
+							for i := 0; i < 50; i++ {
+								k := key(rng.IntN(perWriter), rng.IntN(writers))
+								if it.SeekGE(k) && compareInternal(it.Key(), k) < 0 {
+									fail("reader %d: SeekGE(%x) landed on smaller %x", r, k, it.Key())
+								}
+								if it.SeekLT(k) && compareInternal(it.Key(), k) >= 0 {
+									fail("reader %d: SeekLT(%x) landed on %x", r, k, it.Key())
+								}
+							}
+							if err := it.Error(); err != nil {
+								fail("reader %d: %v", r, err)
+							}
+						}
+					}(r)
+				}
+				wg.Wait()
+				done.Store(true)
+				rg.Wait()
+				if t.Failed() {
+					return
+				}
+				it := l.NewIter(true)
+				for w := 0; w < writers; w++ {
+					for i := 0; i < perWriter/10*10; i++ {
+						k := key(i, w)
+						if !it.SeekGE(k) || !bytes.Equal(it.Key(), k) || !bytes.Equal(it.Value(), k[:8]) {
+							t.Fatalf("key %x missing after concurrent inserts (err %v)", k, it.Error())
+						}
+					}
+				}
+				var fwd [][]byte
+				for ok := it.First(); ok; ok = it.Next() {
+					fwd = append(fwd, it.Key())
+				}
+				n := len(fwd)
+				for ok := it.Last(); ok; ok = it.Prev() {
+					n--
+					if n < 0 || !bytes.Equal(fwd[n], it.Key()) {
+						t.Fatalf("backward walk disagrees with forward walk at %d", n)
+					}
+				}
+				if n != 0 || it.Error() != nil {
+					t.Fatalf("backward walk ended at %d (err %v)", n, it.Error())
+				}
+				if want := writers * (perWriter / 10 * 10); len(fwd) != want {
+					t.Fatalf("%d keys, want %d", len(fwd), want)
+				}
+				if cnt, err := l.Verify(nil); err != nil || cnt != len(fwd) {
+					t.Fatalf("Verify = %d, %v", cnt, err)
+				}
+			})
+		}
+	}
+}
+
+// TestConcurrentSameKeys has several goroutines insert the same keys: each
+// key must go in exactly once, the others getting ErrRecordExists.
+func TestConcurrentSameKeys(t *testing.T) {
+	const goroutines, keys = 4, 1000
+	arena, _ := NewArena(goroutines * keys * 100)
+	l, _ := New(arena, Options{})
+	l.testYield = runtime.Gosched
+	var wins, exists atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < keys; i++ {
+				err := l.Add(binary.BigEndian.AppendUint64(nil, uint64(i)), nil)
+				switch {
+				case err == nil:
+					wins.Add(1)
+				case errors.Is(err, ErrRecordExists):
+					exists.Add(1)
+				default:
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != keys || exists.Load() != (goroutines-1)*keys {
+		t.Fatalf("%d inserts won, %d lost; want %d and %d", wins.Load(), exists.Load(), keys, (goroutines-1)*keys)
+	}
+	if n, err := l.Verify(nil); err != nil || n != keys {
+		t.Fatalf("Verify = %d, %v", n, err)
+	}
+}

@@ -1,0 +1,454 @@
+package skiplist
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// orderCase names one of the orders a list can have, with a key generator
+// that produces keys valid under it.
+type orderCase struct {
+	name string
+	opts Options
+	cmp  func(a, b []byte) int
+}
+
+func reverseBytewise(a, b []byte) int { return bytes.Compare(b, a) }
+
+var orderCases = []orderCase{
+	{"bytewise", Options{}, bytes.Compare},
+	{"internal", Options{InternalKeys: true}, compareInternal},
+	{"func-reverse", Options{Compare: reverseBytewise}, reverseBytewise},
+}
+
+// randKey draws keys from a small alphabet so that common prefixes, prefixes
+// of each other, short keys (below the 8-byte abbreviation) and equal
+// abbreviations are frequent.
+func randKey(rng *rand.Rand, internal bool) []byte {
+	alphabet := []byte{0x00, 'a', 'b', 0xff}
+	n := rng.IntN(12)
+	if rng.IntN(4) == 0 {
+		n = 8 + rng.IntN(3)
+	}
+	k := make([]byte, n, n+8)
+	for i := range k {
+		k[i] = alphabet[rng.IntN(len(alphabet))]
+	}
+	if internal {
+		// Few distinct trailers, so the same prefix shows up with several.
+		k = binary.LittleEndian.AppendUint64(k, uint64(rng.IntN(4))<<8|uint64(rng.IntN(2)))
+	}
+	return k
+}
+
+// model is a sorted set of keys under cmp, with the value stored per key.
+type model struct {
+	cmp  func(a, b []byte) int
+	keys [][]byte
+	vals map[string][]byte
+}
+
+func newModel(cmp func(a, b []byte) int) *model {
+	return &model{cmp: cmp, vals: map[string][]byte{}}
+}
+
+func (m *model) add(k, v []byte) bool {
+	i, found := slices.BinarySearchFunc(m.keys, k, m.cmp)
+	if found {
+		return false
+	}
+	m.keys = slices.Insert(m.keys, i, bytes.Clone(k))
+	m.vals[string(k)] = bytes.Clone(v)
+	return true
+}
+
+// ge returns the index of the first key >= k, lt that of the last key < k.
+func (m *model) ge(k []byte) int {
+	i, _ := slices.BinarySearchFunc(m.keys, k, m.cmp)
+	return i
+}
+
+func checkAt(t *testing.T, it *Iterator, m *model, idx int, what string) {
+	t.Helper()
+	if err := it.Error(); err != nil {
+		t.Fatalf("%s: unexpected error %v", what, err)
+	}
+	if idx < 0 || idx >= len(m.keys) {
+		if it.Valid() {
+			t.Fatalf("%s: iterator valid at %x, model exhausted", what, it.Key())
+		}
+		return
+	}
+	if !it.Valid() {
+		t.Fatalf("%s: iterator invalid, model at %x", what, m.keys[idx])
+	}
+	if !bytes.Equal(it.Key(), m.keys[idx]) {
+		t.Fatalf("%s: key %x, model %x", what, it.Key(), m.keys[idx])
+	}
+	if want := m.vals[string(m.keys[idx])]; !bytes.Equal(it.Value(), want) {
+		t.Fatalf("%s: value %x, model %x", what, it.Value(), want)
+	}
+}
+
+func runModel(t *testing.T, oc orderCase, validate bool, maxHeight int, useInserter bool, seed uint64, ops int) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	internal := oc.opts.InternalKeys
+	arena, err := NewArena(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := oc.opts
+	o.Validate = validate
+	o.MaxHeight = maxHeight
+	l, err := New(arena, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := l.NewInserter()
+	m := newModel(oc.cmp)
+	it := l.NewIter(false)
+	idx := -1
+	for op := 0; op < ops; op++ {
+		switch r := rng.IntN(20); {
+		case r < 8:
+			k := randKey(rng, internal)
+			v := []byte(fmt.Sprintf("v%d", op))
+			var err error
+			if useInserter {
+				err = ins.Add(k, v)
+			} else {
+				err = l.Add(k, v)
+			}
+			added := m.add(k, v)
+			switch {
+			case added && err != nil:
+				t.Fatalf("op %d: Add(%x) = %v, want nil", op, k, err)
+			case !added && !errors.Is(err, ErrRecordExists):
+				t.Fatalf("op %d: Add(%x) of a present key = %v, want ErrRecordExists", op, k, err)
+			}
+			// The iterator's position stays meaningful across inserts only
+			// by key; re-seek it.
+			if idx >= 0 && idx < len(m.keys) && it.Valid() {
+				idx = m.ge(it.Key())
+			} else {
+				idx = -1
+				it.First()
+				if len(m.keys) > 0 {
+					idx = 0
+				}
+			}
+		case r < 10:
+			k := randKey(rng, internal)
+			it.SeekGE(k)
+			idx = m.ge(k)
+			checkAt(t, &it, m, idx, fmt.Sprintf("op %d SeekGE(%x)", op, k))
+		case r < 12:
+			k := randKey(rng, internal)
+			it.SeekLT(k)
+			idx = m.ge(k) - 1
+			checkAt(t, &it, m, idx, fmt.Sprintf("op %d SeekLT(%x)", op, k))
+		case r < 13:
+			it.First()
+			idx = 0
+			checkAt(t, &it, m, idx, fmt.Sprintf("op %d First", op))
+		case r < 14:
+			it.Last()
+			idx = len(m.keys) - 1
+			checkAt(t, &it, m, idx, fmt.Sprintf("op %d Last", op))
+		case r < 17:
+			if idx >= 0 && idx < len(m.keys) {
+				it.Next()
+				idx++
+				checkAt(t, &it, m, idx, fmt.Sprintf("op %d Next", op))
+			}
+		default:
+			if idx >= 0 && idx < len(m.keys) {
+				it.Prev()
+				idx--
+				checkAt(t, &it, m, idx, fmt.Sprintf("op %d Prev", op))
+			}
+		}
+		if idx < 0 || idx >= len(m.keys) {
+			idx = -1
+		}
+	}
+	// Full walks in both directions.
+	i := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		checkAt(t, &it, m, i, "final forward walk")
+		i++
+	}
+	if i != len(m.keys) || it.Error() != nil {
+		t.Fatalf("forward walk saw %d keys (err %v), model has %d", i, it.Error(), len(m.keys))
+	}
+	i = len(m.keys) - 1
+	for ok := it.Last(); ok; ok = it.Prev() {
+		checkAt(t, &it, m, i, "final backward walk")
+		i--
+	}
+	if i != -1 || it.Error() != nil {
+		t.Fatalf("backward walk stopped at model index %d (err %v)", i, it.Error())
+	}
+	n, err := l.Verify(nil)
+	if err != nil || n != len(m.keys) {
+		t.Fatalf("Verify = %d, %v; model has %d", n, err, len(m.keys))
+	}
+}
+
+func TestModel(t *testing.T) {
+	ops := 3000
+	if testing.Short() {
+		ops = 1000
+	}
+	for _, oc := range orderCases {
+		for _, validate := range []bool{false, true} {
+			for _, mh := range []int{0, 1, 2} {
+				for _, useIns := range []bool{false, true} {
+					name := fmt.Sprintf("%s/validate=%t/maxheight=%d/inserter=%t", oc.name, validate, mh, useIns)
+					t.Run(name, func(t *testing.T) {
+						for seed := uint64(1); seed <= 3; seed++ {
+							runModel(t, oc, validate, mh, useIns, seed, ops)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestSortedInserts drives the inserter cache's fast path (ascending keys)
+// and its fallbacks (descending and interleaved runs).
+func TestSortedInserts(t *testing.T) {
+	for _, pattern := range []string{"ascending", "descending", "interleaved"} {
+		t.Run(pattern, func(t *testing.T) {
+			arena, _ := NewArena(4 << 20)
+			l, err := New(arena, Options{InternalKeys: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ins := l.NewInserter()
+			m := newModel(compareInternal)
+			const n = 5000
+			for i := 0; i < n; i++ {
+				j := i
+				switch pattern {
+				case "descending":
+					j = n - i
+				case "interleaved":
+					j = (i%2)*n + i/2
+				}
+				k := binary.BigEndian.AppendUint64(nil, uint64(j))
+				k = binary.LittleEndian.AppendUint64(k, uint64(i)<<8|1)
+				if err := ins.Add(k, k[:4]); err != nil {
+					t.Fatalf("insert %d: %v", i, err)
+				}
+				m.add(k, k[:4])
+			}
+			it := l.NewIter(true)
+			i := 0
+			for ok := it.First(); ok; ok = it.Next() {
+				checkAt(t, &it, m, i, "walk")
+				i++
+			}
+			if n, err := l.Verify(nil); err != nil || n != len(m.keys) {
+				t.Fatalf("Verify = %d, %v, want %d", n, err, len(m.keys))
+			}
+		})
+	}
+}
+
+func TestPrepareLink(t *testing.T) {
+	arena, _ := NewArena(1 << 16)
+	l, _ := New(arena, Options{InternalKeys: true})
+	p, err := l.Prepare(3+8, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(p.Key, "abc")
+	binary.LittleEndian.PutUint64(p.Key[3:], 42<<8|1)
+	copy(p.Value, "hello")
+	if err := l.Link(p); err != nil {
+		t.Fatal(err)
+	}
+	it := l.NewIter(true)
+	if !it.SeekGESplit([]byte("abc"), ^uint64(0)) {
+		t.Fatalf("SeekGESplit found nothing: %v", it.Error())
+	}
+	if got := it.Key(); !bytes.Equal(got[:3], []byte("abc")) || binary.LittleEndian.Uint64(got[3:]) != 42<<8|1 {
+		t.Fatalf("key %x", got)
+	}
+	if string(it.Value()) != "hello" {
+		t.Fatalf("value %q", it.Value())
+	}
+	if got := arena.Bytes()[it.KeyOffset() : it.KeyOffset()+3]; string(got) != "abc" {
+		t.Fatalf("KeyOffset points at %q", got)
+	}
+	if got := arena.Bytes()[it.ValueOffset() : it.ValueOffset()+5]; string(got) != "hello" {
+		t.Fatalf("ValueOffset points at %q", got)
+	}
+	if _, err := l.Prepare(7, 0); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("7-byte internal key: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := l.Prepare(-1, 0); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("negative length: %v, want ErrInvalidArgument", err)
+	}
+	if it.SeekGE([]byte("short")) || !errors.Is(it.Error(), ErrInvalidArgument) {
+		t.Fatalf("SeekGE with a 5-byte internal key: valid=%t err=%v", it.Valid(), it.Error())
+	}
+	// An absolute positioning call clears the error.
+	if !it.First() || it.Error() != nil {
+		t.Fatalf("First after error: valid=%t err=%v", it.Valid(), it.Error())
+	}
+}
+
+func TestOptionsAndArena(t *testing.T) {
+	for _, c := range []int{-1, 0, MinArenaSize - 1, MaxArenaSize + 1} {
+		if _, err := NewArena(c); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("NewArena(%d) = %v, want ErrInvalidArgument", c, err)
+		}
+	}
+	a, err := NewArena(MinArenaSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(a, Options{InternalKeys: true, Compare: bytes.Compare}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Compare+InternalKeys: %v", err)
+	}
+	if _, err := New(a, Options{MaxHeight: MaxHeight + 1}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("MaxHeight too large: %v", err)
+	}
+	if _, err := New(nil, Options{}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("nil arena: %v", err)
+	}
+	l, err := New(a, Options{})
+	if err != nil {
+		t.Fatalf("list in a minimal arena: %v", err)
+	}
+	if a.Size() != a.Capacity() {
+		t.Fatalf("minimal arena: size %d, capacity %d", a.Size(), a.Capacity())
+	}
+	// A second list does not fit.
+	if _, err := New(a, Options{}); !errors.Is(err, ErrArenaFull) {
+		t.Fatalf("second list in a full arena: %v", err)
+	}
+	if err := l.Add([]byte("k"), nil); !errors.Is(err, ErrArenaFull) {
+		t.Fatalf("Add to a full arena: %v", err)
+	}
+	it := l.NewIter(true)
+	if it.First() || it.Last() || it.SeekGE([]byte("a")) || it.SeekLT([]byte("z")) || it.Error() != nil {
+		t.Fatal("empty list: an iterator found something or failed")
+	}
+	if n, err := l.Verify(nil); n != 0 || err != nil {
+		t.Fatalf("Verify of empty list = %d, %v", n, err)
+	}
+}
+
+// TestArenaFull fills an arena with random keys: inserts end with
+// ErrArenaFull, never a panic, everything inserted before stays readable,
+// and a failed insert consumes nothing.
+func TestArenaFull(t *testing.T) {
+	for _, mh := range []int{0, 1} {
+		arena, _ := NewArena(16 << 10)
+		l, _ := New(arena, Options{MaxHeight: mh})
+		rng := rand.New(rand.NewPCG(3, 4))
+		var added [][]byte
+		for {
+			k := binary.BigEndian.AppendUint64(nil, rng.Uint64())
+			err := l.Add(k, bytes.Repeat([]byte{1}, rng.IntN(200)))
+			if errors.Is(err, ErrArenaFull) {
+				before := arena.Size()
+				if err := l.Add(k, make([]byte, 4096)); !errors.Is(err, ErrArenaFull) {
+					t.Fatalf("large insert into a full arena: %v", err)
+				}
+				if arena.Size() != before {
+					t.Fatalf("failed insert consumed %d bytes", arena.Size()-before)
+				}
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			added = append(added, k)
+		}
+		if len(added) < 50 {
+			t.Fatalf("only %d entries fit in 16 KiB", len(added))
+		}
+		it := l.NewIter(true)
+		for _, k := range added {
+			if !it.SeekGE(k) || !bytes.Equal(it.Key(), k) {
+				t.Fatalf("key %x lost after arena full (err %v)", k, it.Error())
+			}
+		}
+		if n, err := l.Verify(nil); err != nil || n != len(added) {
+			t.Fatalf("Verify = %d, %v, want %d", n, err, len(added))
+		}
+		if err := l.Add([]byte("x"), make([]byte, 32<<10)); !errors.Is(err, ErrArenaFull) {
+			t.Fatalf("entry larger than the arena: %v", err)
+		}
+	}
+}
+
+// TestNodeAtArenaEnd places a node in the last bytes of the arena, with a key
+// and value shorter than the 8-byte abbreviation load; under -race (which
+// enables checkptr) any read straddling the end of the buffer would fail.
+func TestNodeAtArenaEnd(t *testing.T) {
+	for _, kv := range [][2]int{{0, 0}, {1, 0}, {3, 2}, {7, 1}, {9, 0}} {
+		size := MinArenaSize + int(nodeSize(1, uint64(kv[0]), uint64(kv[1])))
+		arena, err := NewArena(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := New(arena, Options{MaxHeight: 1})
+		k := bytes.Repeat([]byte{'k'}, kv[0])
+		v := bytes.Repeat([]byte{'v'}, kv[1])
+		if err := l.Add(k, v); err != nil {
+			t.Fatalf("%v: %v", kv, err)
+		}
+		if arena.Size() != arena.Capacity() {
+			t.Fatalf("%v: arena not exactly full: %d of %d", kv, arena.Size(), arena.Capacity())
+		}
+		for _, validate := range []bool{false, true} {
+			it := l.NewIter(validate)
+			if !it.SeekGE(k) || !bytes.Equal(it.Key(), k) || !bytes.Equal(it.Value(), v) {
+				t.Fatalf("%v: SeekGE: valid=%t err=%v", kv, it.Valid(), it.Error())
+			}
+			if !it.Last() || !it.First() || it.Next() || it.Error() != nil {
+				t.Fatalf("%v: walk failed: %v", kv, it.Error())
+			}
+		}
+		if n, err := l.Verify(nil); n != 1 || err != nil {
+			t.Fatalf("%v: Verify = %d, %v", kv, n, err)
+		}
+	}
+}
+
+func TestAbbrev(t *testing.T) {
+	arena, _ := NewArena(1 << 12)
+	for _, oc := range orderCases {
+		l, _ := New(arena, oc.opts)
+		for _, k := range [][]byte{nil, {1}, {1, 2, 3}, []byte("abcdefgh"), []byte("abcdefghij")} {
+			key := k
+			if oc.opts.InternalKeys {
+				key = binary.LittleEndian.AppendUint64(bytes.Clone(k), 0xffff)
+			}
+			p, err := l.Prepare(len(key), 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copy(p.Key, key)
+			copy(p.Value, "\xff\xff\xff") // must not leak into the abbreviation
+			prefix, _, _ := l.splitProbe(key)
+			if got, want := l.abbrevAt(p.off), l.abbrevOf(prefix); got != want {
+				t.Errorf("%s: abbrev of %x: node %x, probe %x", oc.name, key, got, want)
+			}
+			if oc.opts.Compare != nil && l.abbrevAt(p.off) != 0 {
+				t.Errorf("%s: custom order got a non-zero abbreviation", oc.name)
+			}
+		}
+	}
+}
