@@ -1,0 +1,176 @@
+// Package sst reads and writes Vigil's sorted string tables: immutable files
+// of internal keys (user key ‖ 8-byte trailer) in order, split into
+// checksummed blocks, with a bloom filter over user keys, a block of range
+// tombstones, a properties block and an index.
+//
+// This comment is the format's specification. The golden files in testdata
+// pin it byte for byte; a change to anything below is a format change and
+// needs a new FormatVersion.
+//
+// # File layout
+//
+// Every region is a block followed by its 5-byte trailer, and the regions are
+// contiguous, in this order, with no gaps (the reader checks that the handles
+// tile the file exactly, so no byte of a valid file is outside a checksummed
+// region):
+//
+//	offset 0
+//	+------------------+---------+
+//	| data block 0     | trailer |  entries: internal key -> value
+//	+------------------+---------+
+//	| data block 1     | trailer |
+//	+------------------+---------+
+//	|   ...            |         |
+//	+------------------+---------+
+//	| filter block     | trailer |  only if BloomBitsPerKey > 0
+//	+------------------+---------+
+//	| range-del block  | trailer |  always present (may have no entries)
+//	+------------------+---------+  <- end of the whole-file checksum's range
+//	| properties block | trailer |
+//	+------------------+---------+
+//	| index block      | trailer |  separator -> data block handle
+//	+------------------+---------+
+//	| metaindex block  | trailer |  name -> handle of filter/range-del/properties
+//	+------------------+---------+
+//	| footer (53 bytes)          |  fixed size, the last bytes of the file
+//	+----------------------------+
+//
+// A block handle is (offset, size): the block's first byte in the file and
+// its length on disk, excluding the trailer. In blocks it is encoded as two
+// uvarints; in the footer as two fixed 8-byte little-endian integers.
+//
+// # Blocks
+//
+// A block is a run of prefix-compressed entries, then a restart array:
+//
+//	+---------+---------+-----+-------------+-----+---------------+--------------+
+//	| entry 0 | entry 1 | ... | restart[0]  | ... | restart[n-1]  | n (uint32 LE)|
+//	+---------+---------+-----+-------------+-----+---------------+--------------+
+//	                            uint32 LE offsets of restart entries
+//
+//	entry := shared uvarint | unshared uvarint | valueLen uvarint
+//	         | key[shared:] (unshared bytes) | value (valueLen bytes)
+//
+// An entry's key is the previous entry's key[:shared] followed by the
+// unshared bytes. Every BlockRestartInterval-th entry (16 by default; 1 in
+// index and metaindex blocks) is a restart point: it has shared == 0 and its
+// offset is in the restart array, so a reader can binary-search the restart
+// points and decode forward from one. restart[0] is 0. A block with no entries
+// is just n = 0 (4 bytes). The varints are at most 5 bytes (uint32 values).
+//
+// Keys of data blocks are encoded internal keys: user key ‖ trailer, the
+// trailer a little-endian uint64 seqnum<<8 | kind, kind Set (1) or Delete (0),
+// in strictly increasing internal-key order (user key ascending, trailer
+// descending). Values are the user values (empty for Delete).
+//
+// # Block trailer
+//
+//	+------------------+-----------------------------+
+//	| compression byte | checksum (uint32 LE)        |
+//	+------------------+-----------------------------+
+//
+// The compression byte is 0 (none) or 1 (snappy block format, of the whole
+// block including its restart array). The checksum is
+//
+//	checksum.Block(t, block, compressionByte) + checksum.ContextModifier(base, blockOffset)   (mod 2^32)
+//
+// where t is the file's checksum type and base its per-file context value,
+// both from the footer. The modifier makes a block copied from another offset
+// or another file fail its check even when its bytes are intact. For
+// checksum type None, checksum.Block is 0, so the stored value is the
+// modifier alone: None still catches a misplaced block, weakly, but no
+// corruption of its content.
+//
+// A writer compresses a block with snappy only if that saves at least 1/8 of
+// its size; filter, properties and metaindex blocks are never compressed. No
+// block, compressed or not, may exceed MaxBlockSize bytes; a reader rejects a
+// snappy block whose declared decoded length exceeds MaxBlockSize or what
+// snappy can possibly produce from its input (64/3 bytes per input byte)
+// before allocating for it.
+//
+// # Index block
+//
+// One entry per data block, in file order: key = a separator, an encoded
+// internal key >= the block's last key and < the next block's first key (the
+// last block uses its last key); value = the block's handle (two uvarints).
+// Separators are shortened where possible: if the user keys of the block's
+// last key a and the next block's first key b differ at byte i, a[i] < 0xff
+// and a[i]+1 < b[i], the separator is a[:i] ‖ a[i]+1 with trailer
+// (SeqNumMax, kind 15). Restart interval 1. Data block i must start where
+// block i-1's trailer ends, block 0 at offset 0.
+//
+// # Filter block
+//
+// A cache-line-blocked bloom filter over the table's distinct user keys
+// (absent when BloomBitsPerKey is 0):
+//
+//	+----------------------------------+-----------------+------------------------+
+//	| numLines × 64-byte lines         | numProbes (1 B) | numLines (uint32 LE)   |
+//	+----------------------------------+-----------------+------------------------+
+//
+// numLines = ceil(keys × bitsPerKey / 512) (0 for a table without point
+// keys: such a filter matches nothing), numProbes = clamp(bitsPerKey × 69 /
+// 100, 1, 30). For a user key with h = XXH3-64(key), lo = uint32(h),
+// hi = uint32(h >> 32): its line is (lo × numLines) >> 32, and probe j
+// (j = 0 .. numProbes-1) sets bit (hi + j×delta) mod 512 of the line, where
+// delta = hi>>17 | hi<<15 and bit b of a line is bit b%8 of its byte b/8.
+// With 10 bits per key the false-positive rate is about 1%.
+//
+// # Range-del block
+//
+// One entry per range tombstone [start, end)#seq: key = start ‖ trailer
+// (seq, RangeDelete), value = end; in internal-key order (start ascending,
+// seq descending), start < end. Restart interval 16. The reader loads them
+// all at open.
+//
+// # Properties block
+//
+// Named properties, keys in ascending byte order, each exactly once: integer
+// values are uvarints that fill the value exactly; keys are encoded internal
+// keys (empty for an empty table). See Properties for the names and meaning.
+// "vigil.file.checksum" is checksum.Sum64(t, file[0 : properties offset]):
+// a checksum of every byte before the properties block, i.e. all data
+// blocks, the filter and range-del blocks and their trailers. (It cannot
+// cover the properties block, which contains it; the blocks after it are
+// covered by their own trailers and the footer checksum.) For checksum type
+// None it is 0 and not checked. The DB records it in the MANIFEST and
+// Verify recomputes it.
+//
+// # Metaindex block
+//
+// name -> handle for "vigil.filter" (if present), "vigil.properties" and
+// "vigil.rangedel", in that (byte) order; restart interval 1. The metaindex
+// block must end (with its trailer) exactly where the footer starts.
+//
+// # Footer
+//
+//	offset  size  field
+//	     0     1  checksum type (checksum.Type: 0 none ... 5 crc64)
+//	     1     4  format version (uint32 LE), FormatVersion
+//	     5     4  base context value (uint32 LE), random, non-zero
+//	     9     8  metaindex block offset (uint64 LE)
+//	    17     8  metaindex block size
+//	    25     8  index block offset
+//	    33     8  index block size
+//	    41     4  footer checksum (uint32 LE)
+//	    45     8  magic number 0x5453536c69676976 ("vigilSST" in LE bytes)
+//
+// The footer checksum is checksum.Value(t, footer[0:41]) +
+// checksum.ContextModifier(base, footerOffset). A reader checks, in order:
+// the file is at least FooterLen bytes, the magic, the version, the checksum
+// type, base != 0, the footer checksum, then the handles. Every failure is an
+// error wrapping base.ErrCorruption that names the file, e.g. "Corrupt or
+// unsupported checksum type: 123 in 000007.sst". Because the type byte is
+// part of the checksummed bytes, a flip that turns it into another valid
+// type (even None) fails the footer check.
+//
+// # Reading
+//
+// Open reads and verifies the footer, metaindex, index, filter, range-del
+// and properties blocks and cross-checks them (block tiling, counts and sizes
+// in the properties against the blocks). Data blocks are read on demand,
+// verified, decompressed and optionally cached in a shared cache.Cache.
+// Nothing decoded from the file is trusted: every varint, length, offset and
+// count is bounds-checked, and bad bytes give an error wrapping
+// base.ErrCorruption (naming file, block kind and offset), never a panic.
+package sst

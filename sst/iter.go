@@ -1,0 +1,340 @@
+package sst
+
+import (
+	"bytes"
+	"encoding/binary"
+	"sync"
+
+	"github.com/vigildb/vigil/internal/base"
+)
+
+// iterSearchTrailer is the trailer of the search key for a user-key seek:
+// it sorts before every version of the user key.
+const iterSearchTrailer = ^uint64(0)
+
+// maxPooledBuf bounds the scratch buffers an iterator keeps when it goes back
+// to the pool, so one huge block does not pin memory forever.
+const maxPooledBuf = 1 << 20
+
+var iterPool = sync.Pool{New: func() any { return new(tableIter) }}
+
+// tableIter iterates over a table's point entries: a two-level iterator over
+// the (in-memory) index and one data block at a time. It implements
+// base.InternalIterator; see that contract.
+//
+// Bounds are user keys [lower, upper). Checking them costs a comparison per
+// step, so it is skipped for a block whose index separators prove every key
+// inside is within bounds (checkUpper / checkLower).
+//
+// Keys and values alias the current block: the cached block, or (without a
+// cache) the iterator's own scratch buffers, reused for the next block. So
+// they are valid until the next positioning call or Close, as the contract
+// says. Steps do not allocate; the struct is pooled.
+type tableIter struct {
+	r            *Reader
+	lower, upper []byte
+	bi           blockIter
+	blockIdx     int // index of the block loaded in bi; -1 if none
+	checkLower   bool
+	checkUpper   bool
+	valid        bool
+	ikey         base.InternalKey
+	err          error
+	raw, dec     []byte // scratch block buffers when there is no cache
+}
+
+// NewIter returns an iterator over the table's point entries with user keys
+// in [lower, upper) (nil = unbounded). Range tombstones are not applied.
+// The bounds are not copied: the caller keeps them unchanged until Close.
+func (r *Reader) NewIter(lower, upper []byte) base.InternalIterator {
+	i := iterPool.Get().(*tableIter)
+	raw, dec, bi := i.raw, i.dec, i.bi
+	*i = tableIter{r: r, lower: lower, upper: upper, blockIdx: -1, raw: raw, dec: dec}
+	// Keep the block iterator's buffers (key, reverse cache) but nothing else.
+	i.bi.keyBuf, i.bi.cached, i.bi.cacheBuf = bi.keyBuf[:0], bi.cached[:0], bi.cacheBuf[:0]
+	return i
+}
+
+func (i *tableIter) invalidate() bool {
+	i.valid = false
+	i.ikey = base.InternalKey{}
+	return false
+}
+
+func (i *tableIter) fail(err error) bool {
+	i.err = err
+	return i.invalidate()
+}
+
+// loadBlock makes block idx the current one.
+func (i *tableIter) loadBlock(idx int) bool {
+	if idx == i.blockIdx {
+		return true
+	}
+	r := i.r
+	e := &r.index[idx]
+	data, err := r.dataBlock(e.h, &i.raw, &i.dec)
+	if err != nil {
+		i.blockIdx = -1
+		return i.fail(err)
+	}
+	if err := i.bi.init(data, true); err != nil {
+		i.blockIdx = -1
+		return i.fail(r.blockErr(BlockKindData, e.h.offset, err))
+	}
+	i.blockIdx = idx
+	// Every key k in block idx has sep(idx-1) < k <= sep(idx).
+	i.checkUpper = i.upper != nil && bytes.Compare(e.sepUser, i.upper) >= 0
+	i.checkLower = i.lower != nil && !(idx > 0 && bytes.Compare(r.index[idx-1].sepUser, i.lower) >= 0)
+	return true
+}
+
+// blockFailed turns a block iterator's stop into the table iterator's: an
+// error, or just the end of the block (returns false either way; callers
+// check i.err).
+func (i *tableIter) blockFailed() bool {
+	if i.bi.err != nil {
+		e := &i.r.index[i.blockIdx]
+		i.err = i.r.dataErr(e.h, &i.bi)
+		i.blockIdx = -1
+	}
+	return i.invalidate()
+}
+
+// setKey checks the current entry and publishes it; forward reports the
+// direction, which decides the bound to check.
+func (i *tableIter) setKey(forward bool) bool {
+	k := i.bi.key
+	n := len(k) - base.TrailerLen
+	ukey := k[:n:n]
+	if forward {
+		if i.checkUpper && bytes.Compare(ukey, i.upper) >= 0 {
+			return i.invalidate()
+		}
+	} else if i.checkLower && bytes.Compare(ukey, i.lower) < 0 {
+		return i.invalidate()
+	}
+	t := binary.LittleEndian.Uint64(k[n:])
+	if kind := base.Kind(t); kind != base.KindSet && kind != base.KindDelete {
+		e := &i.r.index[i.blockIdx]
+		return i.fail(blockCorruptf(i.r.fid, BlockKindData, e.h.offset, "entry %s of kind %s at block offset %d",
+			base.InternalKey{UserKey: ukey, Trailer: t}, kind, i.bi.offset))
+	}
+	i.ikey = base.InternalKey{UserKey: ukey, Trailer: t}
+	i.valid = true
+	return true
+}
+
+// nextBlock moves forward to the first entry of the next non-empty block.
+func (i *tableIter) nextBlock() bool {
+	for {
+		idx := i.blockIdx + 1
+		if idx >= len(i.r.index) {
+			return i.invalidate()
+		}
+		// Keys of block idx are > sep(idx-1), so if that is already at or
+		// past the upper bound there is nothing more to read.
+		if i.upper != nil && idx > 0 && bytes.Compare(i.r.index[idx-1].sepUser, i.upper) >= 0 {
+			return i.invalidate()
+		}
+		if !i.loadBlock(idx) {
+			return false
+		}
+		if i.bi.first() {
+			return i.setKey(true)
+		}
+		if i.bi.err != nil {
+			return i.blockFailed()
+		}
+	}
+}
+
+// prevBlock moves backward to the last entry of the previous non-empty block.
+func (i *tableIter) prevBlock() bool {
+	for {
+		idx := i.blockIdx - 1
+		if idx < 0 {
+			return i.invalidate()
+		}
+		// Keys of block idx are <= sep(idx): below the lower bound, done.
+		if i.lower != nil && bytes.Compare(i.r.index[idx].sepUser, i.lower) < 0 {
+			return i.invalidate()
+		}
+		if !i.loadBlock(idx) {
+			return false
+		}
+		if i.bi.last() {
+			return i.setKey(false)
+		}
+		if i.bi.err != nil {
+			return i.blockFailed()
+		}
+	}
+}
+
+// SeekGE moves to the first entry whose user key is >= key (and >= lower).
+func (i *tableIter) SeekGE(key []byte) bool {
+	i.err = nil
+	if i.lower != nil && bytes.Compare(key, i.lower) < 0 {
+		key = i.lower
+	}
+	idx := i.r.searchIndex(key, iterSearchTrailer)
+	if idx >= len(i.r.index) {
+		return i.invalidate()
+	}
+	if !i.loadBlock(idx) {
+		return false
+	}
+	if i.bi.seekGE(key, iterSearchTrailer) {
+		return i.setKey(true)
+	}
+	if i.bi.err != nil {
+		return i.blockFailed()
+	}
+	return i.nextBlock()
+}
+
+// SeekLT moves to the last entry whose user key is < key (and < upper).
+func (i *tableIter) SeekLT(key []byte) bool {
+	i.err = nil
+	if i.upper != nil && bytes.Compare(key, i.upper) > 0 {
+		key = i.upper
+	}
+	n := len(i.r.index)
+	if n == 0 {
+		return i.invalidate()
+	}
+	idx := i.r.searchIndex(key, iterSearchTrailer)
+	if idx >= n {
+		// Every key of the table is < key.
+		if !i.loadBlock(n - 1) {
+			return false
+		}
+		if i.bi.last() {
+			return i.setKey(false)
+		}
+		if i.bi.err != nil {
+			return i.blockFailed()
+		}
+		return i.prevBlock()
+	}
+	if !i.loadBlock(idx) {
+		return false
+	}
+	if i.bi.seekLT(key, iterSearchTrailer) {
+		return i.setKey(false)
+	}
+	if i.bi.err != nil {
+		return i.blockFailed()
+	}
+	return i.prevBlock()
+}
+
+// First moves to the first entry (at or after lower).
+func (i *tableIter) First() bool {
+	if i.lower != nil {
+		return i.SeekGE(i.lower)
+	}
+	i.err = nil
+	if len(i.r.index) == 0 {
+		return i.invalidate()
+	}
+	if !i.loadBlock(0) {
+		return false
+	}
+	if i.bi.first() {
+		return i.setKey(true)
+	}
+	if i.bi.err != nil {
+		return i.blockFailed()
+	}
+	return i.nextBlock()
+}
+
+// Last moves to the last entry (before upper).
+func (i *tableIter) Last() bool {
+	if i.upper != nil {
+		return i.SeekLT(i.upper)
+	}
+	i.err = nil
+	n := len(i.r.index)
+	if n == 0 {
+		return i.invalidate()
+	}
+	if !i.loadBlock(n - 1) {
+		return false
+	}
+	if i.bi.last() {
+		return i.setKey(false)
+	}
+	if i.bi.err != nil {
+		return i.blockFailed()
+	}
+	return i.prevBlock()
+}
+
+// Next moves to the following entry.
+func (i *tableIter) Next() bool {
+	if !i.valid {
+		return false
+	}
+	if i.bi.next() {
+		return i.setKey(true)
+	}
+	if i.bi.err != nil {
+		return i.blockFailed()
+	}
+	return i.nextBlock()
+}
+
+// Prev moves to the preceding entry.
+func (i *tableIter) Prev() bool {
+	if !i.valid {
+		return false
+	}
+	if i.bi.prev() {
+		return i.setKey(false)
+	}
+	if i.bi.err != nil {
+		return i.blockFailed()
+	}
+	return i.prevBlock()
+}
+
+// Valid reports whether the iterator is at an entry.
+func (i *tableIter) Valid() bool { return i.valid }
+
+// Key returns the current entry's key; its UserKey aliases the block.
+func (i *tableIter) Key() base.InternalKey { return i.ikey }
+
+// Value returns the current entry's value, aliasing the block.
+func (i *tableIter) Value() []byte {
+	if !i.valid {
+		return nil
+	}
+	return i.bi.val
+}
+
+// Error returns the error that stopped the last move, if any.
+func (i *tableIter) Error() error { return i.err }
+
+// Close releases the iterator (back to a pool) and returns its error. The
+// iterator must not be used afterwards.
+func (i *tableIter) Close() error {
+	err := i.err
+	if cap(i.raw) > maxPooledBuf {
+		i.raw = nil
+	}
+	if cap(i.dec) > maxPooledBuf {
+		i.dec = nil
+	}
+	if cap(i.bi.keyBuf) > maxPooledBuf || cap(i.bi.cacheBuf) > maxPooledBuf {
+		i.bi.keyBuf, i.bi.cacheBuf, i.bi.cached = nil, nil, nil
+	}
+	i.r, i.lower, i.upper = nil, nil, nil
+	i.bi.data, i.bi.restarts, i.bi.key, i.bi.val = nil, nil, nil, nil
+	i.ikey = base.InternalKey{}
+	i.valid = false
+	iterPool.Put(i)
+	return err
+}

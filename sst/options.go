@@ -1,0 +1,129 @@
+package sst
+
+import (
+	"fmt"
+
+	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/cache"
+)
+
+// Compression is a block compression algorithm. Its value is the trailer's
+// compression byte on disk (RocksDB's numbering).
+type Compression uint8
+
+// The compression types a table can use.
+const (
+	NoCompression     Compression = 0
+	SnappyCompression Compression = 1
+)
+
+// String returns "none", "snappy" or "Compression(N)".
+func (c Compression) String() string {
+	switch c {
+	case NoCompression:
+		return "none"
+	case SnappyCompression:
+		return "snappy"
+	}
+	return fmt.Sprintf("Compression(%d)", uint8(c))
+}
+
+// Valid reports whether c is a known compression type.
+func (c Compression) Valid() bool { return c <= SnappyCompression }
+
+// Format constants. They are part of the on-disk format.
+const (
+	// FormatVersion is the footer's format version this package writes and
+	// the only one it reads.
+	FormatVersion = 1
+	// Magic is the footer's last 8 bytes (little-endian): "vigilSST".
+	Magic uint64 = 0x5453536c69676976
+	// FooterLen is the footer's fixed size.
+	FooterLen = 53
+	// BlockTrailerLen is the size of the trailer after every block.
+	BlockTrailerLen = 5
+	// MaxBlockSize bounds every block, compressed or not. The writer refuses
+	// entries that cannot fit in a block this size (see MaxEntrySize) and
+	// the reader refuses larger blocks before allocating, so a corrupt
+	// length can never make it allocate more than this.
+	MaxBlockSize = 256 << 20
+	// MaxEntrySize bounds len(user key) + len(value) of one entry: a block
+	// holding only that entry (its three varints, the 8-byte trailer and a
+	// one-element restart array) must fit in MaxBlockSize.
+	MaxEntrySize = MaxBlockSize - 32
+)
+
+// Defaults used by the writer for zero-valued options.
+const (
+	DefaultBlockSize            = 4096
+	DefaultBlockRestartInterval = 16
+	DefaultBloomBitsPerKey      = 10 // what the DB passes by default; the zero value means no filter
+)
+
+// WriterOptions configure a Writer. The zero value is usable and writes
+// checksum type None, no compression and no filter: the DB always passes
+// explicit values, so zero means "none" for the enums and BloomBitsPerKey.
+type WriterOptions struct {
+	// ChecksumType protects every block and the footer. Stored in the
+	// footer; readers take it from there.
+	ChecksumType checksum.Type
+	// Compression applies to data, index and range-del blocks.
+	Compression Compression
+	// BlockSize is the uncompressed size at which a data block is closed.
+	// 0 means DefaultBlockSize (4096). A single entry larger than it gets a
+	// block of its own.
+	BlockSize int
+	// BlockRestartInterval is the number of entries between restart points
+	// in data and range-del blocks. 0 means DefaultBlockRestartInterval (16).
+	BlockRestartInterval int
+	// BloomBitsPerKey sizes the bloom filter; 0 writes no filter. 10 gives a
+	// false-positive rate of about 1%.
+	BloomBitsPerKey int
+	// FileNum names the table in error messages.
+	FileNum uint64
+
+	// BaseContext is the per-file context value mixed into every block
+	// checksum (see the package comment). 0, the normal setting, picks a
+	// random non-zero value; tests set it to build byte-identical files.
+	BaseContext uint32
+	// CreationTime is stored in the properties, in Unix seconds. 0 means
+	// now; tests set it to build byte-identical files.
+	CreationTime int64
+}
+
+// validate reports the first invalid option; the error wraps
+// base.ErrInvalidArgument.
+func (o *WriterOptions) validate() error {
+	switch {
+	case !o.ChecksumType.Valid():
+		return invalidArgf("unknown checksum type %d", uint8(o.ChecksumType))
+	case !o.Compression.Valid():
+		return invalidArgf("unknown compression %d", uint8(o.Compression))
+	case o.BlockSize < 0 || o.BlockSize > MaxBlockSize:
+		return invalidArgf("block size %d out of range [0, %d]", o.BlockSize, MaxBlockSize)
+	case o.BlockRestartInterval < 0:
+		return invalidArgf("negative block restart interval %d", o.BlockRestartInterval)
+	case o.BloomBitsPerKey < 0 || o.BloomBitsPerKey > 1000:
+		return invalidArgf("bloom bits per key %d out of range [0, 1000]", o.BloomBitsPerKey)
+	}
+	return nil
+}
+
+// ReaderOptions configure a Reader.
+type ReaderOptions struct {
+	// FileNum names the table in error messages (with the file name given
+	// to Open).
+	FileNum uint64
+	// Cache is the block cache shared by all tables; nil means none.
+	Cache *cache.Cache
+	// CacheID is this table's key namespace in Cache. It must be unique per
+	// open Reader (the DB allocates one per open table) and is evicted by
+	// Close.
+	CacheID uint64
+	// ParanoidCacheChecks re-verifies a cached block's checksum on every
+	// cache hit, to catch memory corruption of long-lived cached blocks. The
+	// checksum (checksum.Sum64 of the file's type over the decompressed
+	// block) is computed when the block is inserted; with checksum type None
+	// there is nothing to check.
+	ParanoidCacheChecks bool
+}

@@ -1,0 +1,563 @@
+package sst
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/golang/snappy"
+	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/cache"
+)
+
+// maxSnappyExpansion bounds what a snappy block can decode to per input
+// byte: the best an encoding does is 64 output bytes from a 3-byte copy
+// element. A declared decoded length beyond len×22 cannot be genuine, so the
+// reader rejects it before allocating.
+const maxSnappyExpansion = 22
+
+// indexEntry is one decoded index entry: data block i's separator (split
+// into user key and trailer, aliasing the index block) and its handle.
+type indexEntry struct {
+	sepUser    []byte
+	sepTrailer uint64
+	h          handle
+}
+
+// BlockInfo describes one block of a table (or its footer), for tools.
+type BlockInfo struct {
+	Kind   BlockKind
+	Offset uint64 // first byte of the block
+	Size   uint64 // bytes on disk, excluding the trailer (the footer's FooterLen)
+	// IndexKey is a data block's separator in the index (>= its last key,
+	// < the next block's first key); zero for other kinds.
+	IndexKey base.InternalKey
+}
+
+// TrailerLen returns the bytes that follow the block: BlockTrailerLen, or 0
+// for the footer.
+func (b BlockInfo) TrailerLen() uint64 {
+	if b.Kind == BlockKindFooter {
+		return 0
+	}
+	return BlockTrailerLen
+}
+
+// tableMeta is everything Open decodes besides the data blocks. Verify
+// decodes it again from the file and compares.
+type tableMeta struct {
+	footer    footer
+	index     []indexEntry
+	filter    bloomFilter
+	hasFilter bool
+	filterH   handle
+	rangeDelH handle
+	propsH    handle
+	rangeDels []base.RangeTombstone
+	props     Properties
+}
+
+// Reader reads one table. Open reads and verifies everything except the data
+// blocks, which are read (and cached) on demand.
+//
+// Concurrency: a Reader is immutable after Open and safe for concurrent use
+// by any number of goroutines (Get, MayContain, NewIter, Verify, ...); each
+// iterator it returns is used by one goroutine at a time. Close must be
+// called once, after every iterator is closed and no call is running.
+type Reader struct {
+	fileReader
+	opts  ReaderOptions
+	cache *cache.Cache
+	tableMeta
+	layout []BlockInfo
+}
+
+// fileReader reads and verifies blocks of one file. It is a small value so
+// that readMeta can work on a copy whose checksum type and base come from
+// the footer it has just decoded, without writing to a shared Reader.
+type fileReader struct {
+	f    vfs.File
+	fid  fileID
+	size uint64
+	t    checksum.Type
+	base uint32
+}
+
+// Open reads a table of the given size from f, which the Reader owns from
+// now on (Close closes it). It reads and verifies the footer, metaindex,
+// index, filter, range-del and properties blocks and checks that they are
+// consistent with each other. The checksum type is the footer's, so tables of
+// different types are read side by side. Every problem with the bytes is an
+// error wrapping base.ErrCorruption that names the file.
+func Open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, error) {
+	fr := fileReader{f: f, fid: fileID{name: name, num: o.FileNum}}
+	if size < 0 {
+		return nil, invalidArgf("negative size %d for %s", size, fr.fid)
+	}
+	fr.size = uint64(size)
+	m, fr, err := fr.readMeta()
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{fileReader: fr, opts: o, cache: o.Cache, tableMeta: m}
+	r.buildLayout()
+	return r, nil
+}
+
+// readMeta reads and cross-checks everything but the data blocks, without
+// the cache.
+func (r fileReader) readMeta() (tableMeta, fileReader, error) {
+	m, err := r.readMetaInner()
+	return m, r, err
+}
+
+// readMetaInner sets r.t and r.base from the footer (r is readMeta's copy).
+func (r *fileReader) readMetaInner() (tableMeta, error) {
+	var m tableMeta
+	if r.size < FooterLen {
+		return m, base.CorruptionErrorf("Input is too short to be an SST file: %d bytes in %s", r.size, r.fid)
+	}
+	fb := make([]byte, FooterLen)
+	if err := r.readAt(fb, r.size-FooterLen, BlockKindFooter); err != nil {
+		return m, err
+	}
+	ft, err := decodeFooter(fb, r.size, r.fid)
+	if err != nil {
+		return m, err
+	}
+	m.footer = ft
+	// Blocks are verified with the footer's type and base.
+	r.t, r.base = ft.checksumType, ft.base
+
+	// Metaindex: the handles of the filter, range-del and properties blocks.
+	mb, err := r.readBlock(ft.metaindex, BlockKindMetaIndex, nil, nil)
+	if err != nil {
+		return m, err
+	}
+	var haveProps, haveRange bool
+	var it blockIter
+	if err := it.init(mb, false); err != nil {
+		return m, r.blockErr(BlockKindMetaIndex, ft.metaindex.offset, err)
+	}
+	expect := []string{metaFilter, metaProperties, metaRangeDel}
+	for ok := it.first(); ok; ok = it.next() {
+		for len(expect) > 0 && string(it.key) != expect[0] {
+			expect = expect[1:]
+		}
+		h, hok := decodeHandle(it.val)
+		if len(expect) == 0 || !hok {
+			return m, blockCorruptf(r.fid, BlockKindMetaIndex, ft.metaindex.offset, "bad metaindex entry %q", truncate(it.key))
+		}
+		switch expect[0] {
+		case metaFilter:
+			m.filterH, m.hasFilter = h, true
+		case metaProperties:
+			m.propsH, haveProps = h, true
+		case metaRangeDel:
+			m.rangeDelH, haveRange = h, true
+		}
+		expect = expect[1:]
+	}
+	if it.err != nil {
+		return m, r.blockErr(BlockKindMetaIndex, ft.metaindex.offset, it.err)
+	}
+	if !haveProps || !haveRange {
+		return m, blockCorruptf(r.fid, BlockKindMetaIndex, ft.metaindex.offset, "metaindex lacks the properties or range-del handle")
+	}
+
+	// Index: decode every entry once, checking that the data blocks tile
+	// the file from offset 0 and the separators increase.
+	ib, err := r.readBlock(ft.index, BlockKindIndex, nil, nil)
+	if err != nil {
+		return m, err
+	}
+	if err := it.init(ib, true); err != nil {
+		return m, r.blockErr(BlockKindIndex, ft.index.offset, err)
+	}
+	var dataEnd uint64
+	// Separators' user keys are copied into one arena (it.key lives in the
+	// iterator's buffer) and sliced once the arena stops growing.
+	var arena []byte
+	var ends []int
+	for ok := it.first(); ok; ok = it.next() {
+		h, hok := decodeHandle(it.val)
+		if !hok || h.offset != dataEnd || h.size > MaxBlockSize || h.offset > r.size || h.end() > ft.index.offset {
+			return m, blockCorruptf(r.fid, BlockKindIndex, ft.index.offset,
+				"bad handle for data block %d (offset %d, size %d; expected offset %d)", len(m.index), h.offset, h.size, dataEnd)
+		}
+		n := len(it.key) - base.TrailerLen
+		e := indexEntry{sepUser: it.key[:n:n], sepTrailer: binary.LittleEndian.Uint64(it.key[n:]), h: h}
+		if len(m.index) > 0 {
+			p := &m.index[len(m.index)-1]
+			prevStart := 0
+			if len(ends) > 1 {
+				prevStart = ends[len(ends)-2]
+			}
+			if compareIKey(it.key, arena[prevStart:], p.sepTrailer) <= 0 {
+				return m, blockCorruptf(r.fid, BlockKindIndex, ft.index.offset, "index separators out of order at data block %d", len(m.index))
+			}
+		}
+		arena = append(arena, e.sepUser...)
+		ends = append(ends, len(arena))
+		m.index = append(m.index, e)
+		dataEnd = h.end()
+	}
+	if it.err != nil {
+		return m, r.blockErr(BlockKindIndex, ft.index.offset, it.err)
+	}
+	start := 0
+	for i, end := range ends {
+		m.index[i].sepUser = arena[start:end:end]
+		start = end
+	}
+
+	// The rest of the file must be filter?, range-del, properties, index.
+	next := dataEnd
+	tile := func(h handle, kind BlockKind) error {
+		if h.offset != next || h.size > MaxBlockSize || h.end() > ft.index.offset {
+			return blockCorruptf(r.fid, kind, h.offset, "bad handle (size %d; expected offset %d)", h.size, next)
+		}
+		next = h.end()
+		return nil
+	}
+	if m.hasFilter {
+		if err := tile(m.filterH, BlockKindFilter); err != nil {
+			return m, err
+		}
+	}
+	if err := tile(m.rangeDelH, BlockKindRangeDel); err != nil {
+		return m, err
+	}
+	if err := tile(m.propsH, BlockKindProperties); err != nil {
+		return m, err
+	}
+	if next != ft.index.offset {
+		return m, blockCorruptf(r.fid, BlockKindIndex, ft.index.offset, "index block does not follow the properties block (ends at %d)", next)
+	}
+
+	if m.hasFilter {
+		b, err := r.readBlock(m.filterH, BlockKindFilter, nil, nil)
+		if err != nil {
+			return m, err
+		}
+		if m.filter, err = decodeFilter(b); err != nil {
+			return m, r.blockErr(BlockKindFilter, m.filterH.offset, err)
+		}
+	}
+	rb, err := r.readBlock(m.rangeDelH, BlockKindRangeDel, nil, nil)
+	if err != nil {
+		return m, err
+	}
+	if m.rangeDels, err = decodeRangeDels(rb); err != nil {
+		return m, r.blockErr(BlockKindRangeDel, m.rangeDelH.offset, err)
+	}
+	pb, err := r.readBlock(m.propsH, BlockKindProperties, nil, nil)
+	if err != nil {
+		return m, err
+	}
+	if m.props, err = decodeProperties(pb); err != nil {
+		return m, r.blockErr(BlockKindProperties, m.propsH.offset, err)
+	}
+	m.props.FormatVersion = ft.version
+	if err := m.crossCheck(dataEnd); err != nil {
+		return m, blockCorruptf(r.fid, BlockKindProperties, m.propsH.offset, "%v", err)
+	}
+	return m, nil
+}
+
+// crossCheck compares the properties with the blocks they describe.
+func (m *tableMeta) crossCheck(dataEnd uint64) error {
+	p := &m.props
+	filterSize := uint64(0)
+	if m.hasFilter {
+		filterSize = m.filterH.size + BlockTrailerLen
+	}
+	switch {
+	case p.ChecksumType != m.footer.checksumType:
+		return fmt.Errorf("properties say checksum type %s, footer %s", p.ChecksumType, m.footer.checksumType)
+	case p.NumDataBlocks != uint64(len(m.index)):
+		return fmt.Errorf("properties say %d data blocks, index has %d", p.NumDataBlocks, len(m.index))
+	case p.DataSize != dataEnd:
+		return fmt.Errorf("properties say %d bytes of data blocks, index says %d", p.DataSize, dataEnd)
+	case p.IndexSize != m.footer.index.size+BlockTrailerLen:
+		return fmt.Errorf("properties say index size %d, footer %d", p.IndexSize, m.footer.index.size+BlockTrailerLen)
+	case p.FilterSize != filterSize:
+		return fmt.Errorf("properties say filter size %d, metaindex %d", p.FilterSize, filterSize)
+	case m.hasFilter != (p.BloomBitsPerKey > 0):
+		return fmt.Errorf("properties say %d bloom bits per key, filter present: %v", p.BloomBitsPerKey, m.hasFilter)
+	case p.RangeDelSize != m.rangeDelH.size+BlockTrailerLen:
+		return fmt.Errorf("properties say range-del size %d, metaindex %d", p.RangeDelSize, m.rangeDelH.size+BlockTrailerLen)
+	case p.NumRangeDels != uint64(len(m.rangeDels)):
+		return fmt.Errorf("properties say %d range tombstones, block has %d", p.NumRangeDels, len(m.rangeDels))
+	case (p.NumEntries == 0) != (len(m.index) == 0):
+		return fmt.Errorf("properties say %d entries, index has %d data blocks", p.NumEntries, len(m.index))
+	case p.NumDeletions > p.NumEntries:
+		return fmt.Errorf("properties say %d deletions of %d entries", p.NumDeletions, p.NumEntries)
+	}
+	return nil
+}
+
+// decodeRangeDels parses the range-del block into tombstones that alias it.
+func decodeRangeDels(b []byte) ([]base.RangeTombstone, error) {
+	var it blockIter
+	if err := it.init(b, true); err != nil {
+		return nil, err
+	}
+	var out []base.RangeTombstone
+	var prev []byte
+	for ok := it.first(); ok; ok = it.next() {
+		k, _ := base.DecodeInternalKey(it.key)
+		if k.Kind() != base.KindRangeDelete {
+			return nil, blockError(fmt.Sprintf("range-del entry %s is not a RANGEDEL", k))
+		}
+		if bytes.Compare(k.UserKey, it.val) >= 0 {
+			return nil, blockError(fmt.Sprintf("range tombstone %s has end %s <= start", k, base.HexKey(it.val)))
+		}
+		if prev != nil && base.CompareEncoded(prev, it.key) >= 0 {
+			return nil, blockError(fmt.Sprintf("range tombstones out of order at %s", k))
+		}
+		prev = append(prev[:0], it.key...)
+		out = append(out, base.RangeTombstone{Start: bytes.Clone(k.UserKey), End: it.val, Seq: k.SeqNum()})
+	}
+	if it.err != nil {
+		return nil, it.err
+	}
+	return out, nil
+}
+
+func (r *fileReader) blockErr(kind BlockKind, off uint64, err error) error {
+	return blockCorruptf(r.fid, kind, off, "%v", err)
+}
+
+// readAt fills p from off. A short read means the file is shorter than the
+// size the caller gave, i.e. truncated: corruption.
+func (r *fileReader) readAt(p []byte, off uint64, kind BlockKind) error {
+	n, err := r.f.ReadAt(p, int64(off))
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return blockCorruptf(r.fid, kind, off, "file truncated: read %d of %d bytes", n, len(p))
+	}
+	return fmt.Errorf("sst: reading %s block at offset %d of %s: %w", kind, off, r.fid, err)
+}
+
+// readBlock reads block h of the given kind from the file (never the cache),
+// verifies its trailer and returns its decompressed contents. The raw read
+// goes into *raw and the decompressed block into *dec when they are given
+// (they are grown as needed), else into fresh buffers.
+func (r *fileReader) readBlock(h handle, kind BlockKind, raw, dec *[]byte) ([]byte, error) {
+	if h.size > MaxBlockSize || h.offset > r.size || h.end() > r.size {
+		return nil, blockCorruptf(r.fid, kind, h.offset, "block of size %d extends past the end of the file (%d bytes)", h.size, r.size)
+	}
+	n := int(h.size)
+	var buf []byte
+	if raw != nil {
+		if cap(*raw) < n+BlockTrailerLen {
+			*raw = make([]byte, n+BlockTrailerLen)
+		}
+		buf = (*raw)[:n+BlockTrailerLen]
+	} else {
+		buf = make([]byte, n+BlockTrailerLen)
+	}
+	if err := r.readAt(buf, h.offset, kind); err != nil {
+		return nil, err
+	}
+	stored := binary.LittleEndian.Uint32(buf[n+1:]) - checksum.ContextModifier(r.base, h.offset)
+	if computed := trailerChecksum(r.t, buf[:n+1]); stored != computed {
+		return nil, base.CorruptionErrorf("sst: block checksum mismatch: stored(context removed) = %s, computed = %s, type = %s in %s offset %d size %d, block kind = %s",
+			fmtChecksum(r.t, stored), fmtChecksum(r.t, computed), r.t, r.fid, h.offset, h.size, kind)
+	}
+	return r.decompress(buf[:n:n], Compression(buf[n]), h, kind, dec)
+}
+
+// decompress returns the contents of a verified block b stored with
+// compression c, decoding into *dec when given.
+func (r *fileReader) decompress(b []byte, c Compression, h handle, kind BlockKind, dec *[]byte) ([]byte, error) {
+	switch c {
+	case NoCompression:
+		return b, nil
+	case SnappyCompression:
+		dlen, err := snappy.DecodedLen(b)
+		if err != nil || dlen > MaxBlockSize || dlen > maxSnappyExpansion*len(b) {
+			return nil, blockCorruptf(r.fid, kind, h.offset, "bad snappy block (declared length %d from %d bytes, %v)", dlen, len(b), err)
+		}
+		var dst []byte
+		if dec != nil {
+			if cap(*dec) < dlen {
+				*dec = make([]byte, dlen)
+			}
+			dst = (*dec)[:dlen]
+		} else {
+			dst = make([]byte, dlen)
+		}
+		out, err := snappy.Decode(dst, b)
+		if err != nil || len(out) != dlen {
+			return nil, blockCorruptf(r.fid, kind, h.offset, "bad snappy block: %v", err)
+		}
+		return out, nil
+	}
+	return nil, blockCorruptf(r.fid, kind, h.offset, "unknown compression type %d", uint8(c))
+}
+
+// dataBlock returns data block h's contents, from the cache if possible.
+// Without a cache the block is read into the given scratch buffers (nil
+// means fresh ones); with one it is always fresh, since the cache keeps it.
+func (r *Reader) dataBlock(h handle, raw, dec *[]byte) ([]byte, error) {
+	if r.cache == nil {
+		return r.readBlock(h, BlockKindData, raw, dec)
+	}
+	if data, sum, ok := r.cache.Get(r.opts.CacheID, h.offset); ok {
+		if r.opts.ParanoidCacheChecks {
+			if got := checksum.Sum64(r.t, data); got != sum {
+				r.cache.Delete(r.opts.CacheID, h.offset)
+				return nil, base.CorruptionErrorf("sst: cached block checksum mismatch (memory corruption): stored = 0x%016x, computed = 0x%016x, type = %s in %s offset %d size %d, block kind = data",
+					sum, got, r.t, r.fid, h.offset, h.size)
+			}
+		}
+		return data, nil
+	}
+	// The raw read can use scratch when the block is compressed, since only
+	// the decompressed copy is kept; we don't know which until it's read,
+	// so read fresh and let a compressed raw buffer be garbage.
+	data, err := r.readBlock(h, BlockKindData, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var sum uint64
+	if r.opts.ParanoidCacheChecks {
+		sum = checksum.Sum64(r.t, data)
+	}
+	r.cache.Set(r.opts.CacheID, h.offset, data, sum)
+	return data, nil
+}
+
+// searchIndex returns the first data block whose separator is >= (ukey,
+// trailer), or len(index).
+func (r *Reader) searchIndex(ukey []byte, trailer uint64) int {
+	lo, hi := 0, len(r.index)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		e := &r.index[m]
+		c := bytes.Compare(e.sepUser, ukey)
+		if c < 0 || c == 0 && e.sepTrailer > trailer {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+var getIterPool = sync.Pool{New: func() any { return new(blockIter) }}
+
+// MayContain reports whether the table may hold a point entry for userKey,
+// consulting only the bloom filter (true without one).
+func (r *Reader) MayContain(userKey []byte) bool {
+	if !r.hasFilter {
+		return true
+	}
+	return r.filter.mayContain(filterHash(userKey))
+}
+
+// Get returns the newest point entry of userKey with seqnum <= snapSeq: its
+// value, seqnum and kind (Set or Delete). found is false if there is none.
+// Range tombstones are not applied (see RangeDels).
+//
+// The value aliases the block it was read from: with a cache, the cached
+// block, which is immutable and stays valid (the garbage collector keeps it
+// alive) for as long as the caller holds the slice; the caller must not
+// modify it and should copy it if it keeps it long, so the block can be
+// freed. Get does not allocate when the block is cached.
+func (r *Reader) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
+	if r.hasFilter && !r.filter.mayContain(filterHash(userKey)) {
+		return nil, 0, 0, false, nil
+	}
+	trailer := base.MakeTrailer(min(snapSeq, base.SeqNumMax), base.KindMax)
+	idx := r.searchIndex(userKey, trailer)
+	if idx == len(r.index) {
+		return nil, 0, 0, false, nil
+	}
+	h := r.index[idx].h
+	data, err := r.dataBlock(h, nil, nil)
+	if err != nil {
+		return nil, 0, 0, false, err
+	}
+	it := getIterPool.Get().(*blockIter)
+	defer getIterPool.Put(it)
+	if err := it.init(data, true); err != nil {
+		return nil, 0, 0, false, r.blockErr(BlockKindData, h.offset, err)
+	}
+	// If the seek runs off the block, the answer is "absent": the block's
+	// separator is >= the search key, so it was shortened to a user key >=
+	// userKey that is < the next block's first user key.
+	if !it.seekGE(userKey, trailer) {
+		if it.err != nil {
+			return nil, 0, 0, false, r.dataErr(h, it)
+		}
+		return nil, 0, 0, false, nil
+	}
+	n := len(it.key) - base.TrailerLen
+	if !bytes.Equal(it.key[:n], userKey) {
+		return nil, 0, 0, false, nil
+	}
+	t := binary.LittleEndian.Uint64(it.key[n:])
+	kind = base.TrailerKind(t)
+	if kind != base.KindSet && kind != base.KindDelete {
+		return nil, 0, 0, false, blockCorruptf(r.fid, BlockKindData, h.offset, "entry %s of kind %s at block offset %d",
+			base.InternalKey{UserKey: userKey, Trailer: t}, kind, it.offset)
+	}
+	return it.val, base.TrailerSeqNum(t), kind, true, nil
+}
+
+func (r *fileReader) dataErr(h handle, it *blockIter) error {
+	return blockCorruptf(r.fid, BlockKindData, h.offset, "%v (entry at block offset %d)", it.err, it.errOffset)
+}
+
+// RangeDels returns the table's range tombstones, sorted by start key
+// ascending then seqnum descending. The slice and the keys are shared: do
+// not modify them.
+func (r *Reader) RangeDels() []base.RangeTombstone { return r.rangeDels }
+
+// Properties returns the table's properties. Do not modify them.
+func (r *Reader) Properties() *Properties { return &r.props }
+
+// ChecksumType returns the checksum type from the footer.
+func (r *Reader) ChecksumType() checksum.Type { return r.t }
+
+// Layout lists the table's blocks and footer in file order, for tools like
+// "vigil sst dump". The returned slice is shared: do not modify it.
+func (r *Reader) Layout() []BlockInfo { return r.layout }
+
+func (r *Reader) buildLayout() {
+	l := make([]BlockInfo, 0, len(r.index)+6)
+	for _, e := range r.index {
+		l = append(l, BlockInfo{Kind: BlockKindData, Offset: e.h.offset, Size: e.h.size,
+			IndexKey: base.InternalKey{UserKey: e.sepUser, Trailer: e.sepTrailer}})
+	}
+	if r.hasFilter {
+		l = append(l, BlockInfo{Kind: BlockKindFilter, Offset: r.filterH.offset, Size: r.filterH.size})
+	}
+	l = append(l,
+		BlockInfo{Kind: BlockKindRangeDel, Offset: r.rangeDelH.offset, Size: r.rangeDelH.size},
+		BlockInfo{Kind: BlockKindProperties, Offset: r.propsH.offset, Size: r.propsH.size},
+		BlockInfo{Kind: BlockKindIndex, Offset: r.footer.index.offset, Size: r.footer.index.size},
+		BlockInfo{Kind: BlockKindMetaIndex, Offset: r.footer.metaindex.offset, Size: r.footer.metaindex.size},
+		BlockInfo{Kind: BlockKindFooter, Offset: r.size - FooterLen, Size: FooterLen},
+	)
+	r.layout = l
+}
+
+// Close closes the file and drops the table's blocks from the cache.
+func (r *Reader) Close() error {
+	r.cache.EvictFile(r.opts.CacheID)
+	if err := r.f.Close(); err != nil {
+		return fmt.Errorf("sst: closing %s: %w", r.fid, err)
+	}
+	return nil
+}

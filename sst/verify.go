@@ -1,0 +1,197 @@
+package sst
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+
+	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/base"
+)
+
+// Verify re-reads the whole file, bypassing the cache, and checks
+// everything that can be checked: the footer; every block's trailer
+// checksum; that the metaindex, index, filter, range-del and properties
+// blocks decode to exactly what Open decoded; every data block's structure,
+// the order and kinds of all entries and their agreement with the index
+// separators; that the filter contains every user key; the entry counts,
+// raw sizes and key and seqnum bounds against the properties; and the
+// whole-file checksum. The first problem found is returned as an error
+// wrapping base.ErrCorruption that names the file and block; I/O errors are
+// returned as they are.
+//
+// Verify is safe to call concurrently with reads.
+func (r *Reader) Verify() error {
+	m, _, err := fileReader{f: r.f, fid: r.fid, size: r.size}.readMeta()
+	if err != nil {
+		return err
+	}
+	if err := r.sameMeta(&m); err != nil {
+		return base.CorruptionErrorf("sst: %v in %s: the file changed since it was opened", err, r.fid)
+	}
+
+	var hasher *fileHasher
+	if r.t != checksum.None {
+		hasher = newFileHasher(r.t)
+	}
+	var raw, dec []byte
+	var prev []byte
+	var it blockIter
+	var p Properties
+	var havePoint bool
+	var firstPoint base.InternalKey
+	for bi, e := range r.index {
+		data, err := r.readBlock(e.h, BlockKindData, &raw, &dec)
+		if err != nil {
+			return err
+		}
+		if hasher != nil {
+			hasher.write(raw[:e.h.size+BlockTrailerLen])
+		}
+		if err := it.init(data, true); err != nil {
+			return r.blockErr(BlockKindData, e.h.offset, err)
+		}
+		n := 0
+		for ok := it.first(); ok; ok = it.next() {
+			k, _ := base.DecodeInternalKey(it.key)
+			fail := func(format string, args ...any) error {
+				return blockCorruptf(r.fid, BlockKindData, e.h.offset, "entry %s at block offset %d: %s", k, it.offset, fmt.Sprintf(format, args...))
+			}
+			if kind := k.Kind(); kind != base.KindSet && kind != base.KindDelete {
+				return fail("kind %s not allowed in a data block", kind)
+			}
+			if prev != nil && base.CompareEncoded(prev, it.key) >= 0 {
+				pk, _ := base.DecodeInternalKey(prev)
+				return fail("out of order after %s", pk)
+			}
+			if compareIKey(it.key, e.sepUser, e.sepTrailer) > 0 {
+				return fail("above the block's index separator %s", base.InternalKey{UserKey: e.sepUser, Trailer: e.sepTrailer})
+			}
+			if bi > 0 {
+				pe := &r.index[bi-1]
+				if compareIKey(it.key, pe.sepUser, pe.sepTrailer) <= 0 {
+					return fail("not above the previous block's separator")
+				}
+			}
+			newUserKey := prev == nil || !bytes.Equal(prev[:len(prev)-base.TrailerLen], k.UserKey)
+			if newUserKey && r.hasFilter && !r.filter.mayContain(filterHash(k.UserKey)) {
+				return fail("user key missing from the bloom filter")
+			}
+			if !havePoint {
+				firstPoint, havePoint = k.Clone(), true
+			}
+			p.NumEntries++
+			if k.Kind() == base.KindDelete {
+				p.NumDeletions++
+			}
+			p.RawKeySize += uint64(len(it.key))
+			p.RawValueSize += uint64(len(it.val))
+			seq := k.SeqNum()
+			if p.NumEntries == 1 {
+				p.SmallestSeq, p.LargestSeq = seq, seq
+			}
+			p.SmallestSeq, p.LargestSeq = min(p.SmallestSeq, seq), max(p.LargestSeq, seq)
+			prev = append(prev[:0], it.key...)
+			n++
+		}
+		if it.err != nil {
+			return r.dataErr(e.h, &it)
+		}
+		if n == 0 {
+			return blockCorruptf(r.fid, BlockKindData, e.h.offset, "empty data block")
+		}
+	}
+
+	// The rest of the checksummed region: filter and range-del blocks.
+	if hasher != nil {
+		rest := []BlockInfo{{Kind: BlockKindRangeDel, Offset: r.rangeDelH.offset, Size: r.rangeDelH.size}}
+		if r.hasFilter {
+			rest = append([]BlockInfo{{Kind: BlockKindFilter, Offset: r.filterH.offset, Size: r.filterH.size}}, rest...)
+		}
+		for _, b := range rest {
+			if _, err := r.readBlock(handle{b.Offset, b.Size}, b.Kind, &raw, &dec); err != nil {
+				return err
+			}
+			hasher.write(raw[:b.Size+BlockTrailerLen])
+		}
+		if got := hasher.sum64(); got != r.props.FileChecksum {
+			return base.CorruptionErrorf("sst: whole-file checksum mismatch: stored = 0x%016x, computed = 0x%016x, type = %s over bytes [0, %d) of %s",
+				r.props.FileChecksum, got, r.t, r.propsH.offset, r.fid)
+		}
+	}
+
+	// Counts and bounds against the properties.
+	want := &r.props
+	for _, t := range r.rangeDels {
+		if p.NumEntries == 0 && p.NumRangeDels == 0 {
+			p.SmallestSeq, p.LargestSeq = t.Seq, t.Seq
+		}
+		p.NumRangeDels++
+		p.SmallestSeq, p.LargestSeq = min(p.SmallestSeq, t.Seq), max(p.LargestSeq, t.Seq)
+	}
+	var small, large base.InternalKey
+	have := false
+	consider := func(k base.InternalKey) {
+		if !have || base.CompareInternal(k, small) < 0 {
+			small = k
+		}
+		if !have || base.CompareInternal(k, large) > 0 {
+			large = k
+		}
+		have = true
+	}
+	if havePoint {
+		consider(firstPoint)
+		last, _ := base.DecodeInternalKey(prev)
+		consider(last)
+	}
+	for _, t := range r.rangeDels {
+		consider(base.MakeInternalKey(t.Start, t.Seq, base.KindRangeDelete))
+		consider(base.MakeInternalKey(t.End, base.SeqNumMax, base.KindRangeDelete))
+	}
+	type pair struct {
+		name      string
+		got, want uint64
+	}
+	for _, c := range []pair{
+		{"entries", p.NumEntries, want.NumEntries},
+		{"deletions", p.NumDeletions, want.NumDeletions},
+		{"raw key size", p.RawKeySize, want.RawKeySize},
+		{"raw value size", p.RawValueSize, want.RawValueSize},
+		{"smallest seqnum", p.SmallestSeq, want.SmallestSeq},
+		{"largest seqnum", p.LargestSeq, want.LargestSeq},
+	} {
+		if c.got != c.want {
+			return blockCorruptf(r.fid, BlockKindProperties, r.propsH.offset, "%s: properties say %d, blocks hold %d", c.name, c.want, c.got)
+		}
+	}
+	if have && (base.CompareInternal(small, want.SmallestKey) != 0 || base.CompareInternal(large, want.LargestKey) != 0) {
+		return blockCorruptf(r.fid, BlockKindProperties, r.propsH.offset, "key bounds: properties say [%s, %s], blocks hold [%s, %s]",
+			want.SmallestKey, want.LargestKey, small, large)
+	}
+	return nil
+}
+
+// sameMeta compares freshly decoded metadata with what Open decoded.
+func (r *Reader) sameMeta(m *tableMeta) error {
+	switch {
+	case m.footer != r.footer:
+		return fmt.Errorf("footer differs")
+	case len(m.index) != len(r.index):
+		return fmt.Errorf("index has %d entries, had %d", len(m.index), len(r.index))
+	case m.hasFilter != r.hasFilter || m.filterH != r.filterH || !bytes.Equal(m.filter.lines, r.filter.lines) ||
+		m.filter.probes != r.filter.probes:
+		return fmt.Errorf("filter differs")
+	case m.rangeDelH != r.rangeDelH || !reflect.DeepEqual(m.rangeDels, r.rangeDels):
+		return fmt.Errorf("range tombstones differ")
+	case m.propsH != r.propsH || !reflect.DeepEqual(m.props, r.props):
+		return fmt.Errorf("properties differ")
+	}
+	for i := range m.index {
+		a, b := &m.index[i], &r.index[i]
+		if a.h != b.h || a.sepTrailer != b.sepTrailer || !bytes.Equal(a.sepUser, b.sepUser) {
+			return fmt.Errorf("index entry %d differs", i)
+		}
+	}
+	return nil
+}

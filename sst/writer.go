@@ -1,0 +1,527 @@
+package sst
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/golang/snappy"
+	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/base"
+)
+
+// writeBufferSize is how many bytes the writer gathers before handing them
+// to the file: one system call per 256 KiB rather than per 4 KiB block.
+const writeBufferSize = 256 << 10
+
+// Meta is what the DB needs to know about a table it has just written (it
+// records these in the MANIFEST). Keys are copies owned by the Meta.
+type Meta struct {
+	// Smallest and Largest bound the table over point keys AND range
+	// tombstones: a tombstone [s,e)#seq contributes s#seq,RANGEDEL and the
+	// exclusive sentinel e#SeqNumMax,RANGEDEL. Zero for an empty table.
+	Smallest, Largest base.InternalKey
+	// SmallestSeq and LargestSeq are over point entries and tombstones (0,
+	// 0 for an empty table).
+	SmallestSeq, LargestSeq uint64
+	// Size is the file's length in bytes.
+	Size uint64
+	// NumEntries counts point entries (Set and Delete), NumDeletions the
+	// Deletes among them, NumRangeDels the range tombstones.
+	NumEntries, NumDeletions, NumRangeDels uint64
+	// FileChecksum is the whole-file checksum stored in the properties (see
+	// the package comment), 0 for checksum type None.
+	FileChecksum uint64
+	ChecksumType checksum.Type
+}
+
+// Writer builds one table, streaming it to a file: point entries with Add
+// (strictly increasing internal keys), range tombstones with AddRangeDel, then
+// Close.
+//
+// Invariant: nothing out of order, oversized or otherwise invalid ever
+// reaches the file. Every error is sticky: once an Add fails, every later
+// call returns the same error and Close closes the file without finishing
+// it, so the caller removes it. An out-of-order key means a bug or memory
+// corruption upstream (the memtable or a compaction input), so it is
+// reported as base.ErrCorruption naming both keys.
+//
+// A Writer is not safe for concurrent use.
+type Writer struct {
+	f   vfs.File
+	o   WriterOptions
+	fid fileID
+	err error
+
+	closed  bool
+	offset  uint64 // bytes emitted so far (written or buffered)
+	wbuf    []byte
+	hasher  *fileHasher // over [0, properties offset); nil for None and after
+	base    uint32
+	created int64
+
+	data     blockWriter
+	index    blockWriter
+	rangeDel blockWriter
+
+	keyBuf        []byte // the key being added, encoded
+	lastKey       []byte // the last point key added, encoded
+	pendingIndex  bool   // a data block was flushed; its index entry waits for the next key
+	pendingHandle handle
+	sepBuf        []byte
+	handleBuf     []byte
+	cbuf          []byte // snappy output
+
+	hashes []uint64 // filter hashes of distinct user keys
+
+	firstPoint    base.InternalKey // copy of the first point key
+	tombKey       []byte           // the last tombstone's encoded start key
+	firstTomb     base.InternalKey // copy of the first tombstone's start key
+	maxTombEnd    []byte           // the largest tombstone end so far
+	haveSeq       bool
+	smallSeq      uint64
+	largeSeq      uint64
+	filterHandle  handle
+	rangeHandle   handle
+	propsHandle   handle
+	props         Properties
+	rawDataSize   uint64 // uncompressed size of the data blocks written
+}
+
+// NewWriter returns a Writer that writes a table to f, which it owns from now
+// on: Close or Abort closes it. Invalid options make every call fail with
+// base.ErrInvalidArgument.
+func NewWriter(f vfs.File, o WriterOptions) *Writer {
+	w := &Writer{f: f, o: o, fid: fileID{num: o.FileNum}}
+	if err := o.validate(); err != nil {
+		w.err = err
+		return w
+	}
+	if w.o.BlockSize == 0 {
+		w.o.BlockSize = DefaultBlockSize
+	}
+	if w.o.BlockRestartInterval == 0 {
+		w.o.BlockRestartInterval = DefaultBlockRestartInterval
+	}
+	w.base = o.BaseContext
+	for w.base == 0 {
+		w.base = rand.Uint32()
+	}
+	w.created = o.CreationTime
+	if w.created == 0 {
+		w.created = time.Now().Unix()
+	}
+	if o.ChecksumType != checksum.None {
+		w.hasher = newFileHasher(o.ChecksumType)
+	}
+	w.wbuf = make([]byte, 0, writeBufferSize)
+	w.data.init(w.o.BlockRestartInterval)
+	w.index.init(1)
+	w.rangeDel.init(w.o.BlockRestartInterval)
+	return w
+}
+
+func (w *Writer) check() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return invalidArgf("writer for %s is closed", w.fid)
+	}
+	return nil
+}
+
+// Add appends a point entry. Keys must be strictly increasing in internal
+// key order (user key ascending, then seqnum descending) and of kind Set or
+// Delete. value is copied; the caller may reuse both buffers.
+func (w *Writer) Add(key base.InternalKey, value []byte) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	kind := key.Kind()
+	if kind != base.KindSet && kind != base.KindDelete {
+		w.err = invalidArgf("cannot add key %s of kind %s to %s: only SET and DEL", key, kind, w.fid)
+		return w.err
+	}
+	if len(key.UserKey)+len(value) > MaxEntrySize {
+		w.err = invalidArgf("entry of %d key bytes and %d value bytes exceeds the limit of %d in %s",
+			len(key.UserKey), len(value), MaxEntrySize, w.fid)
+		return w.err
+	}
+	w.keyBuf = key.Append(w.keyBuf[:0])
+	first := w.props.NumEntries == 0
+	if !first && base.CompareEncoded(w.lastKey, w.keyBuf) >= 0 {
+		prev, _ := base.DecodeInternalKey(w.lastKey)
+		w.err = base.CorruptionErrorf("sst: keys added out of order to %s: %s (%s) then %s (%s)",
+			w.fid, prev, base.HexKey(w.lastKey), key, base.HexKey(w.keyBuf))
+		return w.err
+	}
+	if !w.data.empty() && (w.data.estimatedSize() >= w.o.BlockSize ||
+		w.data.sizeWith(len(w.keyBuf), len(value)) > MaxBlockSize) {
+		if err := w.flushData(); err != nil {
+			return err
+		}
+	}
+	if w.pendingIndex {
+		if err := w.addIndexEntry(w.separator(w.lastKey, w.keyBuf)); err != nil {
+			return err
+		}
+	}
+	if w.o.BloomBitsPerKey > 0 && (first || !bytes.Equal(w.lastKey[:len(w.lastKey)-base.TrailerLen], key.UserKey)) {
+		w.hashes = append(w.hashes, filterHash(key.UserKey))
+	}
+	w.data.add(w.keyBuf, value)
+	w.lastKey = append(w.lastKey[:0], w.keyBuf...)
+	if first {
+		w.firstPoint = key.Clone()
+	}
+	w.props.NumEntries++
+	if kind == base.KindDelete {
+		w.props.NumDeletions++
+	}
+	w.props.RawKeySize += uint64(len(w.keyBuf))
+	w.props.RawValueSize += uint64(len(value))
+	w.noteSeq(key.SeqNum())
+	return nil
+}
+
+// AddRangeDel appends the range tombstone [start, end)#seq. Tombstones must
+// come in internal-key order of their start keys (start ascending, then seq
+// descending); they are independent of the point entries' order. start and
+// end are copied.
+func (w *Writer) AddRangeDel(start, end []byte, seq uint64) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	switch {
+	case seq > base.SeqNumMax:
+		w.err = invalidArgf("range tombstone seqnum %d exceeds the maximum in %s", seq, w.fid)
+	case bytes.Compare(start, end) >= 0:
+		w.err = invalidArgf("empty or inverted range tombstone [%s, %s) in %s", base.HexKey(start), base.HexKey(end), w.fid)
+	case len(start)+len(end) > MaxEntrySize:
+		w.err = invalidArgf("range tombstone of %d+%d bytes exceeds the limit of %d in %s", len(start), len(end), MaxEntrySize, w.fid)
+	}
+	if w.err != nil {
+		return w.err
+	}
+	k := base.MakeInternalKey(start, seq, base.KindRangeDelete)
+	enc := k.Append(nil)
+	if w.props.NumRangeDels > 0 && base.CompareEncoded(w.tombKey, enc) >= 0 {
+		prev, _ := base.DecodeInternalKey(w.tombKey)
+		w.err = base.CorruptionErrorf("sst: range tombstones added out of order to %s: %s then %s", w.fid, prev, k)
+		return w.err
+	}
+	if w.rangeDel.sizeWith(len(enc), len(end)) > MaxBlockSize {
+		w.err = invalidArgf("range tombstones of %s exceed the maximum block size %d", w.fid, MaxBlockSize)
+		return w.err
+	}
+	w.rangeDel.add(enc, end)
+	if w.props.NumRangeDels == 0 {
+		w.firstTomb = k.Clone()
+	}
+	w.tombKey = enc
+	if w.maxTombEnd == nil || bytes.Compare(end, w.maxTombEnd) > 0 {
+		w.maxTombEnd = bytes.Clone(end)
+	}
+	w.props.NumRangeDels++
+	w.noteSeq(seq)
+	return nil
+}
+
+func (w *Writer) noteSeq(seq uint64) {
+	if !w.haveSeq {
+		w.smallSeq, w.largeSeq, w.haveSeq = seq, seq, true
+		return
+	}
+	w.smallSeq = min(w.smallSeq, seq)
+	w.largeSeq = max(w.largeSeq, seq)
+}
+
+// EstimatedSize returns roughly how large the file would be if closed now;
+// the DB uses it to cut compaction outputs at the target file size.
+func (w *Writer) EstimatedSize() uint64 {
+	pending := uint64(w.data.estimatedSize())
+	if w.rawDataSize > 0 {
+		// Scale the unfinished block by the compression ratio seen so far.
+		pending = pending * w.props.DataSize / w.rawDataSize
+	}
+	return w.offset + pending + uint64(w.index.estimatedSize()) +
+		uint64(w.rangeDel.estimatedSize()) + uint64(len(w.hashes)*w.o.BloomBitsPerKey/8) + FooterLen
+}
+
+// separator returns an encoded internal key >= a and < b (a < b), as short
+// as the rule in the package comment makes it.
+func (w *Writer) separator(a, b []byte) []byte {
+	au, bu := a[:len(a)-base.TrailerLen], b[:len(b)-base.TrailerLen]
+	n := 0
+	for n < len(au) && n < len(bu) && au[n] == bu[n] {
+		n++
+	}
+	if n < len(au) && n < len(bu) && au[n] < 0xff && au[n]+1 < bu[n] {
+		w.sepBuf = append(w.sepBuf[:0], au[:n+1]...)
+		w.sepBuf[n]++
+		w.sepBuf = binary.LittleEndian.AppendUint64(w.sepBuf, base.MakeTrailer(base.SeqNumMax, base.KindMax))
+		return w.sepBuf
+	}
+	w.sepBuf = append(w.sepBuf[:0], a...)
+	return w.sepBuf
+}
+
+func (w *Writer) addIndexEntry(sep []byte) error {
+	w.handleBuf = appendHandle(w.handleBuf[:0], w.pendingHandle)
+	if w.index.sizeWith(len(sep), len(w.handleBuf)) > MaxBlockSize {
+		w.err = invalidArgf("index of %s exceeds the maximum block size %d", w.fid, MaxBlockSize)
+		return w.err
+	}
+	w.index.add(sep, w.handleBuf)
+	w.pendingIndex = false
+	return nil
+}
+
+func (w *Writer) flushData() error {
+	raw := w.data.finish()
+	w.rawDataSize += uint64(len(raw)) + BlockTrailerLen
+	h, err := w.emit(w.compress(raw, true))
+	if err != nil {
+		return err
+	}
+	w.data.reset()
+	w.pendingHandle, w.pendingIndex = h, true
+	w.props.NumDataBlocks++
+	w.props.DataSize += h.size + BlockTrailerLen
+	return nil
+}
+
+// compress returns the bytes to store for block raw and their compression
+// type: snappy output if compression is on, allowed for this block and
+// saves at least 1/8, else raw itself. The result has BlockTrailerLen bytes
+// of spare capacity (raw must too).
+func (w *Writer) compress(raw []byte, allowed bool) ([]byte, Compression) {
+	if !allowed || w.o.Compression != SnappyCompression {
+		return raw, NoCompression
+	}
+	need := snappy.MaxEncodedLen(len(raw)) + BlockTrailerLen
+	if cap(w.cbuf) < need {
+		w.cbuf = make([]byte, need)
+	}
+	c := snappy.Encode(w.cbuf[:cap(w.cbuf)], raw)
+	if len(c) >= len(raw)-len(raw)/8 {
+		return raw, NoCompression
+	}
+	return c, SnappyCompression
+}
+
+// emit appends the trailer to b (which has the spare capacity) and writes
+// block and trailer at the current offset.
+func (w *Writer) emit(b []byte, c Compression) (handle, error) {
+	if len(b) > MaxBlockSize {
+		w.err = invalidArgf("block of %d bytes exceeds the maximum %d in %s", len(b), MaxBlockSize, w.fid)
+		return handle{}, w.err
+	}
+	h := handle{offset: w.offset, size: uint64(len(b))}
+	b = append(b, byte(c))
+	sum := trailerChecksum(w.o.ChecksumType, b) + checksum.ContextModifier(w.base, h.offset)
+	b = binary.LittleEndian.AppendUint32(b, sum)
+	return h, w.write(b)
+}
+
+// write emits b: into the whole-file checksum while it runs, then into the
+// write buffer or, if large, straight to the file. vfs.File.Write may
+// scribble on its argument, so b must not be used afterwards.
+func (w *Writer) write(b []byte) error {
+	if w.hasher != nil {
+		w.hasher.write(b)
+	}
+	w.offset += uint64(len(b))
+	if len(w.wbuf)+len(b) > cap(w.wbuf) {
+		if err := w.flushBuf(); err != nil {
+			return err
+		}
+	}
+	if len(b) >= cap(w.wbuf) {
+		if _, err := w.f.Write(b); err != nil {
+			w.err = fmt.Errorf("sst: writing %s: %w", w.fid, err)
+			return w.err
+		}
+		return nil
+	}
+	w.wbuf = append(w.wbuf, b...)
+	return nil
+}
+
+func (w *Writer) flushBuf() error {
+	if len(w.wbuf) == 0 {
+		return nil
+	}
+	_, err := w.f.Write(w.wbuf)
+	w.wbuf = w.wbuf[:0]
+	if err != nil {
+		w.err = fmt.Errorf("sst: writing %s: %w", w.fid, err)
+	}
+	return w.err
+}
+
+// Close finishes the table (last data block, filter, range-del, properties,
+// index, metaindex, footer), syncs and closes the file, and returns the
+// table's metadata. On error the file is closed unfinished; the caller
+// removes it.
+func (w *Writer) Close() (*Meta, error) {
+	if w.closed {
+		return nil, invalidArgf("writer for %s is closed", w.fid)
+	}
+	if w.err == nil {
+		w.finish()
+	}
+	w.closed = true
+	if w.err != nil {
+		w.f.Close()
+		return nil, w.err
+	}
+	if err := w.f.Sync(); err != nil {
+		w.err = fmt.Errorf("sst: syncing %s: %w", w.fid, err)
+		w.f.Close()
+		return nil, w.err
+	}
+	if err := w.f.Close(); err != nil {
+		w.err = fmt.Errorf("sst: closing %s: %w", w.fid, err)
+		return nil, w.err
+	}
+	m := &Meta{
+		Smallest:     w.props.SmallestKey.Clone(),
+		Largest:      w.props.LargestKey.Clone(),
+		SmallestSeq:  w.props.SmallestSeq,
+		LargestSeq:   w.props.LargestSeq,
+		Size:         w.offset,
+		NumEntries:   w.props.NumEntries,
+		NumDeletions: w.props.NumDeletions,
+		NumRangeDels: w.props.NumRangeDels,
+		FileChecksum: w.props.FileChecksum,
+		ChecksumType: w.o.ChecksumType,
+	}
+	return m, nil
+}
+
+// Abort closes the file without finishing the table; the caller removes it.
+// Later calls fail. Safe to call after Close.
+func (w *Writer) Abort() {
+	if w.closed {
+		return
+	}
+	w.closed = true
+	if w.err == nil {
+		w.err = invalidArgf("writer for %s was aborted", w.fid)
+	}
+	w.f.Close()
+}
+
+// finish writes everything after the last entry; errors land in w.err.
+func (w *Writer) finish() {
+	if !w.data.empty() {
+		if w.flushData() != nil {
+			return
+		}
+	}
+	if w.pendingIndex {
+		// The last block's separator is its last key.
+		if w.addIndexEntry(w.lastKey) != nil {
+			return
+		}
+	}
+	var err error
+	if w.o.BloomBitsPerKey > 0 {
+		if w.filterHandle, err = w.emit(buildFilter(w.hashes, w.o.BloomBitsPerKey), NoCompression); err != nil {
+			return
+		}
+		w.props.FilterSize = w.filterHandle.size + BlockTrailerLen
+	}
+	if w.rangeHandle, err = w.emit(w.compress(w.rangeDel.finish(), true)); err != nil {
+		return
+	}
+	w.props.RangeDelSize = w.rangeHandle.size + BlockTrailerLen
+	if w.hasher != nil {
+		w.props.FileChecksum = w.hasher.sum64()
+		w.hasher = nil
+	}
+
+	// The index block's size goes into the properties, written before it.
+	indexBytes, indexComp := w.compress(w.index.finish(), true)
+	w.props.IndexSize = uint64(len(indexBytes)) + BlockTrailerLen
+
+	p := &w.props
+	p.ChecksumType = w.o.ChecksumType
+	p.Compression = w.o.Compression
+	p.BloomBitsPerKey = uint64(w.o.BloomBitsPerKey)
+	p.BlockSize = uint64(w.o.BlockSize)
+	p.BlockRestartInterval = uint64(w.o.BlockRestartInterval)
+	p.CreationTime = w.created
+	p.FormatVersion = FormatVersion
+	p.SmallestSeq, p.LargestSeq = w.smallSeq, w.largeSeq
+	w.computeBounds()
+	if w.propsHandle, err = w.emit(encodeProperties(p), NoCompression); err != nil {
+		return
+	}
+	indexHandle, err := w.emit(indexBytes, indexComp)
+	if err != nil {
+		return
+	}
+	var mi blockWriter
+	mi.init(1)
+	if w.o.BloomBitsPerKey > 0 {
+		mi.add([]byte(metaFilter), appendHandle(nil, w.filterHandle))
+	}
+	mi.add([]byte(metaProperties), appendHandle(nil, w.propsHandle))
+	mi.add([]byte(metaRangeDel), appendHandle(nil, w.rangeHandle))
+	metaHandle, err := w.emit(mi.finish(), NoCompression)
+	if err != nil {
+		return
+	}
+	ft := footer{
+		checksumType: w.o.ChecksumType,
+		version:      FormatVersion,
+		base:         w.base,
+		metaindex:    metaHandle,
+		index:        indexHandle,
+	}
+	if w.write(ft.encode(w.offset)) != nil {
+		return
+	}
+	w.flushBuf()
+}
+
+// computeBounds sets the properties' smallest and largest keys from the
+// point keys and the tombstones.
+func (w *Writer) computeBounds() {
+	p := &w.props
+	var have bool
+	consider := func(k base.InternalKey) {
+		if !have {
+			p.SmallestKey, p.LargestKey, have = k, k, true
+			return
+		}
+		if base.CompareInternal(k, p.SmallestKey) < 0 {
+			p.SmallestKey = k
+		}
+		if base.CompareInternal(k, p.LargestKey) > 0 {
+			p.LargestKey = k
+		}
+	}
+	if p.NumEntries > 0 {
+		consider(w.firstPoint)
+		last, _ := base.DecodeInternalKey(w.lastKey)
+		consider(last.Clone())
+	}
+	if p.NumRangeDels > 0 {
+		consider(w.firstTomb)
+		consider(base.MakeInternalKey(w.maxTombEnd, base.SeqNumMax, base.KindRangeDelete))
+	}
+}
+
+// Metaindex names.
+const (
+	metaFilter     = "vigil.filter"
+	metaProperties = "vigil.properties"
+	metaRangeDel   = "vigil.rangedel"
+)
