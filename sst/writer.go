@@ -77,18 +77,18 @@ type Writer struct {
 
 	hashes []uint64 // filter hashes of distinct user keys
 
-	firstPoint    base.InternalKey // copy of the first point key
-	tombKey       []byte           // the last tombstone's encoded start key
-	firstTomb     base.InternalKey // copy of the first tombstone's start key
-	maxTombEnd    []byte           // the largest tombstone end so far
-	haveSeq       bool
-	smallSeq      uint64
-	largeSeq      uint64
-	filterHandle  handle
-	rangeHandle   handle
-	propsHandle   handle
-	props         Properties
-	rawDataSize   uint64 // uncompressed size of the data blocks written
+	firstPoint   base.InternalKey // copy of the first point key
+	tombKey      []byte           // the last tombstone's encoded start key
+	firstTomb    base.InternalKey // copy of the first tombstone's start key
+	maxTombEnd   []byte           // the largest tombstone end so far
+	haveSeq      bool
+	smallSeq     uint64
+	largeSeq     uint64
+	filterHandle handle
+	rangeHandle  handle
+	propsHandle  handle
+	props        Properties
+	rawDataSize  uint64 // uncompressed size of the data blocks written
 }
 
 // NewWriter returns a Writer that writes a table to f, which it owns from now
