@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
@@ -625,14 +626,17 @@ func (c corruption) hint() string {
 	ours := uint32(c.logNum) ^ uint32(c.logNum>>32)
 	candLog := delta ^ ctxSeed ^ offsetTerm(c.off)
 	candOff := delta ^ logBase(c.logNum)
-	var s string
+	var alts []string
 	if candLog != ours && absDiff(candLog, ours) < 1<<16 {
-		s = fmt.Sprintf("; log number mismatch: the stored checksum is this payload's checksum in log %d (this is log %d): a fragment from another log", candLog, c.logNum)
+		alts = append(alts, fmt.Sprintf("log %d at this offset (this is log %d: log number mismatch, a fragment from another log)", candLog, c.logNum))
 	}
 	if candOff != offsetTerm(c.off) && candOff >= FileHeaderSize && int64(candOff) < max(1<<20, 2*c.off) {
-		s += fmt.Sprintf("; the stored checksum is this payload's checksum at offset %d of this log: a misplaced fragment", candOff)
+		alts = append(alts, fmt.Sprintf("offset %d of this log (a misplaced fragment)", candOff))
 	}
-	return s
+	if len(alts) == 0 {
+		return ""
+	}
+	return "; the payload is intact but its checksum was computed for " + strings.Join(alts, ", or for ")
 }
 
 func absDiff(a, b uint32) uint32 {
