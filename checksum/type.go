@@ -1,15 +1,3 @@
-// Package checksum implements the checksum types Vigil can guard its bytes
-// with: the 32-bit block-trailer checksum RocksDB stores after every block and
-// WAL record, a full-width 64-bit form for per-key-value protection, the
-// per-file context modifier that makes a block read from the wrong offset fail
-// its check, and a fast CRC-64 (Jones) with Combine.
-//
-// The numbering of Type is RocksDB's (None=0 … XXH3=4) plus CRC64=5, so a
-// --checksum_type flag means the same in vigil kvbench and db_bench, and the
-// number stored in a file footer or WAL header is stable forever.
-//
-// The package imports nothing of Vigil's and is safe for concurrent use: all
-// functions are pure, tables are built once at init.
 package checksum
 
 import (
@@ -29,7 +17,7 @@ const (
 	XXHash   Type = 2 // XXH32, seed 0
 	XXHash64 Type = 3 // XXH64, seed 0, low 32 bits in trailers
 	XXH3     Type = 4 // XXH3-64, low 32 bits in trailers, last byte mixed in by multiply-xor
-	CRC64    Type = 5 // CRC-64/Jones as Redis and Valkey use it (init 0, no final xor)
+	CRC64    Type = 5 // CRC-64/Jones (Redis/Valkey polynomial), inverted form; see Sum64
 )
 
 // NumTypes is one more than the largest valid Type.
@@ -87,12 +75,18 @@ func (t Type) Check() error {
 }
 
 // ParseType accepts a number ("4"), a short name ("xxh3") or RocksDB's name
-// ("kXXH3"), case-insensitively.
+// ("kXXH3"), case-insensitively, so flags and OPTIONS files written for
+// db_bench or RocksDB mean the same here. Anything else is an error wrapping
+// ErrInvalidArgument that lists the valid types; the Type returned with an
+// error is 0 and must not be used.
 func ParseType(s string) (Type, error) {
 	s = strings.TrimSpace(s)
 	if n, err := strconv.ParseUint(s, 10, 8); err == nil {
 		t := Type(n)
-		return t, t.Check()
+		if err := t.Check(); err != nil {
+			return 0, err
+		}
+		return t, nil
 	}
 	for i := Type(0); i < NumTypes; i++ {
 		if strings.EqualFold(s, typeNames[i]) || strings.EqualFold(s, rocksNames[i]) {

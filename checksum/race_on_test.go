@@ -1,0 +1,5 @@
+//go:build race
+
+package checksum
+
+const raceEnabled = true
