@@ -94,10 +94,11 @@
 // internal key >= the block's last key and < the next block's first key (the
 // last block uses its last key); value = the block's handle (two uvarints).
 // Separators are shortened where possible: if the user keys of the block's
-// last key a and the next block's first key b differ at byte i, a[i] < 0xff
-// and a[i]+1 < b[i], the separator is a[:i] ‖ a[i]+1 with trailer
-// (SeqNumMax, kind 15). Restart interval 1. Data block i must start where
-// block i-1's trailer ends, block 0 at offset 0.
+// last key a and the next block's first key b first differ at byte i,
+// a[i] < 0xff, and either a[i]+1 < b[i] or len(b) > i+1, the separator is
+// a[:i] ‖ a[i]+1 with trailer (SeqNumMax, kind 15); its user key is then
+// strictly between a's and b's. Otherwise it is a itself. Restart interval 1.
+// Data block i must start where block i-1's trailer ends, block 0 at offset 0.
 //
 // # Filter block
 //

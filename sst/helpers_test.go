@@ -161,9 +161,10 @@ func mustOpen(t testing.TB, data []byte, o ReaderOptions) *Reader {
 
 // modelGet is Get's specification over the sorted entries.
 func modelGet(points []kv, ukey []byte, snap uint64) (kv, bool) {
-	for _, e := range points {
-		if bytes.Equal(e.key.UserKey, ukey) && e.key.SeqNum() <= snap {
-			return e, true
+	i := sort.Search(len(points), func(i int) bool { return bytes.Compare(points[i].key.UserKey, ukey) >= 0 })
+	for ; i < len(points) && bytes.Equal(points[i].key.UserKey, ukey); i++ {
+		if points[i].key.SeqNum() <= snap {
+			return points[i], true
 		}
 	}
 	return kv{}, false

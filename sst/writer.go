@@ -260,7 +260,10 @@ func (w *Writer) separator(a, b []byte) []byte {
 	for n < len(au) && n < len(bu) && au[n] == bu[n] {
 		n++
 	}
-	if n < len(au) && n < len(bu) && au[n] < 0xff && au[n]+1 < bu[n] {
+	// a[:n] ‖ a[n]+1 is > a, and < b if that byte is below b[n] or, equal
+	// to it, is a proper prefix of b. Either way its user key is strictly
+	// below b's, which Get relies on.
+	if n < len(au) && n < len(bu) && au[n] < 0xff && (au[n]+1 < bu[n] || len(bu) > n+1) {
 		w.sepBuf = append(w.sepBuf[:0], au[:n+1]...)
 		w.sepBuf[n]++
 		w.sepBuf = binary.LittleEndian.AppendUint64(w.sepBuf, base.MakeTrailer(base.SeqNumMax, base.KindMax))
