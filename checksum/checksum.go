@@ -10,6 +10,10 @@ import (
 
 var crc32cTable = crc32.MakeTable(crc32.Castagnoli)
 
+// crc32Update continues a CRC-32C (hash/crc32 convention: crc is the
+// finished value of the data so far, 0 for none).
+func crc32Update(crc uint32, p []byte) uint32 { return crc32.Update(crc, crc32cTable, p) }
+
 // xxh3LastByteMul is RocksDB's constant for folding the trailer's last byte
 // (the compression type) into an XXH3 checksum without streaming.
 const xxh3LastByteMul = 0x6b9083d9

@@ -202,7 +202,8 @@ func TestKVDetectsChanges(t *testing.T) {
 // so undoing each step recovers the input.
 func TestFmix64Bijective(t *testing.T) {
 	unxorshift := func(k uint64) uint64 { return k ^ k>>33 } // 33 >= 64/2: one step inverts
-	inv := func(m uint64) uint64 {                           // inverse of an odd m mod 2^64 (Newton)
+	// inv is the inverse of an odd m mod 2^64 (Newton iteration).
+	inv := func(m uint64) uint64 {
 		x := m
 		for i := 0; i < 6; i++ {
 			x *= 2 - m*x

@@ -108,3 +108,39 @@ func xxh32WithLastByte(data []byte, last byte) uint32 {
 	buf[m] = last
 	return xxh32Tail(h+uint32(n), buf[:m+1])
 }
+
+// xxh32Stream is XXH32 with seed 0 over data written in pieces; sum equals
+// XXH32(all bytes written, 0). Only full stripes are hashed as they come,
+// a partial one waits in buf.
+type xxh32Stream struct {
+	acc   xxh32Acc
+	buf   [16]byte
+	nbuf  int
+	total uint64
+}
+
+func (s *xxh32Stream) reset() { *s = xxh32Stream{acc: newXXH32Acc(0)} }
+
+func (s *xxh32Stream) write(p []byte) {
+	s.total += uint64(len(p))
+	if s.nbuf > 0 {
+		n := copy(s.buf[s.nbuf:], p)
+		s.nbuf += n
+		p = p[n:]
+		if s.nbuf < len(s.buf) {
+			return
+		}
+		s.acc.stripes(s.buf[:])
+		s.nbuf = 0
+	}
+	p = s.acc.stripes(p)
+	s.nbuf = copy(s.buf[:], p)
+}
+
+func (s *xxh32Stream) sum() uint32 {
+	h := xxPrime32_5 // seed 0
+	if s.total >= 16 {
+		h = s.acc.merge()
+	}
+	return xxh32Tail(h+uint32(s.total), s.buf[:s.nbuf])
+}
