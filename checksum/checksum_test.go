@@ -235,7 +235,7 @@ func TestContextModifierProperties(t *testing.T) {
 		base := r.Uint32() | 1
 		// Offsets within the same 4 GiB window differ in their low word.
 		a := off
-		b := off&^0xffffffff | uint64(uint32(off)+1+uint32(r.IntN(1<<31)))
+		b := off&^0xffffffff | uint64(uint32(off)+1+r.Uint32N(1<<31))
 		if ContextModifier(base, a) == ContextModifier(base, b) {
 			t.Fatalf("base %#x: offsets %#x and %#x share a modifier", base, a, b)
 		}
