@@ -13,18 +13,39 @@ import (
 // Config holds kvbench's settings; the field comments give the db_bench flag
 // each one mirrors.
 type Config struct {
-	Benchmarks string        // --benchmarks
-	Num        int64         // --num: number of keys
-	Reads      int64         // --reads: -1 = Num
-	Writes     int64         // --writes: -1 = Num
-	Duration   time.Duration // --duration: 0 = run by op count
-	BlockSize  int           // --block_size: also the input size of checksum benchmarks
-	Histogram  bool          // --histogram
-	JSONPath   string        // --json FILE
+	Benchmarks       string        // --benchmarks
+	Num              int64         // --num: number of keys
+	Reads            int64         // --reads: -1 = Num
+	Writes           int64         // --writes: -1 = Num
+	Duration         time.Duration // --duration: 0 = run by op count
+	KeySize          int           // --key_size
+	ValueSize        int           // --value_size
+	CompressionRatio float64       // --compression_ratio
+	Seed             uint64        // --seed: 0 = from the clock, printed
+	Threads          int           // --threads
+	Sync             bool          // --sync
+	Histogram        bool          // --histogram
+	Stats            bool          // --stats: print engine metrics after each benchmark
+	JSONPath         string        // --json FILE
+	DB               string        // --db: "" = a temporary directory, removed at the end
+	UseExistingDB    bool          // --use_existing_db
+
+	// Engine settings (--write_buffer_size, --checksum_type, ...).
+	Engine EngineOptions
+	// Open opens the engine; nil = Vigil.
+	Open Opener
+	// EngineName is printed in the header.
+	EngineName string
 
 	// NumSet reports whether --num was given, for the checksum benchmarks,
 	// whose op count otherwise comes from the ~5 GB default.
 	NumSet bool
+	// BlockSize (--block_size) is also the input size of the checksum
+	// benchmarks.
+	BlockSize int
+	// Progress forces the progress bar on or off; nil = on when stderr is a
+	// terminal.
+	Progress *bool
 
 	Stdout io.Writer
 	Stderr io.Writer
@@ -32,8 +53,14 @@ type Config struct {
 
 // Runner runs a list of benchmarks and prints db_bench-style output.
 type Runner struct {
-	cfg     Config
-	results []Result
+	cfg       Config
+	results   []Result
+	engine    Engine
+	dir       string
+	tempDir   bool
+	seed      uint64
+	threadSeq uint64
+	values    *ValueGenerator
 }
 
 // NewRunner returns a runner for cfg.
@@ -43,6 +70,24 @@ func NewRunner(cfg Config) *Runner {
 	}
 	if cfg.Stderr == nil {
 		cfg.Stderr = os.Stderr
+	}
+	if cfg.Open == nil {
+		cfg.Open = OpenVigil
+		if cfg.EngineName == "" {
+			cfg.EngineName = "vigil"
+		}
+	}
+	if cfg.Threads <= 0 {
+		cfg.Threads = 1
+	}
+	if cfg.KeySize <= 0 {
+		cfg.KeySize = 16
+	}
+	if cfg.ValueSize < 0 {
+		cfg.ValueSize = 100
+	}
+	if cfg.CompressionRatio <= 0 {
+		cfg.CompressionRatio = 0.5
 	}
 	return &Runner{cfg: cfg}
 }
@@ -191,8 +236,9 @@ func (r *Runner) runChecksum(name string) (Result, error) {
 	return RunChecksum(name, r.cfg.BlockSize, ops, r.cfg.Duration, DefaultChecksumBytes)
 }
 
-// Run runs every benchmark in cfg.Benchmarks in order.
-func (r *Runner) Run() error {
+// Run runs every benchmark in cfg.Benchmarks in order, then closes the
+// engine and removes a temporary directory.
+func (r *Runner) Run() (err error) {
 	specs, err := ParseSpecs(r.cfg.Benchmarks)
 	if err != nil {
 		return err
@@ -200,19 +246,150 @@ func (r *Runner) Run() error {
 	if len(specs) == 0 {
 		return fmt.Errorf("kvbench: --benchmarks is empty")
 	}
+	needDB := false
 	for _, s := range specs {
-		if _, ok := ChecksumBenchmarks[s.Name]; !ok {
+		_, ck := ChecksumBenchmarks[s.Name]
+		_, db := dbBenchmarks[s.Name]
+		if !ck && !db && !utilityBenchmarks[s.Name] {
 			return fmt.Errorf("kvbench: unknown benchmark %q", s.Name)
 		}
+		needDB = needDB || !ck
+	}
+	r.seed = r.cfg.Seed
+	if r.seed == 0 {
+		r.seed = uint64(time.Now().UnixMicro())
+		fmt.Fprintf(r.cfg.Stdout, "Set seed to %d because --seed was 0\n", r.seed)
+	}
+	if needDB {
+		if err := r.setupDir(); err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := r.closeEngine(); err == nil {
+				err = cerr
+			}
+			if r.tempDir {
+				os.RemoveAll(r.dir)
+			}
+		}()
+		r.values = NewValueGenerator(r.cfg.CompressionRatio, r.cfg.ValueSize)
+		r.printHeader()
 	}
 	for _, s := range specs {
-		name := s.Name
-		if err := r.repeat(s, func() (Result, error) { return r.runChecksum(name) }); err != nil {
+		s := s
+		var fn runOnce
+		switch {
+		case ChecksumBenchmarks[s.Name] != nil:
+			fn = func() (Result, error) { return r.runChecksum(s.Name) }
+		case utilityBenchmarks[s.Name]:
+			fn = func() (Result, error) { return r.runUtility(s.Name) }
+		default:
+			fn = func() (Result, error) { return r.runDB(s.Name) }
+		}
+		if err := r.repeat(s, fn); err != nil {
 			return err
+		}
+		if r.cfg.Stats && r.engine != nil {
+			fmt.Fprintf(r.cfg.Stdout, "\n%s\n", r.engine.Metrics())
 		}
 	}
 	if r.cfg.JSONPath != "" {
 		return r.WriteJSON(r.cfg.JSONPath)
 	}
 	return nil
+}
+
+// setupDir picks the DB directory: --db, or a new temporary one.
+func (r *Runner) setupDir() error {
+	if r.cfg.DB != "" {
+		r.dir = r.cfg.DB
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "kvbench-")
+	if err != nil {
+		return fmt.Errorf("kvbench: temporary directory: %w", err)
+	}
+	r.dir, r.tempDir = dir, true
+	return nil
+}
+
+// openEngine opens the engine, first wiping the directory when fresh.
+func (r *Runner) openEngine(fresh bool) error {
+	if r.engine != nil && !fresh {
+		return nil
+	}
+	if err := r.closeEngine(); err != nil {
+		return err
+	}
+	o := r.cfg.Engine
+	o.Dir = r.dir
+	o.Fresh = fresh
+	if fresh {
+		if err := os.RemoveAll(r.dir); err != nil {
+			return fmt.Errorf("kvbench: removing %s: %w", r.dir, err)
+		}
+	}
+	e, err := r.cfg.Open(o)
+	if err != nil {
+		return fmt.Errorf("kvbench: opening %s: %w", r.dir, err)
+	}
+	r.engine = e
+	return nil
+}
+
+func (r *Runner) closeEngine() error {
+	if r.engine == nil {
+		return nil
+	}
+	err := r.engine.Close()
+	r.engine = nil
+	return err
+}
+
+func (r *Runner) runDB(name string) (Result, error) {
+	b := dbBenchmarks[name]
+	if err := r.openEngine(b.fresh && !r.cfg.UseExistingDB); err != nil {
+		return Result{}, err
+	}
+	return r.runThreads(name, r.engine, b.fn)
+}
+
+// runUtility runs flush, compact or stats once.
+func (r *Runner) runUtility(name string) (Result, error) {
+	if err := r.openEngine(false); err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	var err error
+	switch name {
+	case "flush":
+		err = r.engine.Flush()
+	case "compact":
+		err = r.engine.Compact()
+	case "stats":
+		fmt.Fprintf(r.cfg.Stdout, "%s\n", r.engine.Metrics())
+	}
+	d := time.Since(start)
+	return Result{Name: name, Ops: 1, Elapsed: d, Busy: d}, err
+}
+
+// printHeader prints db_bench's preamble.
+func (r *Runner) printHeader() {
+	c := &r.cfg
+	w := c.Stdout
+	raw := float64(int64(c.KeySize+c.ValueSize)*c.Num) / 1048576
+	file := float64(int64(c.KeySize)*c.Num+int64(float64(c.ValueSize)*c.CompressionRatio)*c.Num) / 1048576
+	fmt.Fprintf(w, "Engine:     %s\n", c.EngineName)
+	fmt.Fprintf(w, "Keys:       %d bytes each (+ 0 bytes user-defined timestamp)\n", c.KeySize)
+	fmt.Fprintf(w, "Values:     %d bytes each (%d bytes after compression)\n", c.ValueSize, int(float64(c.ValueSize)*c.CompressionRatio+0.5))
+	fmt.Fprintf(w, "Entries:    %d\n", c.Num)
+	fmt.Fprintf(w, "RawSize:    %.1f MB (estimated)\n", raw)
+	fmt.Fprintf(w, "FileSize:   %.1f MB (estimated)\n", file)
+	fmt.Fprintf(w, "Compression: %s\n", c.Engine.Compression)
+	fmt.Fprintf(w, "Checksum:   %d\n", c.Engine.ChecksumType)
+	fmt.Fprintf(w, "Paranoid memory checks: %v; memtable protection bytes per key: %d\n", c.Engine.ParanoidMemoryChecks, c.Engine.MemtableProtectionBytesPerKey)
+	fmt.Fprintf(w, "Write buffer size: %d; block size: %d; cache: %d; bloom bits: %d; sync: %v; WAL disabled: %v; threads: %d\n",
+		c.Engine.WriteBufferSize, c.Engine.BlockSize, c.Engine.CacheSize, c.Engine.BloomBits, c.Sync, c.Engine.DisableWAL, c.Threads)
+	fmt.Fprintf(w, "DB path: [%s]\n", r.dir)
+	fmt.Fprintf(w, "------------------------------------------------\n")
 }

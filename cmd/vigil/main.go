@@ -34,6 +34,9 @@ func newRootCmd() *cobra.Command {
 whose every byte, in memory and on disk, is guarded by a checksum you choose.
 
   vigil kvbench   db_bench-compatible benchmarks (run with no flags for a short default suite)
+  vigil sst       dump or verify an SST file
+  vigil wal       dump a WAL or MANIFEST
+  vigil db        get/put/delete/scan/verify/metrics on a database
   vigil version   print the version`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -41,7 +44,7 @@ whose every byte, in memory and on disk, is guarded by a checksum you choose.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: 2, err: fmt.Errorf("%w\nRun '%s --help' for usage", err, c.CommandPath())}
 	})
-	root.AddCommand(newVersionCmd(), newKVBenchCmd())
+	root.AddCommand(newVersionCmd(), newKVBenchCmd(), newSSTCmd(), newWALCmd(), newDBCmd())
 	return root
 }
 

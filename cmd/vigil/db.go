@@ -1,0 +1,126 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/vigildb/vigil"
+)
+
+// newDBCmd is for people poking at a database: get, put, delete, scan,
+// verify, metrics.
+func newDBCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "db",
+		Short: "Read, write, scan, verify a database (--db DIR)",
+	}
+	cmd.PersistentFlags().StringVar(&dir, "db", "", "database directory (required)")
+	open := func(readOnly bool) (*vigil.DB, error) {
+		if dir == "" {
+			return nil, usageError("--db DIR is required")
+		}
+		return vigil.Open(dir, &vigil.Options{ReadOnly: readOnly})
+	}
+	withDB := func(readOnly bool, fn func(cmd *cobra.Command, db *vigil.DB, args []string) error) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			db, err := open(readOnly)
+			if err != nil {
+				return err
+			}
+			err = fn(cmd, db, args)
+			if cerr := db.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		}
+	}
+	get := &cobra.Command{
+		Use: "get KEY", Short: "Print the value of KEY (exit status 1 if absent)", Args: cobra.ExactArgs(1),
+		RunE: withDB(true, func(cmd *cobra.Command, db *vigil.DB, args []string) error {
+			v, err := db.Get([]byte(args[0]))
+			if errors.Is(err, vigil.ErrNotFound) {
+				return fmt.Errorf("%q: not found", args[0])
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", v)
+			return nil
+		}),
+	}
+	var sync bool
+	put := &cobra.Command{
+		Use: "put KEY VALUE", Short: "Set KEY to VALUE", Args: cobra.ExactArgs(2),
+		RunE: withDB(false, func(cmd *cobra.Command, db *vigil.DB, args []string) error {
+			return db.Put([]byte(args[0]), []byte(args[1]), &vigil.WriteOptions{Sync: sync})
+		}),
+	}
+	put.Flags().BoolVar(&sync, "sync", true, "fsync the WAL before returning")
+	del := &cobra.Command{
+		Use: "delete KEY [END]", Short: "Delete KEY, or every key in [KEY, END)", Args: cobra.RangeArgs(1, 2),
+		RunE: withDB(false, func(cmd *cobra.Command, db *vigil.DB, args []string) error {
+			if len(args) == 2 {
+				return db.DeleteRange([]byte(args[0]), []byte(args[1]), vigil.Sync)
+			}
+			return db.Delete([]byte(args[0]), vigil.Sync)
+		}),
+	}
+	var start, end string
+	var limit int
+	var reverse bool
+	scan := &cobra.Command{
+		Use: "scan", Short: "Print keys and values in [--start, --end)", Args: cobra.NoArgs,
+		RunE: withDB(true, func(cmd *cobra.Command, db *vigil.DB, _ []string) error {
+			o := &vigil.IterOptions{}
+			if start != "" {
+				o.LowerBound = []byte(start)
+			}
+			if end != "" {
+				o.UpperBound = []byte(end)
+			}
+			it, err := db.NewIter(o)
+			if err != nil {
+				return err
+			}
+			n := 0
+			ok := it.First()
+			if reverse {
+				ok = it.Last()
+			}
+			for ; ok && (limit <= 0 || n < limit); n++ {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s => %s\n", it.Key(), it.Value())
+				if reverse {
+					ok = it.Prev()
+				} else {
+					ok = it.Next()
+				}
+			}
+			return it.Close()
+		}),
+	}
+	scan.Flags().StringVar(&start, "start", "", "inclusive lower bound")
+	scan.Flags().StringVar(&end, "end", "", "exclusive upper bound")
+	scan.Flags().IntVar(&limit, "limit", 0, "stop after this many keys (0 = all)")
+	scan.Flags().BoolVar(&reverse, "reverse", false, "scan from the end")
+	verify := &cobra.Command{
+		Use: "verify", Short: "Check every checksum of every live file (exit status 1 on corruption)", Args: cobra.NoArgs,
+		RunE: withDB(true, func(cmd *cobra.Command, db *vigil.DB, _ []string) error {
+			if err := db.Verify(); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "OK")
+			return nil
+		}),
+	}
+	metrics := &cobra.Command{
+		Use: "metrics", Short: "Print the LSM shape and counters", Args: cobra.NoArgs,
+		RunE: withDB(true, func(cmd *cobra.Command, db *vigil.DB, _ []string) error {
+			fmt.Fprint(cmd.OutOrStdout(), db.Metrics().String())
+			return nil
+		}),
+	}
+	cmd.AddCommand(get, put, del, scan, verify, metrics)
+	return cmd
+}
