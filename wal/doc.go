@@ -59,8 +59,10 @@
 //	stored = lo32(H_t(type ‖ payload)) + ctx(L, off)            (mod 2^32)
 //	ctx(L, off) = (lo32(L) ^ hi32(L) ^ 0x7667_6c31) ^ (lo32(off) + hi32(off))
 //
-// H_t is checksum.Sum64: masked CRC-32C for CRC32c (so with ctx = 0 it is
-// LevelDB's fragment CRC), XXH32, XXH64, XXH3-64, or CRC-64/Jones. The type
+// H_t is checksum.Sum64 of the log's type: masked CRC-32C for CRC32c (so
+// with ctx = 0 it is LevelDB's fragment CRC), XXH32, XXH64, XXH3-64, or
+// CRC-64/Jones in its inverted form (initial value and final xor all ones).
+// The type
 // byte sits right before the payload in the fragment, so type ‖ payload is
 // one contiguous slice, hashed in place in a single call: no copy, no
 // streaming state, no trailing-byte trick.

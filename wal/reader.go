@@ -31,10 +31,12 @@ type ReaderStats struct {
 	Corruptions int
 }
 
-// resyncBudget bounds the bytes a SkipAnyCorruptedRecords resync may hash
-// while it looks for the next valid fragment in a damaged block; past it the
-// reader gives up on the block and goes to the next one. It keeps a crafted
-// block (every position a plausible header) from costing O(BlockSize²).
+// resyncBudget bounds the bytes the reader may hash, per block, while it
+// looks for valid fragments after damage (SkipAnyCorruptedRecords resync,
+// and the check that a length running past end of file is not followed by
+// a valid fragment); past it the reader gives up on the block and goes to
+// the next one. It keeps a crafted block (every position a plausible
+// header) from costing O(BlockSize²).
 const resyncBudget = 4 << 20
 
 // Reader reads the logical records of a record log, checking every fragment
@@ -61,6 +63,7 @@ type Reader struct {
 	pos      int    // next unread byte of buf
 	eof      bool   // the underlying reader reported EOF: buf is the last block
 	zeroFrom int64  // >= 0: bytes from this offset on have all been zero so far
+	budget   int    // bytes findFragment may still hash in this block
 
 	rec       []byte // assembled fragments of the current logical record
 	inRec     bool   // a FIRST fragment was read and its LAST not yet
@@ -351,6 +354,7 @@ func (r *Reader) readBlock() error {
 	r.blockOff += int64(len(r.buf))
 	r.buf = r.buf[:0]
 	r.pos = 0
+	r.budget = resyncBudget
 	for noProgress := 0; len(r.buf) < BlockSize; {
 		if len(r.buf) == cap(r.buf) {
 			nb := make([]byte, len(r.buf), min(BlockSize, max(2*cap(r.buf), 1024)))
@@ -511,7 +515,6 @@ func (r *Reader) findFragment(from, hint int) int {
 	if r.ctype == checksum.None {
 		return -1
 	}
-	budget := resyncBudget
 	try := func(q int) bool {
 		if q < 0 || q+FragmentHeaderSize > len(r.buf) {
 			return false
@@ -525,13 +528,13 @@ func (r *Reader) findFragment(from, hint int) int {
 		if q+FragmentHeaderSize+length > len(r.buf) {
 			return false
 		}
-		budget -= length + 1
+		r.budget -= length + 1
 		return fragmentChecksum(r.ctype, r.logNum, r.blockOff+int64(q), h[6:FragmentHeaderSize+length]) == binary.LittleEndian.Uint32(h[0:4])
 	}
 	if hint >= from && try(hint) {
 		return hint
 	}
-	for q := from; q+FragmentHeaderSize <= len(r.buf) && budget > 0; q++ {
+	for q := from; q+FragmentHeaderSize <= len(r.buf) && r.budget > 0; q++ {
 		if try(q) {
 			return q
 		}
