@@ -186,7 +186,9 @@ func checkInput(t *testing.T, data []byte) {
 	if pit.newErr != nil {
 		return
 	}
-	eq := func(a, b []uint64) bool { return len(a) == len(b) && (len(a) == 0 || bytes.Equal(u64bytes(a), u64bytes(b))) }
+	eq := func(a, b []uint64) bool {
+		return len(a) == len(b) && (len(a) == 0 || bytes.Equal(u64bytes(a), u64bytes(b)))
+	}
 	if !eq(tol.hashes, pit.hashes) {
 		t.Fatalf("Tolerate returned %d records, PointInTime %d", len(tol.hashes), len(pit.hashes))
 	}
