@@ -336,7 +336,7 @@ func (it *Iterator) lookBehind() error {
 // walk without a comparison.
 func (l *Skiplist) find(prefix []byte, trailer uint64) (lt, ge uint32) {
 	pa := l.abbrevOf(prefix)
-	x, nx, bigger := l.head, l.tail, uint32(0)
+	x, nx, bigger := l.head, l.tail, l.tail
 	for lvl := int(l.height.Load()) - 1; lvl >= 0; lvl-- {
 		for {
 			nx = l.loadNext(x, lvl)
@@ -361,7 +361,7 @@ func (l *Skiplist) find(prefix []byte, trailer uint64) (lt, ge uint32) {
 // abbreviations usually decide it with one integer compare.
 func (l *Skiplist) findValidated(prefix []byte, trailer uint64) (lt, ge uint32, err error) {
 	pa := l.abbrevOf(prefix)
-	x, nx, bigger := l.head, l.tail, uint32(0)
+	x, nx, bigger := l.head, l.tail, l.tail
 	var xa uint64
 	for lvl := int(l.height.Load()) - 1; lvl >= 0; lvl-- {
 		for {

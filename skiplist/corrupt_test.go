@@ -1,0 +1,220 @@
+package skiplist
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// nodeOf returns the node offset of key (which must be present).
+func nodeOf(t *testing.T, l *Skiplist, key []byte) uint32 {
+	t.Helper()
+	it := l.NewIter(false)
+	if !it.SeekGE(key) || l.Compare(it.Key(), key) != 0 {
+		t.Fatalf("key %x not found", key)
+	}
+	return it.nd
+}
+
+func wantCorrupt(t *testing.T, what string, it *Iterator, valid bool) {
+	t.Helper()
+	if valid || it.Valid() {
+		t.Errorf("%s: iterator valid after corruption", what)
+	}
+	if !errors.Is(it.Error(), ErrCorruption) {
+		t.Errorf("%s: error %v, want ErrCorruption", what, it.Error())
+	}
+}
+
+// buildOrderCase inserts key000000, key000002, key000001 into a list of
+// height 1 and changes the middle key's first byte, making "aey000001": the
+// list is then head → key000000 → aey000001 → key000002, out of order. All
+// three keys share their first 8 bytes, so the abbreviations tie and the
+// full comparison must catch it.
+func buildOrderCase(t *testing.T, o Options, suffix func(string) []byte, first byte) (*Skiplist, [3][]byte) {
+	arena, _ := NewArena(1 << 12)
+	o.MaxHeight = 1
+	l, err := New(arena, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := [3][]byte{suffix("key000000"), suffix("key000001"), suffix("key000002")}
+	for _, i := range []int{0, 2, 1} {
+		if err := l.Add(keys[i], []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nd := nodeOf(t, l, keys[1])
+	arena.Bytes()[int(nd)+offKey] = first
+	return l, keys
+}
+
+func TestCorruptOrder(t *testing.T) {
+	plain := func(s string) []byte { return []byte(s) }
+	internal := func(s string) []byte { return binary.LittleEndian.AppendUint64([]byte(s), 5<<8|1) }
+	for _, c := range []struct {
+		name   string
+		o      Options
+		suffix func(string) []byte
+		first  byte
+	}{
+		{"bytewise/tied-abbrev", Options{}, plain, 'a'},
+		{"internal/tied-abbrev", Options{InternalKeys: true}, internal, 'a'},
+		{"func/no-abbrev", Options{Compare: func(a, b []byte) int { return strings.Compare(string(a), string(b)) }}, plain, 'a'},
+		// 'z' breaks the order with the successor, not the predecessor,
+		// and differs in the abbreviation from both neighbours.
+		{"bytewise/distinct-abbrev", Options{}, plain, 'z'},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, keys := buildOrderCase(t, c.o, c.suffix, c.first)
+			it := l.NewIter(true)
+			if c.first == 'a' {
+				wantCorrupt(t, "SeekGE(key1)", &it, it.SeekGE(keys[1]))
+				wantCorrupt(t, "SeekGE(key2)", &it, it.SeekGE(keys[2]))
+				wantCorrupt(t, "SeekLT(key2)", &it, it.SeekLT(keys[2]))
+				if !it.SeekGE(keys[0]) {
+					t.Fatalf("SeekGE(key0) should land before the damage: %v", it.Error())
+				}
+				wantCorrupt(t, "SeekGE(key0)+Next", &it, it.Next())
+				wantCorrupt(t, "First", &it, it.First())
+				if !it.Last() {
+					t.Fatalf("Last should pass (aey000001 < key000002): %v", it.Error())
+				}
+				wantCorrupt(t, "Last+Prev", &it, it.Prev())
+			} else {
+				// zey000001 > key000002: the search for key2 moves past
+				// key0 and stops at zey... (no link checked out of order),
+				// but SeekLT(key2)+Next and First+Next+Next see it.
+				it.First()
+				ok := it.Next() && it.Next()
+				wantCorrupt(t, "First+Next+Next", &it, ok)
+				wantCorrupt(t, "Last", &it, it.Last())
+			}
+			// An absolute positioning call clears the error.
+			if !it.SeekLT(keys[0]) && it.Error() != nil {
+				t.Fatalf("SeekLT(key0) after corruption: %v", it.Error())
+			}
+			// With validation off the same reads report nothing: that is
+			// what the option buys.
+			plainIt := l.NewIter(false)
+			n := 0
+			for ok := plainIt.First(); ok; ok = plainIt.Next() {
+				n++
+			}
+			for ok := plainIt.Last(); ok; ok = plainIt.Prev() {
+			}
+			plainIt.SeekGE(keys[1])
+			plainIt.SeekLT(keys[2])
+			if plainIt.Error() != nil || n != 3 {
+				t.Fatalf("unvalidated reads: %d entries, err %v", n, plainIt.Error())
+			}
+			if _, err := l.Verify(nil); !errors.Is(err, ErrCorruption) {
+				t.Fatalf("Verify: %v, want ErrCorruption", err)
+			}
+			// The error names both keys in hex.
+			it.SeekGE(keys[0])
+			it.Next()
+			it.Next()
+			if err := it.Error(); err != nil && !strings.Contains(err.Error(), "6b6579303030303030") && !strings.Contains(err.Error(), "303030303032") {
+				t.Errorf("error does not name the keys: %v", err)
+			}
+		})
+	}
+}
+
+// TestCorruptLinksAndLengths points links and lengths outside the arena:
+// validating reads return ErrCorruption instead of reading wild memory.
+func TestCorruptLinksAndLengths(t *testing.T) {
+	build := func() (*Skiplist, []uint32) {
+		arena, _ := NewArena(1 << 12)
+		l, _ := New(arena, Options{MaxHeight: 1})
+		var nodes []uint32
+		for i := 0; i < 4; i++ {
+			k := []byte(fmt.Sprintf("k%d", i))
+			if err := l.Add(k, []byte("value")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := 0; i < 4; i++ {
+			nodes = append(nodes, nodeOf(t, l, []byte(fmt.Sprintf("k%d", i))))
+		}
+		return l, nodes
+	}
+	for _, bad := range []uint32{0, 2, 1 << 20, 0xfffffff0, 7} {
+		l, nodes := build()
+		*l.nextPtr(nodes[1], 0) = bad
+		it := l.NewIter(true)
+		it.SeekGE([]byte("k1"))
+		wantCorrupt(t, fmt.Sprintf("next link %d: Next", bad), &it, it.Next())
+		wantCorrupt(t, fmt.Sprintf("next link %d: SeekGE", bad), &it, it.SeekGE([]byte("k3")))
+		if _, err := l.Verify(nil); !errors.Is(err, ErrCorruption) {
+			t.Errorf("next link %d: Verify %v", bad, err)
+		}
+
+		l, nodes = build()
+		*l.prevPtr(nodes[2]) = bad
+		it = l.NewIter(true)
+		it.SeekGE([]byte("k2"))
+		wantCorrupt(t, fmt.Sprintf("prev link %d: Prev", bad), &it, it.Prev())
+		if _, err := l.Verify(nil); !errors.Is(err, ErrCorruption) {
+			t.Errorf("prev link %d: Verify %v", bad, err)
+		}
+	}
+	for _, field := range []int{offKeyLen, offValLen} {
+		l, nodes := build()
+		binary.LittleEndian.PutUint32(l.buf[int(nodes[2])+field:], 1<<30)
+		it := l.NewIter(true)
+		it.SeekGE([]byte("k1"))
+		wantCorrupt(t, fmt.Sprintf("length at +%d: Next", field), &it, it.Next())
+		if _, err := l.Verify(nil); !errors.Is(err, ErrCorruption) {
+			t.Errorf("length at +%d: Verify %v", field, err)
+		}
+	}
+	// A back link to another valid node: reads cannot tell (the order
+	// still holds), Verify can.
+	l, nodes := build()
+	*l.prevPtr(nodes[3]) = nodes[1]
+	if _, err := l.Verify(nil); !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "back link") {
+		t.Errorf("wrong back link: Verify %v", err)
+	}
+	l, nodes = build()
+	*l.prevPtr(l.tail) = nodes[2]
+	if _, err := l.Verify(nil); !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "tail") {
+		t.Errorf("wrong tail back link: Verify %v", err)
+	}
+}
+
+// TestCorruptUpperLevel breaks the order of an upper level only: searches
+// that follow that level report it, and Verify does.
+func TestCorruptUpperLevel(t *testing.T) {
+	arena, _ := NewArena(1 << 16)
+	l, _ := New(arena, Options{})
+	for i := 0; i < 400; i++ {
+		if err := l.Add(binary.BigEndian.AppendUint64(nil, uint64(i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.Height() < 3 {
+		t.Skipf("list height %d too small", l.Height())
+	}
+	// Make the level-1 chain jump back: the second node at level 1 links
+	// to the first one again.
+	first := l.loadNext(l.head, 1)
+	second := l.loadNext(first, 1)
+	*l.nextPtr(second, 1) = first
+	if _, err := l.Verify(nil); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("Verify: %v", err)
+	}
+	// A validated search that walks level 1 past second sees second → first.
+	detected := false
+	it := l.NewIter(true)
+	for i := 0; i < 400 && !detected; i++ {
+		it.SeekGE(binary.BigEndian.AppendUint64(nil, uint64(i)))
+		detected = errors.Is(it.Error(), ErrCorruption)
+	}
+	if !detected {
+		t.Fatal("no validated seek detected the broken level")
+	}
+}
