@@ -73,9 +73,11 @@
 // spending header bytes: a fragment left over from an earlier log in a
 // reused file, a block written to the wrong offset, or a valid fragment from
 // another log spliced in, all fail the check. Because ctx is added rather
-// than hashed, a reader that finds a mismatch can recover the log number the
-// stored checksum was computed for and report "record from log N" (a log
-// number mismatch) instead of a bare checksum error.
+// than hashed, a reader that finds a mismatch recovers stored-H = ctx', and
+// when ctx' decodes to a nearby log number or a plausible offset of this log
+// it says so ("computed for log 7 at this offset: log number mismatch", or
+// "for offset N of this log: a misplaced fragment") instead of reporting a
+// bare checksum error.
 //
 // With checksum type None the checksum field is written as zero and never
 // checked; only the file header stays guarded.
@@ -98,6 +100,15 @@
 //	PointInTime (default)          dropped, no error    reading stops there, no error;
 //	                                                    Reader.Stopped reports it
 //	SkipAnyCorruptedRecords        dropped, no error    damaged records skipped, reading goes on
+//
+// SkipAnyCorruptedRecords resynchronises after damage at the next fragment
+// that verifies (first where the damaged fragment's length points, then at
+// each following position of the block): with the offset bound into every
+// checksum a false match is a 2^-32 event, so a damaged record costs only
+// itself, not the rest of its block. With checksum type None nothing can be
+// verified and it resumes at the next block boundary, as RocksDB does.
+// Intact MIDDLE and LAST fragments of a record whose start was lost are
+// dropped with it.
 //
 // A bad file header is an error in every mode, except that a file shorter
 // than the header whose bytes are a prefix of a valid header (or zeros),

@@ -338,7 +338,9 @@ func (r *Reader) nextBlock() {
 	case i >= 0:
 		from := r.zeroFrom
 		r.zeroFrom = -1
-		r.corrupt(corruption{kind: ckZeroed, off: from, aux: r.blockOff + int64(i)}, 0)
+		if r.corrupt(corruption{kind: ckZeroed, off: from, aux: r.blockOff + int64(i)}, 0) {
+			r.stats.DroppedBytes += r.blockOff - from // the zeros in earlier blocks
+		}
 	case len(r.buf) < BlockSize:
 		from := r.zeroFrom
 		r.zeroFrom = -1

@@ -451,8 +451,20 @@ func TestZeroedTail(t *testing.T) {
 		}
 	}
 	res := readAll(t, z, SkipAnyCorruptedRecords)
-	if res.err != nil || !equalRecs(res.recs, survivors) || res.stats.Corruptions == 0 {
+	if res.err != nil || !equalRecs(res.recs, survivors) || res.stats.Corruptions != 1 {
 		t.Fatalf("zeroed block, skip: err %v, got %d records, want %d; stats %+v", res.err, len(res.recs), len(survivors), res.stats)
+	}
+	var lostBytes, lostRecs int64
+	for k := range big {
+		if l.ends[k] > BlockSize && l.starts[k] < 2*BlockSize {
+			lostBytes += l.ends[k] - l.starts[k]
+			lostRecs++
+		}
+	}
+	// The records in the zeroed block are all lost, but only the damaged
+	// one before it and the orphan after it can be counted.
+	if res.stats.DroppedBytes != lostBytes || res.stats.DroppedRecords != 1 {
+		t.Fatalf("zeroed block, skip: dropped %d bytes and %d records, want %d bytes (%d records lost)", res.stats.DroppedBytes, res.stats.DroppedRecords, lostBytes, lostRecs)
 	}
 	res = readAll(t, z, PointInTime)
 	if res.err != nil || !equalRecs(res.recs, big[:firstLost]) || res.stopped == nil || !strings.Contains(res.stopped.Error(), "zeroed bytes followed by data") {

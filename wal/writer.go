@@ -274,6 +274,11 @@ func (w *Writer) flushLoop() {
 		cur := w.cur
 		curFrom, curTo := cur.flushed, cur.written
 		target := w.curOff + int64(curTo)
+		if w.closing && target > w.syncWant {
+			// Close's final fsync covers whatever is appended while it
+			// waits (a WriteRecord racing Close).
+			w.syncWant = target
+		}
 		doSync := w.syncWant > w.syncedOff
 		w.mu.Unlock()
 
