@@ -144,10 +144,16 @@ func fmix64(k uint64) uint64 {
 }
 
 // KV returns the per-key-value protection checksum of (user key, trailer,
-// value) for type t. Each component is hashed on its own and the results are
-// combined through bijective mixing with distinct constants, so swapping key
-// and value, or changing any one of them, changes the result. Stored
-// truncated to 1, 2, 4 or 8 bytes; None gives 0.
+// value) for type t: what the memtable and write batches keep (truncated to
+// 1, 2, 4 or 8 bytes) to catch an entry corrupted in memory. Each component
+// is hashed on its own (Sum64 for key and value) and the three results go
+// through bijective mixing with distinct constants before they are combined,
+// so changing one component changes the result whenever it changes that
+// component's hash (always for the trailer; for key and value except for a
+// hash collision), and swapping key and value changes it too. The key length
+// is mixed in so bytes moved across the key/value boundary are caught. None
+// and invalid types give 0. The value is pinned by golden tests; it is
+// stored.
 func KV(t Type, key []byte, trailer uint64, value []byte) uint64 {
 	if t == None || !t.Valid() {
 		return 0
