@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
@@ -693,6 +695,61 @@ func TestRecoveryModeNames(t *testing.T) {
 	for _, in := range []string{"4", "-1", "", "pit"} {
 		if _, err := ParseRecoveryMode(in); !errors.Is(err, base.ErrInvalidArgument) {
 			t.Errorf("Parse(%q): %v", in, err)
+		}
+	}
+}
+
+// TestReaderShortReads: the reader does not depend on how the io.Reader
+// splits the bytes.
+func TestReaderShortReads(t *testing.T) {
+	recs := multiBlockRecords()
+	data, _ := writeLog(t, 6, checksum.XXHash, recs)
+	for name, rd := range map[string]io.Reader{
+		"one byte":      iotest.OneByteReader(bytes.NewReader(data)),
+		"half":          iotest.HalfReader(bytes.NewReader(data)),
+		"data with EOF": iotest.DataErrReader(bytes.NewReader(data)),
+	} {
+		r, err := NewReader(rd, "log", AbsoluteConsistency)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for i, want := range recs {
+			got, err := r.Next()
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("%s: record %d: %v", name, i, err)
+			}
+		}
+		if _, err := r.Next(); err != io.EOF {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestReaderIOError: an I/O error is not corruption and ends reading in
+// every mode, PointInTime included (a log that cannot be read is not a log
+// that ends there).
+func TestReaderIOError(t *testing.T) {
+	recs := multiBlockRecords()
+	data, _ := writeLog(t, 6, checksum.XXH3, recs)
+	for _, mode := range allModes {
+		rd := io.MultiReader(bytes.NewReader(data[:BlockSize+10]), iotest.ErrReader(errTestIO))
+		r, err := NewReader(rd, "000006.log", mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		for {
+			_, err = r.Next()
+			if err != nil {
+				break
+			}
+			n++
+		}
+		if !errors.Is(err, errTestIO) || errors.Is(err, base.ErrCorruption) || !strings.Contains(err.Error(), "000006.log") {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		if n != 1 {
+			t.Fatalf("%s: %d records before the error, want 1", mode, n)
 		}
 	}
 }
