@@ -635,9 +635,9 @@ func (l *Skiplist) link(pn Pending, ins *Inserter) error {
 	spl := &local
 	var eq bool
 	var err error
-	if ins != nil && !validate {
+	if ins != nil {
 		spl = &ins.spl
-		eq, err = ins.findSplice(prefix, trailer, pa)
+		eq, err = ins.findSplice(prefix, trailer, pa, validate)
 	} else {
 		eq, err = l.findSplice(prefix, trailer, pa, spl, validate)
 	}
@@ -722,8 +722,9 @@ func (l *Skiplist) link(pn Pending, ins *Inserter) error {
 // sequential load) the next splice is usually right there and no search from
 // the top is needed. Its cache is only a starting point that is re-checked
 // against the list, so concurrent inserts through other inserters are safe.
-// An Inserter is used by one goroutine at a time; with a validating list it
-// always searches from the top (validated).
+// An Inserter is used by one goroutine at a time. With a validating list the
+// cache stays in use: a hit compares the probe with both cached neighbours,
+// which proves their order, and the levels below are searched validated.
 type Inserter struct {
 	list   *Skiplist
 	height uint32 // list height when the cache was filled; 0 = no cache
@@ -764,7 +765,7 @@ func (l *Skiplist) cmpProbeAbbrev(prefix []byte, trailer, pa uint64, off uint32)
 // levels below it, and keeps the cached splices above (they bracket the probe
 // too: cached splices are nested, each level's pair enclosing the one below).
 // Otherwise it searches from the top.
-func (ins *Inserter) findSplice(prefix []byte, trailer, pa uint64) (eq bool, err error) {
+func (ins *Inserter) findSplice(prefix []byte, trailer, pa uint64, validate bool) (eq bool, err error) {
 	l := ins.list
 	lh := l.height.Load()
 	start, startLvl := l.head, int(lh)
@@ -773,6 +774,18 @@ func (ins *Inserter) findSplice(prefix []byte, trailer, pa uint64) (eq bool, err
 			s := ins.spl[lvl]
 			if l.loadNext(s.prev, lvl) != s.next {
 				continue // nodes went in between; a wider level may still do
+			}
+			if validate {
+				// Cached offsets were bounds-checked when first read, but
+				// the lengths behind them are read again now.
+				for _, nd := range [2]uint32{s.prev, s.next} {
+					if nd != l.head && nd != l.tail {
+						if err := l.checkExtent(nd); err != nil {
+							ins.height = 0
+							return false, err
+						}
+					}
+				}
 			}
 			if s.prev != l.head && l.cmpProbeAbbrev(prefix, trailer, pa, s.prev) <= 0 {
 				break // probe at or before the splice: full search
@@ -796,7 +809,7 @@ func (ins *Inserter) findSplice(prefix []byte, trailer, pa uint64) (eq bool, err
 		start = l.head
 	}
 	for lvl := startLvl - 1; lvl >= 0; lvl-- {
-		p, n, e, err := l.spliceAt(prefix, trailer, pa, lvl, start, false)
+		p, n, e, err := l.spliceAt(prefix, trailer, pa, lvl, start, validate)
 		if err != nil || e {
 			return e, err
 		}

@@ -1,0 +1,530 @@
+// Package memtable holds a DB's most recent writes in memory: internal keys
+// (user key ‖ 8-byte little-endian trailer seqnum<<8|kind, ordered by user key
+// ascending then trailer descending) in a lock-free arena skiplist, with
+// optional per-entry checksums and validating ("paranoid") reads.
+//
+// Point entries (Set, Delete) and range tombstones (RangeDelete, key = start,
+// value = end) live in two skiplists sharing one arena, so a single size
+// limit decides when the memtable is full.
+//
+// # Entry layout
+//
+// Each entry is one skiplist node whose key is the encoded internal key and
+// whose value is the user value followed by N protection bytes (N =
+// ProtectionBytesPerKey, 0 to 8): the low N bytes, little-endian, of
+// checksum.KV(ChecksumType, user key, trailer, value). Every read of an entry
+// (Get, each iterator positioning and step, RangeDels, Validate) recomputes
+// and compares them, so a bit flip in the key, trailer or value of an entry in
+// RAM is reported as corruption when the entry is read, not written to an SST.
+// The protection bytes are not persisted; the layout is free to change.
+package memtable
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/skiplist"
+)
+
+// Errors the DB tests for with errors.Is. They are the skiplist's sentinels,
+// re-exported so the DB need not import the skiplist.
+var (
+	// ErrArenaFull: the entry did not fit; rotate to a new memtable. An Add
+	// covered by a successful Reserve never returns it.
+	ErrArenaFull = skiplist.ErrArenaFull
+	// ErrRecordExists: an entry with the same user key, seqnum and kind is
+	// already present.
+	ErrRecordExists = skiplist.ErrRecordExists
+)
+
+// MaxSize is the largest memtable: skiplist offsets are 32-bit.
+const MaxSize = skiplist.MaxArenaSize
+
+// MinSize is the smallest memtable: room for both lists' sentinels.
+const MinSize = 2 * skiplist.MinArenaSize
+
+// Options configure a MemTable.
+type Options struct {
+	// Size is the arena capacity in bytes, MinSize..MaxSize. Entries,
+	// skiplist towers and both lists' sentinels all come out of it.
+	Size int
+	// ChecksumType computes the per-KV protection bytes.
+	ChecksumType checksum.Type
+	// ParanoidMemoryChecks makes Get, every iterator and every insert check
+	// the order of each pair of neighbouring keys they pass, and the bounds of
+	// every link, so that corruption of the skiplist in RAM is reported
+	// (base.ErrCorruption) instead of returning wrong results.
+	ParanoidMemoryChecks bool
+	// ProtectionBytesPerKey is how many bytes of per-KV checksum each entry
+	// stores: 0 (off), 1, 2, 4 or 8. More bytes catch more corruptions: a
+	// random corruption escapes N bytes with probability 2^-8N.
+	ProtectionBytesPerKey int
+
+	// maxHeight caps skiplist tower heights (tests force 1 to make
+	// neighbours predictable); 0 means the skiplist default.
+	maxHeight int
+}
+
+// Validate reports every problem with the options at once, as an error
+// wrapping base.ErrInvalidArgument that says why, or nil. It does not check
+// Size, which New checks, so the DB can validate protection settings before
+// it knows the memtable size.
+func (o Options) Validate() error {
+	var errs []error
+	if !o.ChecksumType.Valid() {
+		errs = append(errs, fmt.Errorf("memtable: %w", o.ChecksumType.Check()))
+	}
+	switch o.ProtectionBytesPerKey {
+	case 0, 1, 2, 4, 8:
+		if o.ProtectionBytesPerKey > 0 && o.ChecksumType == checksum.None {
+			errs = append(errs, fmt.Errorf("memtable: ProtectionBytesPerKey %d needs a checksum type to compute them, but ChecksumType is none",
+				o.ProtectionBytesPerKey))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("memtable: ProtectionBytesPerKey %d is not supported: it must be 0, 1, 2, 4 or 8",
+			o.ProtectionBytesPerKey))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return base.MarkInvalidArgument(errors.Join(errs...))
+}
+
+// MemTable is an in-memory sorted table of internal keys.
+//
+// Concurrency contract:
+//   - Add and Reserve are safe for concurrent use by any number of writers
+//     (the DB applies batches to the memtable concurrently).
+//   - Get, NewIter, NewRangeDelIter, RangeDels, Count, ApproximateSize and
+//     Empty are safe at any time, concurrently with writers and each other.
+//     A reader may or may not see an entry whose Add has not returned; the DB
+//     hides such entries by sequence number anyway.
+//   - Validate reads a quiescent memtable: call it once no Add is in
+//     progress (the flush does so on an immutable memtable).
+//   - Each iterator belongs to one goroutine.
+//
+// Invariants: entries are never removed or changed once added; values and
+// keys handed out alias the arena and stay valid as long as the MemTable is
+// reachable. Count() is the number of Adds that succeeded; after all Adds
+// return, both skiplists together hold exactly Count() entries.
+type MemTable struct {
+	arena     *skiplist.Arena
+	points    *skiplist.Skiplist
+	rangeDels *skiplist.Skiplist
+
+	csType    checksum.Type
+	protBytes int
+	paranoid  bool
+
+	count atomic.Uint64
+	// pending is capacity reserved by Reserve and not yet consumed by Adds.
+	// The invariant Reserve keeps is arena.Size() + pending <= capacity, so
+	// every covered Add finds room.
+	pending atomic.Int64
+
+	// inserters caches skiplist.Inserters (per P, through sync.Pool) so that
+	// a writer adding keys in order, as a batch or a sequential load does,
+	// finds each splice next to the previous one instead of searching from
+	// the top.
+	inserters sync.Pool
+}
+
+// New creates an empty memtable with an arena of o.Size bytes.
+func New(o Options) (*MemTable, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Size < MinSize || o.Size > MaxSize {
+		return nil, base.InvalidArgumentErrorf("memtable: Size %d outside [%d, %d]", o.Size, MinSize, MaxSize)
+	}
+	arena, err := skiplist.NewArena(o.Size)
+	if err != nil {
+		return nil, base.MarkInvalidArgument(fmt.Errorf("memtable: %w", err))
+	}
+	so := skiplist.Options{InternalKeys: true, Validate: o.ParanoidMemoryChecks, MaxHeight: o.maxHeight}
+	m := &MemTable{
+		arena:     arena,
+		csType:    o.ChecksumType,
+		protBytes: o.ProtectionBytesPerKey,
+		paranoid:  o.ParanoidMemoryChecks,
+	}
+	if m.points, err = skiplist.New(arena, so); err != nil {
+		return nil, fmt.Errorf("memtable: %w", err)
+	}
+	if m.rangeDels, err = skiplist.New(arena, so); err != nil {
+		return nil, fmt.Errorf("memtable: %w", err)
+	}
+	return m, nil
+}
+
+// EntrySize returns the most arena bytes one Add of a key and value of these
+// lengths can take: the internal-key trailer, the largest protection (8
+// bytes) and a full-height skiplist tower. The DB sums it over a batch and
+// passes the total to Reserve.
+func EntrySize(keyLen, valueLen int) int {
+	return skiplist.MaxNodeSize(keyLen+base.TrailerLen, valueLen+8)
+}
+
+// Reserve atomically reserves n bytes of arena capacity for a batch about to
+// be applied and reports whether they fit; on false nothing is reserved and
+// the DB rotates to a new memtable. If n is the sum of EntrySize over the
+// batch, none of the batch's Adds can fail with ErrArenaFull. Each Add gives
+// back the EntrySize it was covered by, having used at most that, so the
+// pessimism of a reservation lasts only while its batch is being applied.
+//
+// Reservations are anonymous: if a DB uses Reserve, every Add must be covered
+// by one, or an uncovered Add may consume capacity another batch reserved.
+// Safe for concurrent use.
+func (m *MemTable) Reserve(n int) bool {
+	if n < 0 {
+		return false
+	}
+	capacity := int64(m.arena.Capacity())
+	for {
+		// Read pending before the arena size: an Add in between allocates
+		// (size up) before it gives back its reservation (pending down), so
+		// this order can only overestimate the space in use.
+		p := m.pending.Load()
+		used := int64(m.arena.Size())
+		if used+p+int64(n) > capacity {
+			return false
+		}
+		if m.pending.CompareAndSwap(p, p+int64(n)) {
+			return true
+		}
+	}
+}
+
+// Unreserve returns n reserved bytes that will not be used, for a batch that
+// was reserved but is abandoned before (or part-way through) being applied.
+func (m *MemTable) Unreserve(n int) { m.release(int64(n)) }
+
+// release lowers pending by up to n, never below zero.
+func (m *MemTable) release(n int64) {
+	for {
+		p := m.pending.Load()
+		if p == 0 || n <= 0 {
+			return
+		}
+		if m.pending.CompareAndSwap(p, p-min(p, n)) {
+			return
+		}
+	}
+}
+
+// Add inserts one entry: a point entry for KindSet and KindDelete, a range
+// tombstone [key, value) for KindRangeDelete. It is safe for concurrent use.
+// Errors: ErrArenaFull (nothing inserted; rotate), ErrRecordExists, an error
+// wrapping base.ErrInvalidArgument for an unknown kind or a seqnum above
+// base.SeqNumMax, or, with paranoid checks, one wrapping base.ErrCorruption
+// if the insert's search found the list damaged.
+func (m *MemTable) Add(seq uint64, kind base.Kind, key, value []byte) error {
+	list := m.points
+	switch kind {
+	case base.KindSet, base.KindDelete:
+	case base.KindRangeDelete:
+		list = m.rangeDels
+	default:
+		return base.InvalidArgumentErrorf("memtable: cannot add key kind %s", kind)
+	}
+	if seq > base.SeqNumMax {
+		return base.InvalidArgumentErrorf("memtable: seqnum %d above the maximum %d", seq, base.SeqNumMax)
+	}
+	pn, err := list.Prepare(len(key)+base.TrailerLen, len(value)+m.protBytes)
+	if err != nil {
+		if errors.Is(err, skiplist.ErrArenaFull) {
+			return err
+		}
+		return base.MarkInvalidArgument(fmt.Errorf("memtable: %w", err))
+	}
+	m.release(int64(EntrySize(len(key), len(value))))
+	trailer := base.MakeTrailer(seq, kind)
+	n := copy(pn.Key, key)
+	binary.LittleEndian.PutUint64(pn.Key[n:], trailer)
+	copy(pn.Value, value)
+	if m.protBytes > 0 {
+		putProtection(pn.Value[len(value):], checksum.KV(m.csType, key, trailer, value))
+	}
+	if list == m.points {
+		ins, _ := m.inserters.Get().(*skiplist.Inserter)
+		if ins == nil {
+			ins = m.points.NewInserter()
+		}
+		err = ins.Link(pn)
+		m.inserters.Put(ins)
+	} else {
+		err = list.Link(pn)
+	}
+	if err != nil {
+		if errors.Is(err, skiplist.ErrRecordExists) {
+			return fmt.Errorf("memtable: add %s: %w", base.MakeInternalKey(key, seq, kind), err)
+		}
+		return base.CorruptionErrorf("memtable: add %s: %w", base.MakeInternalKey(key, seq, kind), err)
+	}
+	m.count.Add(1)
+	return nil
+}
+
+// putProtection stores the low len(dst) bytes of sum, little-endian.
+func putProtection(dst []byte, sum uint64) {
+	for i := range dst {
+		dst[i] = byte(sum >> (8 * i))
+	}
+}
+
+// getProtection reads back what putProtection stored.
+func getProtection(src []byte) uint64 {
+	var v uint64
+	for i, b := range src {
+		v |= uint64(b) << (8 * i)
+	}
+	return v
+}
+
+// decode splits a skiplist entry into internal key and user value, checking
+// its protection bytes. rangeDel says which list the entry came from, so an
+// entry of the wrong kind is reported too (a flipped kind byte that the
+// protection bytes, if any, would also catch).
+func (m *MemTable) decode(k, v []byte) (base.InternalKey, []byte, error) {
+	n := len(k) - base.TrailerLen
+	if n < 0 || len(v) < m.protBytes {
+		return base.InternalKey{}, nil, base.CorruptionErrorf(
+			"memtable: entry with key length %d and value length %d is too short for its trailer and %d protection bytes (key %s)",
+			len(k), len(v), m.protBytes, base.HexKey(k))
+	}
+	ik := base.InternalKey{UserKey: k[:n:n], Trailer: binary.LittleEndian.Uint64(k[n:])}
+	vn := len(v) - m.protBytes
+	val := v[:vn:vn]
+	if m.protBytes > 0 {
+		stored := getProtection(v[vn:])
+		mask := ^uint64(0) >> (64 - 8*m.protBytes)
+		if sum := checksum.KV(m.csType, ik.UserKey, ik.Trailer, val) & mask; sum != stored {
+			return base.InternalKey{}, nil, base.CorruptionErrorf(
+				"memtable: per-KV checksum mismatch for key %s: stored %0*x, computed %0*x (%s, %d protection bytes)",
+				ik, 2*m.protBytes, stored, 2*m.protBytes, sum, m.csType, m.protBytes)
+		}
+	}
+	return ik, val, nil
+}
+
+// Get returns the newest point entry of userKey with seqnum <= snapSeq: its
+// value (aliasing the arena), seqnum and kind (Set or Delete). found is false
+// if there is none. With paranoid checks the search validates every link it
+// follows; with protection bytes the entry it lands on is verified whether or
+// not it matches. Corruption gives an error wrapping base.ErrCorruption and
+// found = false.
+func (m *MemTable) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
+	if snapSeq > base.SeqNumMax {
+		snapSeq = base.SeqNumMax
+	}
+	it := m.points.NewIter(m.paranoid)
+	if !it.SeekGESplit(userKey, base.MakeTrailer(snapSeq, base.KindMax)) {
+		if err := it.Error(); err != nil {
+			return nil, 0, 0, false, base.CorruptionErrorf("memtable: get %s: %w", base.HexKey(userKey), err)
+		}
+		return nil, 0, 0, false, nil
+	}
+	ik, val, err := m.decode(it.Key(), it.Value())
+	if err != nil {
+		return nil, 0, 0, false, err
+	}
+	if !bytes.Equal(ik.UserKey, userKey) {
+		return nil, 0, 0, false, nil
+	}
+	if k := ik.Kind(); k != base.KindSet && k != base.KindDelete {
+		return nil, 0, 0, false, base.CorruptionErrorf("memtable: point entry %s has kind %s", ik, k)
+	}
+	return val, ik.SeqNum(), ik.Kind(), true, nil
+}
+
+// IterOptions configure NewIter.
+type IterOptions struct {
+	// Validate forces validating mode even if the memtable is not paranoid;
+	// the flush uses it so that corruption never reaches an SST.
+	Validate bool
+}
+
+// NewIter returns an iterator over the point entries, implementing the
+// base.InternalIterator contract. It verifies the protection bytes of every
+// entry it lands on, and validates neighbour order if the memtable is
+// paranoid or o.Validate is set.
+func (m *MemTable) NewIter(o IterOptions) base.InternalIterator {
+	return &iterator{m: m, sit: m.points.NewIter(o.Validate || m.paranoid), what: "point"}
+}
+
+// NewRangeDelIter returns an iterator over the range tombstones:
+// Key().UserKey is the start, Value() the end, ordered by start ascending then
+// seqnum descending. Checks as NewIter.
+func (m *MemTable) NewRangeDelIter() base.InternalIterator {
+	return &iterator{m: m, sit: m.rangeDels.NewIter(m.paranoid), what: "range deletion"}
+}
+
+// RangeDels returns every range tombstone with seqnum <= snapSeq, in
+// iteration order. Start and End alias the arena.
+func (m *MemTable) RangeDels(snapSeq uint64) ([]base.RangeTombstone, error) {
+	it := m.rangeDels.NewIter(m.paranoid)
+	var out []base.RangeTombstone
+	for ok := it.First(); ok; ok = it.Next() {
+		ik, end, err := m.decode(it.Key(), it.Value())
+		if err != nil {
+			return nil, err
+		}
+		if ik.Kind() != base.KindRangeDelete {
+			return nil, base.CorruptionErrorf("memtable: range deletion entry %s has kind %s", ik, ik.Kind())
+		}
+		if ik.SeqNum() <= snapSeq {
+			out = append(out, base.RangeTombstone{Start: ik.UserKey, End: end, Seq: ik.SeqNum()})
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, base.CorruptionErrorf("memtable: range deletions: %w", err)
+	}
+	return out, nil
+}
+
+// Count returns the number of successful Adds (point entries and range
+// tombstones).
+func (m *MemTable) Count() uint64 { return m.count.Load() }
+
+// ApproximateSize returns the arena bytes in use, including skiplist
+// overhead and the bytes of failed or duplicate inserts.
+func (m *MemTable) ApproximateSize() int { return m.arena.Size() }
+
+// Capacity returns the arena capacity (Options.Size).
+func (m *MemTable) Capacity() int { return m.arena.Capacity() }
+
+// Empty reports whether no Add has succeeded.
+func (m *MemTable) Empty() bool { return m.count.Load() == 0 }
+
+// Validate is the flush-side check of a quiescent memtable: it scans both
+// skiplists fully and verifies key order (full comparisons at every level),
+// links, back links and lengths, every entry's protection bytes and kind,
+// and that the number of entries equals Count(). Any failure is an error
+// wrapping base.ErrCorruption that names the key(s) in hex and what failed.
+func (m *MemTable) Validate() error {
+	np, err := m.points.Verify(func(k, v []byte) error {
+		ik, _, err := m.decode(k, v)
+		if err == nil && ik.Kind() != base.KindSet && ik.Kind() != base.KindDelete {
+			err = base.CorruptionErrorf("memtable: point entry %s has kind %s", ik, ik.Kind())
+		}
+		return err
+	})
+	if err != nil {
+		return base.CorruptionErrorf("memtable: validate point entries: %w", err)
+	}
+	nr, err := m.rangeDels.Verify(func(k, v []byte) error {
+		ik, _, err := m.decode(k, v)
+		if err == nil && ik.Kind() != base.KindRangeDelete {
+			err = base.CorruptionErrorf("memtable: range deletion entry %s has kind %s", ik, ik.Kind())
+		}
+		return err
+	})
+	if err != nil {
+		return base.CorruptionErrorf("memtable: validate range deletions: %w", err)
+	}
+	if c := m.count.Load(); uint64(np+nr) != c {
+		return base.CorruptionErrorf("memtable: found %d entries (%d point, %d range deletions) but %d were added",
+			np+nr, np, nr, c)
+	}
+	return nil
+}
+
+// ArenaForTesting returns the live arena bytes [0, ApproximateSize()). Tests
+// flip bits in it to simulate memory corruption.
+func (m *MemTable) ArenaForTesting() []byte { return m.arena.Bytes() }
+
+// EntryForTesting locates the newest entry of userKey (a point entry, or
+// else a range tombstone starting at userKey) and returns the offsets inside
+// ArenaForTesting() of its user-key bytes and of its value bytes (without the
+// protection bytes), with their lengths.
+func (m *MemTable) EntryForTesting(userKey []byte) (keyOff, keyLen, valOff, valLen int, ok bool) {
+	for _, l := range []*skiplist.Skiplist{m.points, m.rangeDels} {
+		it := l.NewIter(false)
+		if it.SeekGESplit(userKey, ^uint64(0)) {
+			k := it.Key()
+			if len(k) >= base.TrailerLen && bytes.Equal(k[:len(k)-base.TrailerLen], userKey) {
+				return it.KeyOffset(), len(userKey), it.ValueOffset(), len(it.Value()) - m.protBytes, true
+			}
+		}
+	}
+	return 0, 0, 0, 0, false
+}
+
+// iterator implements base.InternalIterator over one of the skiplists.
+type iterator struct {
+	m     *MemTable
+	sit   skiplist.Iterator
+	what  string // "point" or "range deletion", for errors
+	valid bool
+	err   error
+	key   base.InternalKey
+	val   []byte
+}
+
+// land decodes and verifies the entry the skiplist iterator reached.
+func (it *iterator) land(ok bool) bool {
+	if !ok {
+		it.valid = false
+		if err := it.sit.Error(); err != nil {
+			it.err = base.CorruptionErrorf("memtable: %s iterator: %w", it.what, err)
+		}
+		return false
+	}
+	ik, val, err := it.m.decode(it.sit.Key(), it.sit.Value())
+	if err != nil {
+		it.valid, it.err = false, err
+		return false
+	}
+	it.key, it.val, it.valid = ik, val, true
+	return true
+}
+
+func (it *iterator) SeekGE(userKey []byte) bool {
+	it.err = nil
+	return it.land(it.sit.SeekGESplit(userKey, ^uint64(0)))
+}
+
+func (it *iterator) SeekLT(userKey []byte) bool {
+	it.err = nil
+	return it.land(it.sit.SeekLTSplit(userKey, ^uint64(0)))
+}
+
+func (it *iterator) First() bool {
+	it.err = nil
+	return it.land(it.sit.First())
+}
+
+func (it *iterator) Last() bool {
+	it.err = nil
+	return it.land(it.sit.Last())
+}
+
+func (it *iterator) Next() bool {
+	if !it.valid {
+		return false
+	}
+	return it.land(it.sit.Next())
+}
+
+func (it *iterator) Prev() bool {
+	if !it.valid {
+		return false
+	}
+	return it.land(it.sit.Prev())
+}
+
+func (it *iterator) Valid() bool           { return it.valid }
+func (it *iterator) Key() base.InternalKey { return it.key }
+func (it *iterator) Value() []byte         { return it.val }
+func (it *iterator) Error() error          { return it.err }
+
+func (it *iterator) Close() error {
+	it.valid = false
+	return nil
+}
