@@ -88,8 +88,8 @@ type fileReader struct {
 	base uint32
 }
 
-// Open reads a table of the given size from f, which the Reader owns from
-// now on (Close closes it). It reads and verifies the footer, metaindex,
+// Open reads a table of the given size from f. Open takes ownership of f:
+// the Reader's Close closes it, and if Open fails it closes f itself. It reads and verifies the footer, metaindex,
 // index, filter, range-del and properties blocks and checks that they are
 // consistent with each other. The checksum type is the footer's, so tables of
 // different types are read side by side. Every problem with the bytes is an
@@ -97,11 +97,13 @@ type fileReader struct {
 func Open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, error) {
 	fr := fileReader{f: f, fid: fileID{name: name, num: o.FileNum}}
 	if size < 0 {
+		f.Close()
 		return nil, invalidArgf("negative size %d for %s", size, fr.fid)
 	}
 	fr.size = uint64(size)
 	m, fr, err := fr.readMeta()
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
 	r := &Reader{fileReader: fr, opts: o, cache: o.Cache, tableMeta: m}

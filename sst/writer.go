@@ -155,8 +155,7 @@ func (w *Writer) Add(key base.InternalKey, value []byte) error {
 	first := w.props.NumEntries == 0
 	if !first && base.CompareEncoded(w.lastKey, w.keyBuf) >= 0 {
 		prev, _ := base.DecodeInternalKey(w.lastKey)
-		w.err = base.CorruptionErrorf("sst: keys added out of order to %s: %s (%s) then %s (%s)",
-			w.fid, prev, base.HexKey(w.lastKey), key, base.HexKey(w.keyBuf))
+		w.err = base.CorruptionErrorf("sst: keys added out of order to %s: %s then %s", w.fid, prev, key)
 		return w.err
 	}
 	if !w.data.empty() && (w.data.estimatedSize() >= w.o.BlockSize ||
@@ -380,7 +379,9 @@ func (w *Writer) Close() (*Meta, error) {
 	}
 	w.closed = true
 	if w.err != nil {
-		w.f.Close()
+		if w.f != nil {
+			w.f.Close()
+		}
 		return nil, w.err
 	}
 	if err := w.f.Sync(); err != nil {
@@ -417,7 +418,9 @@ func (w *Writer) Abort() {
 	if w.err == nil {
 		w.err = invalidArgf("writer for %s was aborted", w.fid)
 	}
-	w.f.Close()
+	if w.f != nil {
+		w.f.Close()
+	}
 }
 
 // finish writes everything after the last entry; errors land in w.err.
