@@ -123,7 +123,7 @@ func TestRoundTrip(t *testing.T) {
 		"big-entries": bigEntries(rng),
 	}
 	blockSizes := []int{1, 64, 512, 4096}
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		blockSizes = []int{64, 4096}
 	}
 	for name, spec := range specs {
