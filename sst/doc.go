@@ -174,4 +174,19 @@
 // Nothing decoded from the file is trusted: every varint, length, offset and
 // count is bounds-checked, and bad bytes give an error wrapping
 // base.ErrCorruption (naming file, block kind and offset), never a panic.
+// A block is only allocated after its handle has been checked against the
+// file size (and MaxBlockSize, and for snappy the expansion bound above);
+// decoded structures (index entries, tombstones) are at most a small
+// constant factor larger than the block they come from.
+//
+// # Concurrency and memory
+//
+// A Writer is used by one goroutine. A Reader is immutable after Open and
+// shared by any number of goroutines; its iterators are single-goroutine
+// and pooled. Keys and values returned by iterators alias blocks and are
+// valid until the iterator's next positioning call; values returned by Get
+// alias immutable blocks and stay valid as long as they are referenced (see
+// Reader.Get). Data blocks are cached decompressed in an optional shared
+// cache.Cache keyed by (ReaderOptions.CacheID, block offset); Get and
+// iterator steps over cached blocks do not allocate.
 package sst
