@@ -1,0 +1,184 @@
+package vigil
+
+import (
+	"encoding/binary"
+
+	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/memtable"
+	"github.com/vigildb/vigil/sst"
+)
+
+// Batch collects writes that DB.Apply commits atomically: after a crash a
+// batch is either all there or not at all, and readers never see part of it.
+//
+// The encoded form is also the WAL record payload, so its layout is an
+// on-disk format (pinned by a golden test):
+//
+//	+-------------+-----------+---------------------------------------+
+//	| seqnum u64  | count u32 | record ... record                     |
+//	+-------------+-----------+---------------------------------------+
+//	record = kind u8 | uvarint len | key | [uvarint len | value]
+//
+// Set and RangeDelete records carry a value (the range's exclusive end for
+// RangeDelete); Delete records do not. The i-th record gets sequence number
+// seqnum+i.
+//
+// A Batch is not safe for concurrent use. It may be reused after Apply
+// returns (Reset), and Apply does not keep references to it.
+type Batch struct {
+	data []byte
+	// err is the first invalid write added (an entry too large for an
+	// SST); Apply returns it and writes nothing.
+	err error
+	// count is the number of records.
+	count uint32
+	// memSize is a pessimistic estimate of the memtable bytes the batch needs.
+	memSize int
+}
+
+const batchHeaderLen = 12
+
+// maxEntrySize bounds key+value: an entry must fit one SST block.
+const maxEntrySize = sst.MaxEntrySize
+
+// NewBatch returns an empty batch. Batches need no DB; this method exists for
+// symmetry with RocksDB and Pebble.
+func (d *DB) NewBatch() *Batch { return &Batch{} }
+
+func (b *Batch) init() {
+	if len(b.data) < batchHeaderLen {
+		b.data = append(b.data[:0], make([]byte, batchHeaderLen)...)
+	}
+}
+
+func (b *Batch) add(kind base.Kind, key, value []byte, hasValue bool) {
+	if n := len(key) + len(value); n > maxEntrySize && b.err == nil {
+		b.err = base.InvalidArgumentErrorf("entry of %d bytes (key %s) exceeds the maximum of %d", n, base.HexKey(key[:min(len(key), 16)]), maxEntrySize)
+	}
+	b.init()
+	b.data = append(b.data, byte(kind))
+	b.data = binary.AppendUvarint(b.data, uint64(len(key)))
+	b.data = append(b.data, key...)
+	if hasValue {
+		b.data = binary.AppendUvarint(b.data, uint64(len(value)))
+		b.data = append(b.data, value...)
+	}
+	b.count++
+	b.memSize += memtable.EntrySize(len(key)+base.TrailerLen, len(value))
+}
+
+// Put adds a write of key=value. The batch copies both.
+func (b *Batch) Put(key, value []byte) { b.add(base.KindSet, key, value, true) }
+
+// Delete adds a deletion of key.
+func (b *Batch) Delete(key []byte) { b.add(base.KindDelete, key, nil, false) }
+
+// DeleteRange adds a deletion of every key in [start, end).
+func (b *Batch) DeleteRange(start, end []byte) { b.add(base.KindRangeDelete, start, end, true) }
+
+// Count returns the number of writes in the batch.
+func (b *Batch) Count() int { return int(b.count) }
+
+// Empty reports whether the batch holds no writes.
+func (b *Batch) Empty() bool { return b.count == 0 }
+
+// Len returns the size of the encoded batch in bytes.
+func (b *Batch) Len() int {
+	if len(b.data) < batchHeaderLen {
+		return batchHeaderLen
+	}
+	return len(b.data)
+}
+
+// Reset empties the batch, keeping its buffer for reuse.
+func (b *Batch) Reset() {
+	b.data = b.data[:0]
+	b.err = nil
+	b.count = 0
+	b.memSize = 0
+}
+
+// setSeqNum stamps the first sequence number and count into the header.
+func (b *Batch) setSeqNum(seq uint64) {
+	b.init()
+	binary.LittleEndian.PutUint64(b.data[0:8], seq)
+	binary.LittleEndian.PutUint32(b.data[8:12], b.count)
+}
+
+// batchReader decodes an encoded batch (from a Batch or a WAL record),
+// checking every length against the buffer: bad bytes give ErrCorruption.
+type batchReader struct {
+	data  []byte
+	seq   uint64
+	count uint32
+	read  uint32
+	off   int
+}
+
+// newBatchReader checks the header. where names the source for errors.
+func newBatchReader(data []byte, where string) (batchReader, error) {
+	if len(data) < batchHeaderLen {
+		return batchReader{}, base.CorruptionErrorf("%s: batch of %d bytes is shorter than its %d-byte header", where, len(data), batchHeaderLen)
+	}
+	r := batchReader{
+		data:  data,
+		seq:   binary.LittleEndian.Uint64(data[0:8]),
+		count: binary.LittleEndian.Uint32(data[8:12]),
+		off:   batchHeaderLen,
+	}
+	// Each record takes at least 2 bytes (kind + key length), which bounds a
+	// corrupt count before anyone sizes anything by it.
+	if uint64(r.count) > uint64(len(data)-batchHeaderLen)/2 {
+		return batchReader{}, base.CorruptionErrorf("%s: batch count %d is impossible in %d bytes", where, r.count, len(data))
+	}
+	if r.seq > base.SeqNumMax || r.seq+uint64(r.count) > base.SeqNumMax {
+		return batchReader{}, base.CorruptionErrorf("%s: batch seqnum %d + count %d overflows", where, r.seq, r.count)
+	}
+	return r, nil
+}
+
+// next returns the next record; ok is false at the end. err reports a
+// malformed record or a count that disagrees with the records present.
+func (r *batchReader) next(where string) (kind base.Kind, key, value []byte, ok bool, err error) {
+	if r.off == len(r.data) {
+		if r.read != r.count {
+			return 0, nil, nil, false, base.CorruptionErrorf("%s: batch header says %d records, found %d", where, r.count, r.read)
+		}
+		return 0, nil, nil, false, nil
+	}
+	if r.read == r.count {
+		return 0, nil, nil, false, base.CorruptionErrorf("%s: batch has bytes after its %d records at offset %d", where, r.count, r.off)
+	}
+	start := r.off
+	kind = base.Kind(r.data[r.off])
+	r.off++
+	if !kind.Valid() {
+		return 0, nil, nil, false, base.CorruptionErrorf("%s: batch record %d at offset %d has unknown kind %d", where, r.read, start, kind)
+	}
+	key, err = r.varstring(where, "key")
+	if err != nil {
+		return 0, nil, nil, false, err
+	}
+	if kind != base.KindDelete {
+		value, err = r.varstring(where, "value")
+		if err != nil {
+			return 0, nil, nil, false, err
+		}
+	}
+	r.read++
+	return kind, key, value, true, nil
+}
+
+func (r *batchReader) varstring(where, what string) ([]byte, error) {
+	n, w := binary.Uvarint(r.data[r.off:])
+	if w <= 0 {
+		return nil, base.CorruptionErrorf("%s: batch record %d: bad %s length varint at offset %d", where, r.read, what, r.off)
+	}
+	r.off += w
+	if n > uint64(len(r.data)-r.off) {
+		return nil, base.CorruptionErrorf("%s: batch record %d: %s length %d at offset %d runs past the end (%d bytes)", where, r.read, what, n, r.off, len(r.data))
+	}
+	s := r.data[r.off : r.off+int(n) : r.off+int(n)]
+	r.off += int(n)
+	return s, nil
+}

@@ -1,0 +1,609 @@
+package vigil
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/sst"
+)
+
+// Leveled compaction.
+//
+// L0 holds flushed memtables, possibly overlapping, newest first. L1..L6
+// each hold non-overlapping files sorted by key, and each level may hold
+// LevelMultiplier times the bytes of the one above (L1 holds LBaseMaxBytes).
+// A compaction merges files of one level with the overlapping files of the
+// next and writes the result into the next level:
+//
+//   - L0 -> L1 when L0CompactionTrigger files wait (all of L0, plus the L1
+//     files they overlap);
+//   - Ln -> Ln+1 when Ln's size score (bytes / target) is the highest one
+//     >= 1, one file at a time, round-robin through the level's key space.
+//
+// Outputs are split at TargetFileSize, but never between two versions of
+// one user key, so every user key lives in one file per level. Versions no
+// live snapshot can see are dropped (within each snapshot stripe only the
+// newest version survives), and so are points under a range tombstone of
+// the same stripe; deletions and range tombstones are dropped at the bottom
+// (when no older data for their keys exists below the output level and no
+// snapshot predates them).
+//
+// Integrity: inputs are read through the table readers, which verify every
+// block checksum; the output writer rejects keys out of order; and the
+// entries written must equal the entries read minus those dropped. Any
+// error stops the compaction, deletes its outputs, keeps its inputs, and
+// (for corruption) turns the DB read-only with the error reported in the
+// LOG, Metrics and later writes. Nothing is lost: inputs are only removed by
+// the MANIFEST edit that adds the outputs.
+//
+// One compaction runs at a time (compactionMu), background or manual.
+
+// compaction is one picked unit of work.
+type compaction struct {
+	level       int // input level; output is level+1
+	outputLevel int
+	inputs      [2][]*fileMetadata // [0] from level, [1] from outputLevel
+	reason      string
+	// smallest, largest user keys of all inputs (largest inclusive).
+	smallest, largest []byte
+}
+
+func (c *compaction) String() string {
+	nums := func(fs []*fileMetadata) []uint64 {
+		var out []uint64
+		for _, f := range fs {
+			out = append(out, f.fileNum)
+		}
+		return out
+	}
+	return fmt.Sprintf("L%d %v + L%d %v (%s)", c.level, nums(c.inputs[0]), c.outputLevel, nums(c.inputs[1]), c.reason)
+}
+
+// levelMaxBytes is the target size of level (1..6).
+func (d *DB) levelMaxBytes(level int) uint64 {
+	m := uint64(d.opts.LBaseMaxBytes)
+	for l := 1; l < level; l++ {
+		m *= uint64(d.opts.LevelMultiplier)
+	}
+	return m
+}
+
+// levelScores returns the compaction score of each level: for L0 the file
+// count over the trigger, for L1..L5 the size over the target. L6 has none.
+func (d *DB) levelScores(v *version) [numLevels]float64 {
+	var s [numLevels]float64
+	s[0] = float64(len(v.levels[0])) / float64(d.opts.L0CompactionTrigger)
+	for l := 1; l < numLevels-1; l++ {
+		s[l] = float64(v.levelSize(l)) / float64(d.levelMaxBytes(l))
+	}
+	return s
+}
+
+// maybeScheduleCompactionLocked wakes the compaction goroutine. d.mu is held.
+func (d *DB) maybeScheduleCompactionLocked() {
+	select {
+	case d.compactKick <- struct{}{}:
+	default:
+	}
+}
+
+// compactionLoop deletes obsolete files and runs background compactions
+// until the DB closes.
+func (d *DB) compactionLoop() {
+	defer d.bgWG.Done()
+	for {
+		select {
+		case <-d.compactKick:
+		case <-d.closing:
+			return
+		}
+		d.mu.Lock()
+		d.deleteObsoleteFilesLocked()
+		d.mu.Unlock()
+		for {
+			select {
+			case <-d.closing:
+				return
+			default:
+			}
+			d.compactionMu.Lock()
+			d.mu.Lock()
+			var c *compaction
+			if d.bgErr == nil && !d.opts.DisableAutomaticCompactions {
+				c = d.pickCompactionLocked()
+			}
+			d.mu.Unlock()
+			if c == nil {
+				d.compactionMu.Unlock()
+				break
+			}
+			err := d.runCompaction(c)
+			d.compactionMu.Unlock()
+			if err != nil {
+				break
+			}
+		}
+	}
+}
+
+// pickCompactionLocked chooses the level with the highest score >= 1.
+func (d *DB) pickCompactionLocked() *compaction {
+	v := d.vs.current
+	scores := d.levelScores(v)
+	best, bestScore := -1, 1.0
+	for l := 0; l < numLevels-1; l++ {
+		if scores[l] >= bestScore && len(v.levels[l]) > 0 {
+			best, bestScore = l, scores[l]
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	reason := fmt.Sprintf("score %.2f", bestScore)
+	if best == 0 {
+		return d.newCompaction(v, 0, slices.Clone(v.levels[0]), reason)
+	}
+	files := v.levels[best]
+	// Round-robin: the first file after the last compacted key.
+	i := 0
+	if ptr := d.compactPointer[best]; ptr != nil {
+		i = sort.Search(len(files), func(i int) bool { return bytes.Compare(files[i].smallest.UserKey, ptr) > 0 })
+		if i == len(files) {
+			i = 0
+		}
+	}
+	d.compactPointer[best] = slices.Clone(files[i].largest.UserKey)
+	return d.newCompaction(v, best, []*fileMetadata{files[i]}, reason)
+}
+
+// newCompaction adds to level's inputs the overlapping files of the next
+// level.
+func (d *DB) newCompaction(v *version, level int, inputs []*fileMetadata, reason string) *compaction {
+	c := &compaction{level: level, outputLevel: level + 1, reason: reason}
+	c.inputs[0] = inputs
+	c.smallest, c.largest = keyRange(inputs)
+	c.inputs[1] = v.overlaps(c.outputLevel, c.smallest, c.largest)
+	all := append(slices.Clone(c.inputs[0]), c.inputs[1]...)
+	c.smallest, c.largest = keyRange(all)
+	return c
+}
+
+// keyRange returns the smallest and largest user keys of files.
+func keyRange(files []*fileMetadata) (smallest, largest []byte) {
+	for i, f := range files {
+		if i == 0 || bytes.Compare(f.smallest.UserKey, smallest) < 0 {
+			smallest = f.smallest.UserKey
+		}
+		if i == 0 || bytes.Compare(f.largest.UserKey, largest) > 0 {
+			largest = f.largest.UserKey
+		}
+	}
+	return smallest, largest
+}
+
+// Compact compacts every level's files overlapping [start, end] (nil for
+// unbounded) down to the bottom-most level that holds data, and waits. It
+// flushes the memtable first, so all data in the range ends up compacted.
+func (d *DB) Compact(start, end []byte) error {
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	if start != nil && end != nil && bytes.Compare(start, end) > 0 {
+		return base.InvalidArgumentErrorf("Compact: start %s > end %s", base.HexKey(start), base.HexKey(end))
+	}
+	if err := d.Flush(); err != nil {
+		return err
+	}
+	d.compactionMu.Lock()
+	defer d.compactionMu.Unlock()
+	for level := 0; level < numLevels-1; level++ {
+		d.mu.Lock()
+		if d.bgErr != nil {
+			err := d.bgErr
+			d.mu.Unlock()
+			return fmt.Errorf("%w: %w", ErrReadOnly, err)
+		}
+		v := d.vs.current
+		// Stop at the last level holding data.
+		deeper := false
+		for l := level + 1; l < numLevels; l++ {
+			if len(v.levels[l]) > 0 {
+				deeper = true
+			}
+		}
+		inputs := v.overlaps(level, start, end)
+		if len(inputs) == 0 || (!deeper && level > 0) {
+			d.mu.Unlock()
+			if !deeper && level > 0 {
+				break
+			}
+			continue
+		}
+		if level == 0 {
+			// L0 files overlap one another: take all of them that overlap
+			// the range's closure, to keep newer-over-older order.
+			inputs = expandL0(v.levels[0], inputs)
+		}
+		c := d.newCompaction(v, level, inputs, "manual")
+		d.mu.Unlock()
+		if err := d.runCompaction(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// expandL0 grows a set of L0 files until no other L0 file overlaps its key
+// range.
+func expandL0(all, inputs []*fileMetadata) []*fileMetadata {
+	for {
+		s, l := keyRange(inputs)
+		grown := 0
+		var out []*fileMetadata
+		for _, f := range all {
+			if f.overlapsUserRange(s, l) {
+				out = append(out, f)
+			}
+		}
+		grown = len(out)
+		if grown == len(inputs) {
+			return out
+		}
+		inputs = out
+	}
+}
+
+// runCompaction executes c and installs its result. compactionMu is held.
+func (d *DB) runCompaction(c *compaction) error {
+	start := time.Now()
+	d.log.Infof("compaction starting: %s", c)
+
+	// Trivial move: one input file, nothing to merge with below.
+	if len(c.inputs[0]) == 1 && len(c.inputs[1]) == 0 && c.level > 0 {
+		f := c.inputs[0][0]
+		e := &versionEdit{}
+		e.deleted = append(e.deleted, deletedFileEntry{level: c.level, fileNum: f.fileNum})
+		e.added = append(e.added, newFileEntry{level: c.outputLevel, meta: f})
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if err := d.vs.logAndApply(e); err != nil {
+			d.setBackgroundErrorLocked(err, "compaction: MANIFEST update")
+			return err
+		}
+		d.updateReadStateLocked()
+		d.stats.compactions.Add(1)
+		d.log.Infof("compaction moved %06d from L%d to L%d", f.fileNum, c.level, c.outputLevel)
+		d.stallCond.Broadcast()
+		return nil
+	}
+
+	d.mu.Lock()
+	snaps := d.snapshots.seqs()
+	v := d.vs.current
+	v.ref()
+	d.mu.Unlock()
+	defer v.unref()
+
+	outputs, stats, err := d.compactFiles(c, v, snaps)
+	if err != nil {
+		for _, m := range outputs {
+			_ = d.fs.Remove(makeFilename(d.fs, d.dirname, fileTypeTable, m.fileNum))
+		}
+		d.mu.Lock()
+		d.setBackgroundErrorLocked(err, "compaction "+c.String())
+		d.mu.Unlock()
+		return err
+	}
+	e := &versionEdit{}
+	var readBytes, writeBytes uint64
+	for i, files := range c.inputs {
+		lvl := c.level
+		if i == 1 {
+			lvl = c.outputLevel
+		}
+		for _, f := range files {
+			e.deleted = append(e.deleted, deletedFileEntry{level: lvl, fileNum: f.fileNum})
+			readBytes += f.size
+		}
+	}
+	for _, m := range outputs {
+		e.added = append(e.added, newFileEntry{level: c.outputLevel, meta: m})
+		writeBytes += m.size
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.vs.logAndApply(e); err != nil {
+		// Outputs stay: the edit may be durable despite the error (see
+		// flushOne); orphans are deleted at the next Open.
+		d.setBackgroundErrorLocked(err, "compaction: MANIFEST update")
+		return err
+	}
+	d.updateReadStateLocked()
+	dur := time.Since(start)
+	d.stats.compactions.Add(1)
+	d.stats.compactReadBytes.Add(int64(readBytes))
+	d.stats.compactWriteBytes.Add(int64(writeBytes))
+	d.stats.compactNanos.Add(int64(dur))
+	d.log.Infof("compaction finished in %v: %s -> %d files at L%d; read %d entries / %d bytes, wrote %d entries / %d bytes, dropped %d",
+		dur, c, len(outputs), c.outputLevel, stats.read, readBytes, stats.written, writeBytes, stats.dropped)
+	d.stallCond.Broadcast()
+	d.maybeScheduleCompactionLocked()
+	return nil
+}
+
+type compactionStats struct {
+	read, written, dropped uint64
+}
+
+// compactFiles merges c's inputs into new tables at the output level.
+func (d *DB) compactFiles(c *compaction, v *version, snaps []uint64) (outputs []*fileMetadata, st compactionStats, err error) {
+	// Open the inputs; collect their range tombstones.
+	var children []base.InternalIterator
+	var tombs []base.RangeTombstone
+	var expectEntries uint64
+	defer func() {
+		for _, ch := range children {
+			if cerr := ch.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}()
+	for _, files := range c.inputs {
+		for _, f := range files {
+			h, err := d.tableCache.get(f)
+			if err != nil {
+				return nil, st, err
+			}
+			tombs = append(tombs, h.reader.RangeDels()...)
+			children = append(children, &tableIter{InternalIterator: h.reader.NewIter(nil, nil), h: h})
+			expectEntries += f.numEntries
+		}
+	}
+	iter := newMergingIter(children)
+
+	bottom := func(start, end []byte) bool {
+		// No older data for [start, end] below the output level.
+		for l := c.outputLevel + 1; l < numLevels; l++ {
+			if len(v.overlaps(l, start, end)) > 0 {
+				return false
+			}
+		}
+		return true
+	}
+	stripe := func(seq uint64) int {
+		return sort.Search(len(snaps), func(i int) bool { return seq <= snaps[i] })
+	}
+	frags := fragmentForCompaction(tombs)
+
+	// Decide which tombstone pieces to keep: the newest per stripe, none in
+	// the lowest stripe at the bottom.
+	type keptTomb struct {
+		start, end []byte
+		seq        uint64
+	}
+	var kept []keptTomb
+	for _, fr := range frags {
+		last := -1
+		for _, seq := range fr.seqs { // descending
+			s := stripe(seq)
+			if s == last {
+				st.dropped++
+				continue
+			}
+			last = s
+			if s == 0 && bottom(fr.start, fr.end) {
+				st.dropped++
+				continue
+			}
+			kept = append(kept, keptTomb{fr.start, fr.end, seq})
+		}
+	}
+	// covered reports whether a tombstone of the same stripe deletes (key, seq).
+	covered := func(key []byte, seq uint64) bool {
+		i := sort.Search(len(frags), func(i int) bool { return bytes.Compare(frags[i].start, key) > 0 }) - 1
+		if i < 0 || bytes.Compare(key, frags[i].end) >= 0 {
+			return false
+		}
+		s := stripe(seq)
+		for _, t := range frags[i].seqs {
+			if t > seq && stripe(t) == s {
+				return true
+			}
+		}
+		return false
+	}
+
+	var (
+		w          *sst.Writer
+		wNum       uint64
+		fileStart  []byte // first user key of the current output; nil for the first
+		lastKey    []byte
+		written    uint64 // entries added to the current output
+		tombIdx    int
+		target     = uint64(d.opts.TargetFileSize)
+		prevKey    []byte
+		prevStripe int
+		havePrev   bool
+	)
+	// addTombs adds the kept tombstones clipped to [fileStart, end).
+	addTombs := func(end []byte) error {
+		for i := tombIdx; i < len(kept); i++ {
+			t := kept[i]
+			if end != nil && bytes.Compare(t.start, end) >= 0 {
+				break
+			}
+			s, e := t.start, t.end
+			if fileStart != nil && bytes.Compare(s, fileStart) < 0 {
+				s = fileStart
+			}
+			if end != nil && bytes.Compare(e, end) > 0 {
+				e = end
+			}
+			if bytes.Compare(s, e) < 0 {
+				if err := w.AddRangeDel(s, e, t.seq); err != nil {
+					return err
+				}
+				written++
+			}
+		}
+		// Pieces ending at or before end are done.
+		for tombIdx < len(kept) && (end == nil || bytes.Compare(kept[tombIdx].end, end) <= 0) {
+			tombIdx++
+		}
+		return nil
+	}
+	openOutput := func() error {
+		d.mu.Lock()
+		wNum = d.vs.allocFileNum()
+		d.mu.Unlock()
+		name := makeFilename(d.fs, d.dirname, fileTypeTable, wNum)
+		f, err := d.fs.Create(name)
+		if err != nil {
+			return fmt.Errorf("creating %s: %w", name, err)
+		}
+		w = sst.NewWriter(f, d.sstWriterOptions(wNum))
+		written = 0
+		return nil
+	}
+	finishOutput := func(end []byte) error {
+		if err := addTombs(end); err != nil {
+			return err
+		}
+		sm, err := w.Close()
+		w = nil
+		if err != nil {
+			return fmt.Errorf("finishing table %06d: %w", wNum, err)
+		}
+		if got := sm.NumEntries + sm.NumRangeDels; got != written {
+			return base.CorruptionErrorf("compaction output %06d holds %d entries, %d were written", wNum, got, written)
+		}
+		st.written += written
+		outputs = append(outputs, metaFromSST(wNum, sm))
+		return nil
+	}
+	defer func() {
+		if w != nil {
+			w.Abort()
+			_ = d.fs.Remove(makeFilename(d.fs, d.dirname, fileTypeTable, wNum))
+		}
+	}()
+
+	for ok := iter.First(); ok; ok = iter.Next() {
+		k := iter.Key()
+		st.read++
+		s := stripe(k.SeqNum())
+		if havePrev && bytes.Equal(k.UserKey, prevKey) {
+			if s == prevStripe {
+				st.dropped++ // shadowed by a newer version the same snapshots see
+				continue
+			}
+		} else {
+			prevKey = append(prevKey[:0], k.UserKey...)
+			havePrev = true
+		}
+		prevStripe = s
+		if covered(k.UserKey, k.SeqNum()) {
+			st.dropped++
+			continue
+		}
+		if k.Kind() == base.KindDelete && s == 0 && bottom(k.UserKey, k.UserKey) {
+			st.dropped++
+			continue
+		}
+		if w != nil && w.EstimatedSize() >= target && !bytes.Equal(k.UserKey, lastKey) {
+			split := slices.Clone(k.UserKey)
+			if err := finishOutput(split); err != nil {
+				return outputs, st, err
+			}
+			fileStart = split
+		}
+		if w == nil {
+			if err := openOutput(); err != nil {
+				return outputs, st, err
+			}
+		}
+		if err := w.Add(k, iter.Value()); err != nil {
+			return outputs, st, fmt.Errorf("compaction output %06d: %w", wNum, err)
+		}
+		written++
+		lastKey = append(lastKey[:0], k.UserKey...)
+	}
+	if err := iter.Error(); err != nil {
+		return outputs, st, fmt.Errorf("reading compaction inputs: %w", err)
+	}
+	if w == nil && tombIdx < len(kept) {
+		if err := openOutput(); err != nil {
+			return outputs, st, err
+		}
+	}
+	if w != nil {
+		if err := finishOutput(nil); err != nil {
+			return outputs, st, err
+		}
+	}
+	if st.read != expectEntries {
+		return outputs, st, base.CorruptionErrorf("compaction read %d point entries from inputs whose properties count %d", st.read, expectEntries)
+	}
+	if err := d.dataDir.Sync(); err != nil {
+		return outputs, st, fmt.Errorf("syncing directory after compaction outputs: %w", err)
+	}
+	return outputs, st, nil
+}
+
+// tombFragment is a piece of the key space with every tombstone seqnum
+// covering it, descending.
+type tombFragment struct {
+	start, end []byte
+	seqs       []uint64
+}
+
+// fragmentForCompaction cuts tombstones at every boundary, keeping all
+// seqnums per piece (a compaction must keep one per snapshot stripe).
+func fragmentForCompaction(ts []base.RangeTombstone) []tombFragment {
+	if len(ts) == 0 {
+		return nil
+	}
+	var bounds [][]byte
+	for _, t := range ts {
+		bounds = append(bounds, t.Start, t.End)
+	}
+	sort.Slice(bounds, func(i, j int) bool { return bytes.Compare(bounds[i], bounds[j]) < 0 })
+	uniq := bounds[:1]
+	for _, b := range bounds[1:] {
+		if !bytes.Equal(b, uniq[len(uniq)-1]) {
+			uniq = append(uniq, b)
+		}
+	}
+	frags := make([]tombFragment, len(uniq)-1)
+	for i := range frags {
+		frags[i].start, frags[i].end = uniq[i], uniq[i+1]
+	}
+	for _, t := range ts {
+		i := sort.Search(len(uniq), func(i int) bool { return bytes.Compare(uniq[i], t.Start) >= 0 })
+		for ; i < len(frags) && bytes.Compare(frags[i].start, t.End) < 0; i++ {
+			frags[i].seqs = append(frags[i].seqs, t.Seq)
+		}
+	}
+	out := frags[:0]
+	for _, f := range frags {
+		if len(f.seqs) == 0 {
+			continue
+		}
+		slices.SortFunc(f.seqs, func(a, b uint64) int {
+			switch {
+			case a > b:
+				return -1
+			case a < b:
+				return 1
+			}
+			return 0
+		})
+		f.seqs = slices.Compact(f.seqs)
+		out = append(out, f)
+	}
+	return out
+}

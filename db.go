@@ -1,0 +1,448 @@
+// Package vigil is an embedded, ordered key-value store (an LSM tree) whose
+// promise is no silent corruption, at full speed: every byte it keeps, in
+// memory or on disk, is guarded by a checksum of a type the user picks, and
+// with ParanoidMemoryChecks on, corruption in memory is reported at read time
+// as ErrCorruption instead of being flushed to disk.
+//
+// Writes go to a write-ahead log and a lock-free skiplist memtable; full
+// memtables are flushed to checksummed SST files in L0; leveled compaction
+// keeps L1..L6 in shape. Reads merge the memtables and levels.
+//
+//	db, err := vigil.Open("/tmp/db", nil)
+//	err = db.Put([]byte("k"), []byte("v"), nil)
+//	v, err := db.Get([]byte("k"))
+//	it, err := db.NewIter(nil)
+//	for it.First(); it.Valid(); it.Next() { use(it.Key(), it.Value()) }
+//	err = it.Close()
+//	err = db.Close()
+package vigil
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/cache"
+	"github.com/vigildb/vigil/memtable"
+	"github.com/vigildb/vigil/wal"
+)
+
+// DB is an open database.
+//
+// Concurrency: every method is safe for concurrent use by many goroutines.
+// Writers serialize only for the short step that assigns sequence numbers
+// and appends to the WAL (commitMu); memtable inserts run concurrently;
+// readers take no locks at all (they load an immutable readState with one
+// atomic reference count).
+//
+// Invariants:
+//   - WAL order equals sequence-number order (both are decided under
+//     commitMu).
+//   - Writes become visible in sequence-number order: visibleSeq only moves
+//     forward, and only past batches fully applied to their memtable, so a
+//     reader never sees part of a batch.
+//   - An SST is added to the LSM only after it is written, validated and
+//     synced, and the MANIFEST edit naming it is synced; a WAL is deleted
+//     only after every memtable holding its data has been flushed.
+//   - After a background error (failed flush or compaction, corruption found
+//     there, WAL write failure) the DB refuses writes with ErrReadOnly and
+//     keeps every file that may hold unflushed data.
+type DB struct {
+	dirname string
+	opts    *Options
+	fs      vfs.FS
+	// cksum is the checksum type for new files and memtables.
+	cksum checksum.Type
+
+	fileLock   io.Closer
+	dataDir    vfs.File
+	log        *eventLog
+	blockCache *cache.Cache
+	tableCache *tableCache
+	closed     atomic.Bool
+
+	// commitMu serializes the ordering step of writes: sequence numbers,
+	// memtable choice (and rotation), WAL append.
+	commitMu sync.Mutex
+	// nextSeq is the next sequence number to assign (commitMu).
+	nextSeq uint64
+	// visibleSeq: every sequence number <= it is applied and readable.
+	visibleSeq atomic.Uint64
+	pub        publisher
+
+	readState atomic.Pointer[readState]
+
+	// mu guards everything below and the compacting flags of files.
+	mu sync.Mutex
+	// stallCond is signalled when a flush or compaction finishes, waking
+	// stalled writers and Flush/Compact waiters.
+	stallCond *sync.Cond
+	mem       *memTableEntry
+	imm       []*memTableEntry // oldest first
+	walW      *wal.Writer
+	walNum    uint64
+	vs        versionSet
+	snapshots snapshotList
+	bgErr     error
+	// flushPending signals the flush goroutine.
+	flushPending chan struct{}
+	compactKick  chan struct{}
+	bgWG         sync.WaitGroup
+	closing      chan struct{}
+	flushing     bool
+	// compactionMu serializes compactions, background and manual.
+	compactionMu sync.Mutex
+	// compactPointer[l] is the largest key of the last file compacted out of
+	// level l, for round-robin picking (d.mu).
+	compactPointer [numLevels][]byte
+	// opening is set while Open deletes leftovers, the only time a
+	// directory scan may treat unreferenced tables as obsolete.
+	opening bool
+
+	// obsoleteTables are files no version references, to delete. Guarded by
+	// obsoleteMu, not mu: versions are released on readers' goroutines.
+	obsoleteMu     sync.Mutex
+	obsoleteTables []*fileMetadata
+
+	stats dbStats
+	// testingHooks lets tests intercept internal steps; nil in production.
+	testingHooks *testingHooks
+}
+
+// memTableEntry is a memtable in the DB's list, with the WAL that holds its
+// data and the writers still applying batches to it.
+type memTableEntry struct {
+	mt *memtable.MemTable
+	// logNum is the WAL holding this memtable's data; 0 without a WAL.
+	logNum uint64
+	// writers counts batches assigned to this memtable and not yet applied;
+	// a flush waits for them.
+	writers sync.WaitGroup
+	// flushed is closed once the memtable is in an SST (or empty).
+	flushed chan struct{}
+	// rangeDels counts range tombstones applied, so that Get skips the
+	// tombstone scan of memtables without any.
+	rangeDels atomic.Int64
+}
+
+// readState is what a reader needs: the memtables and the version, captured
+// together. Immutable; reference counted so that files stay until the last
+// reader of a version is done.
+type readState struct {
+	refs atomic.Int32
+	mem  *memTableEntry
+	// imms are the immutable memtables, newest first.
+	imms []*memTableEntry
+	v    *version
+}
+
+// tryRef takes a reference unless the state was already released.
+func (s *readState) tryRef() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (s *readState) unref() {
+	if s.refs.Add(-1) == 0 {
+		s.v.unref()
+	}
+}
+
+// loadReadState returns the current read state with a reference; callers
+// unref it when done.
+func (d *DB) loadReadState() *readState {
+	for {
+		s := d.readState.Load()
+		if s.tryRef() {
+			return s
+		}
+	}
+}
+
+// updateReadStateLocked publishes a new read state from d.mem, d.imm and the
+// current version. d.mu is held.
+func (d *DB) updateReadStateLocked() {
+	s := &readState{mem: d.mem, v: d.vs.current}
+	s.refs.Store(1)
+	s.v.ref()
+	s.imms = make([]*memTableEntry, len(d.imm))
+	for i, e := range d.imm {
+		s.imms[len(d.imm)-1-i] = e
+	}
+	if old := d.readState.Swap(s); old != nil {
+		old.unref()
+	}
+}
+
+// writable returns nil if the DB accepts writes.
+func (d *DB) writable() error {
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	if d.opts.ReadOnly {
+		return fmt.Errorf("%w: opened with ReadOnly", ErrReadOnly)
+	}
+	d.mu.Lock()
+	err := d.bgErr
+	d.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w: writes stopped by a background error: %w", ErrReadOnly, err)
+	}
+	return nil
+}
+
+// setBackgroundError records the first background error; from then on the
+// DB refuses writes. d.mu is held.
+func (d *DB) setBackgroundErrorLocked(err error, what string) {
+	if d.bgErr == nil {
+		d.bgErr = fmt.Errorf("%s: %w", what, err)
+		d.log.Errorf("background error, DB is now read-only: %v", d.bgErr)
+	}
+	d.stallCond.Broadcast()
+}
+
+// BackgroundError returns the error that stopped writes, or nil.
+func (d *DB) BackgroundError() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.bgErr
+}
+
+// Get returns a copy of the newest value of key, or ErrNotFound.
+func (d *DB) Get(key []byte) ([]byte, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	return d.get(key, d.visibleSeq.Load())
+}
+
+// get looks key up at snapshot seq: memtables newest first, then L0 files
+// newest first, then one file per level L1..L6, stopping at the first
+// version found. A range tombstone seen in a source hides older versions in
+// that source and every older source.
+func (d *DB) get(key []byte, snap uint64) ([]byte, error) {
+	rs := d.loadReadState()
+	defer rs.unref()
+
+	// cover is the largest seq of a visible range tombstone covering key
+	// seen so far; a version below it is deleted.
+	var cover uint64
+	for i := -1; i < len(rs.imms); i++ {
+		e := rs.mem
+		if i >= 0 {
+			e = rs.imms[i]
+		}
+		if e.rangeDels.Load() > 0 {
+			ts, err := e.mt.RangeDels(snap)
+			if err != nil {
+				return nil, d.memCorruption(err)
+			}
+			cover = raiseCover(ts, key, snap, cover)
+		}
+		value, seq, kind, found, err := e.mt.Get(key, snap)
+		if err != nil {
+			return nil, d.memCorruption(err)
+		}
+		if found {
+			return getResult(value, seq, kind, cover)
+		}
+		if cover > 0 {
+			return nil, ErrNotFound
+		}
+	}
+	v := rs.v
+	for level := 0; level < numLevels; level++ {
+		files := v.levels[level]
+		if len(files) == 0 {
+			continue
+		}
+		if level == 0 {
+			for _, f := range files {
+				if f.smallestSeq > snap || !f.containsUserKey(key) {
+					continue
+				}
+				value, seq, kind, found, c, err := d.getFromTable(f, key, snap, cover)
+				if err != nil {
+					return nil, err
+				}
+				cover = c
+				if found {
+					return getResult(value, seq, kind, cover)
+				}
+				if cover > 0 {
+					return nil, ErrNotFound
+				}
+			}
+			continue
+		}
+		i := findFile(files, key)
+		if i == len(files) || !files[i].containsUserKey(key) {
+			continue
+		}
+		value, seq, kind, found, c, err := d.getFromTable(files[i], key, snap, cover)
+		if err != nil {
+			return nil, err
+		}
+		cover = c
+		if found {
+			return getResult(value, seq, kind, cover)
+		}
+		if cover > 0 {
+			return nil, ErrNotFound
+		}
+	}
+	return nil, ErrNotFound
+}
+
+// getResult turns the version Get found into its answer: a copy of the value
+// for a live Set, ErrNotFound for a deletion or a version under a range
+// tombstone.
+func getResult(value []byte, seq uint64, kind base.Kind, cover uint64) ([]byte, error) {
+	if seq < cover || kind != base.KindSet {
+		return nil, ErrNotFound
+	}
+	return append(make([]byte, 0, len(value)), value...), nil
+}
+
+// raiseCover returns the larger of cover and the largest seq of a tombstone
+// in ts that is visible at snap and covers key.
+func raiseCover(ts []base.RangeTombstone, key []byte, snap uint64, cover uint64) uint64 {
+	for _, t := range ts {
+		if t.Seq <= snap && t.Seq > cover && string(t.Start) <= string(key) && string(key) < string(t.End) {
+			cover = t.Seq
+		}
+	}
+	return cover
+}
+
+// memCorruption wraps a memtable read error for the caller.
+func (d *DB) memCorruption(err error) error {
+	d.stats.memCorruptions.Add(1)
+	if errors.Is(err, ErrCorruption) {
+		return fmt.Errorf("memtable: %w", err)
+	}
+	return base.MarkCorruption(fmt.Errorf("memtable: %w", err))
+}
+
+// getFromTable looks key up in one SST, first raising cover with the
+// table's range tombstones.
+func (d *DB) getFromTable(f *fileMetadata, key []byte, snap, cover uint64) ([]byte, uint64, base.Kind, bool, uint64, error) {
+	h, err := d.tableCache.get(f)
+	if err != nil {
+		return nil, 0, 0, false, cover, err
+	}
+	defer h.release()
+	if f.numRangeDels > 0 {
+		cover = raiseCover(h.reader.RangeDels(), key, snap, cover)
+	}
+	value, seq, kind, found, err := h.reader.Get(key, snap)
+	if err != nil {
+		return nil, 0, 0, false, cover, fmt.Errorf("table %06d: %w", f.fileNum, err)
+	}
+	return value, seq, kind, found, cover, nil
+}
+
+// Close syncs the WAL and releases every resource. Unflushed writes stay in
+// the WAL and are replayed at the next Open; with DisableWAL they are
+// flushed first, so a clean Close loses nothing. Close is idempotent: later
+// calls return ErrClosed.
+func (d *DB) Close() error {
+	if d.closed.Swap(true) {
+		return ErrClosed
+	}
+	var errs []error
+	// Wait for in-flight writes, and keep new ones out (closed is set).
+	d.commitMu.Lock()
+	d.commitMu.Unlock()
+
+	if d.opts.DisableWAL && !d.opts.ReadOnly {
+		d.mu.Lock()
+		bgErr := d.bgErr
+		d.mu.Unlock()
+		if bgErr == nil {
+			if err := d.flushAndWait(true); err != nil {
+				errs = append(errs, fmt.Errorf("flush at close (WAL disabled): %w", err))
+			}
+		}
+	}
+
+	d.mu.Lock()
+	close(d.closing)
+	d.stallCond.Broadcast()
+	d.mu.Unlock()
+	d.bgWG.Wait()
+
+	d.mu.Lock()
+	if d.walW != nil {
+		if err := d.walW.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing WAL: %w", err))
+		}
+		d.walW = nil
+	}
+	if err := d.vs.close(); err != nil {
+		errs = append(errs, err)
+	}
+	if rs := d.readState.Swap(nil); rs != nil {
+		rs.unref()
+	}
+	d.deleteObsoleteFilesLocked()
+	d.mu.Unlock()
+
+	if err := d.tableCache.close(); err != nil {
+		errs = append(errs, err)
+	}
+	d.log.Infof("closed")
+	if err := d.log.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if d.dataDir != nil {
+		if err := d.dataDir.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if d.fileLock != nil {
+		if err := d.fileLock.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dbStats are counters kept outside of d.mu.
+type dbStats struct {
+	memCorruptions    atomic.Int64
+	walBytes          atomic.Int64
+	walRecords        atomic.Int64
+	writeStalls       atomic.Int64
+	stallNanos        atomic.Int64
+	flushes           atomic.Int64
+	flushBytes        atomic.Int64
+	flushNanos        atomic.Int64
+	compactions       atomic.Int64
+	compactReadBytes  atomic.Int64
+	compactWriteBytes atomic.Int64
+	compactNanos      atomic.Int64
+	lastStallReason   atomic.Pointer[string]
+	stallReasons      sync.Map // reason → *atomic.Int64
+}
+
+func (s *dbStats) recordStall(reason string, d time.Duration) {
+	s.writeStalls.Add(1)
+	s.stallNanos.Add(int64(d))
+	s.lastStallReason.Store(&reason)
+	c, _ := s.stallReasons.LoadOrStore(reason, new(atomic.Int64))
+	c.(*atomic.Int64).Add(1)
+}

@@ -1,0 +1,326 @@
+package vigil
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"testing"
+
+	"github.com/cockroachdb/pebble/vfs"
+)
+
+// model is the reference the DB is checked against: a plain map, copied
+// for snapshots.
+type model map[string]string
+
+func (m model) clone() model {
+	c := make(model, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+func (m model) sortedKeys(lower, upper []byte) []string {
+	var ks []string
+	for k := range m {
+		if lower != nil && k < string(lower) {
+			continue
+		}
+		if upper != nil && k >= string(upper) {
+			continue
+		}
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// smallOptions make flushes and compactions happen after a few hundred writes.
+func smallOptions(fs vfs.FS, rng *rand.Rand) *Options {
+	o := &Options{
+		FS:                   fs,
+		WriteBufferSize:      minWriteBufferSize,
+		BlockSize:            256 << rng.IntN(3),
+		TargetFileSize:       8 << 10,
+		LBaseMaxBytes:        32 << 10,
+		L0CompactionTrigger:  2,
+		L0StopWritesTrigger:  8,
+		BlockCacheSize:       int64(rng.IntN(2)) * (1 << 20),
+		ChecksumType:         ChecksumType(1 + rng.IntN(6)),
+		ParanoidMemoryChecks: rng.IntN(2) == 0,
+	}
+	if o.ChecksumType != ChecksumNone {
+		o.MemtableProtectionBytesPerKey = []int{0, 1, 2, 4, 8}[rng.IntN(5)]
+	}
+	if rng.IntN(2) == 0 {
+		o.Compression = NoCompression
+	}
+	if o.BlockCacheSize == 0 {
+		o.BlockCacheSize = -1
+	}
+	return o
+}
+
+func modelKey(rng *rand.Rand, n int) []byte {
+	return []byte(fmt.Sprintf("key%05d", rng.IntN(n)))
+}
+
+// checkIter walks it forward and backward (with seeks) and compares with m.
+func checkIter(t *testing.T, it *Iterator, m model, lower, upper []byte, rng *rand.Rand, what string) {
+	t.Helper()
+	want := m.sortedKeys(lower, upper)
+	var got []string
+	for ok := it.First(); ok; ok = it.Next() {
+		if v := string(it.Value()); v != m[string(it.Key())] {
+			t.Fatalf("%s: forward: key %q value %q, want %q", what, it.Key(), v, m[string(it.Key())])
+		}
+		got = append(got, string(it.Key()))
+	}
+	if err := it.Error(); err != nil {
+		t.Fatalf("%s: forward: %v", what, err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%s: forward scan\n got %v\nwant %v", what, got, want)
+	}
+	got = got[:0]
+	for ok := it.Last(); ok; ok = it.Prev() {
+		if v := string(it.Value()); v != m[string(it.Key())] {
+			t.Fatalf("%s: reverse: key %q value %q, want %q", what, it.Key(), v, m[string(it.Key())])
+		}
+		got = append(got, string(it.Key()))
+	}
+	if err := it.Error(); err != nil {
+		t.Fatalf("%s: reverse: %v", what, err)
+	}
+	for i, j := 0, len(got)-1; i < j; i, j = i+1, j-1 {
+		got[i], got[j] = got[j], got[i]
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%s: reverse scan\n got %v\nwant %v", what, got, want)
+	}
+	// Random seeks with a few steps in random directions.
+	for i := 0; i < 10; i++ {
+		k := modelKey(rng, 600)
+		ge := sort.SearchStrings(want, string(k))
+		if it.SeekGE(k) != (ge < len(want)) || (ge < len(want) && string(it.Key()) != want[ge]) {
+			t.Fatalf("%s: SeekGE(%s): valid=%v key=%q, want index %d of %d", what, k, it.Valid(), it.Key(), ge, len(want))
+		}
+		pos := ge
+		if !it.Valid() {
+			continue
+		}
+		for s := 0; s < 5; s++ {
+			if rng.IntN(2) == 0 {
+				pos++
+				it.Next()
+			} else {
+				pos--
+				it.Prev()
+			}
+			if pos < 0 || pos >= len(want) {
+				if it.Valid() {
+					t.Fatalf("%s: stepping after SeekGE(%s): at %q, want exhausted", what, k, it.Key())
+				}
+				break
+			}
+			if !it.Valid() || string(it.Key()) != want[pos] {
+				t.Fatalf("%s: stepping after SeekGE(%s): valid=%v key=%q want %q (err %v)", what, k, it.Valid(), it.Key(), want[pos], it.Error())
+			}
+		}
+		lt := sort.SearchStrings(want, string(k)) - 1
+		if it.SeekLT(k) != (lt >= 0) || (lt >= 0 && string(it.Key()) != want[lt]) {
+			t.Fatalf("%s: SeekLT(%s): valid=%v key=%q, want index %d", what, k, it.Valid(), it.Key(), lt)
+		}
+	}
+}
+
+// TestModel runs random writes, reads, iterators, snapshots, flushes,
+// compactions and reopens against a map, with options drawn per seed and
+// tiny buffers so that the LSM has many files at several levels.
+func TestModel(t *testing.T) {
+	seeds := 24
+	ops := 3000
+	if testing.Short() {
+		seeds, ops = 6, 1500
+	}
+	for seed := 1; seed <= seeds; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			runModel(t, uint64(seed), ops)
+		})
+	}
+}
+
+func runModel(t *testing.T, seed uint64, ops int) {
+	rng := rand.New(rand.NewPCG(seed, seed*7919))
+	fs := vfs.NewMem()
+	opts := smallOptions(fs, rng)
+	db, err := Open("db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if db != nil {
+			db.Close()
+		}
+	}()
+	m := model{}
+	type snap struct {
+		s *Snapshot
+		m model
+	}
+	var snaps []snap
+	const keys = 600
+	value := func() string {
+		return fmt.Sprintf("v%d-%s", rng.IntN(1e6), bytes.Repeat([]byte{'x'}, rng.IntN(200)))
+	}
+	for i := 0; i < ops; i++ {
+		switch r := rng.IntN(100); {
+		case r < 40:
+			k, v := modelKey(rng, keys), value()
+			if err := db.Put(k, []byte(v), nil); err != nil {
+				t.Fatal(err)
+			}
+			m[string(k)] = v
+		case r < 50:
+			k := modelKey(rng, keys)
+			if err := db.Delete(k, nil); err != nil {
+				t.Fatal(err)
+			}
+			delete(m, string(k))
+		case r < 53:
+			a, b := modelKey(rng, keys), modelKey(rng, keys)
+			if bytes.Compare(a, b) > 0 {
+				a, b = b, a
+			}
+			if bytes.Equal(a, b) {
+				continue
+			}
+			if err := db.DeleteRange(a, b, nil); err != nil {
+				t.Fatal(err)
+			}
+			for k := range m {
+				if k >= string(a) && k < string(b) {
+					delete(m, k)
+				}
+			}
+		case r < 60:
+			b := db.NewBatch()
+			for j := rng.IntN(10); j >= 0; j-- {
+				k := modelKey(rng, keys)
+				if rng.IntN(3) == 0 {
+					b.Delete(k)
+					delete(m, string(k))
+				} else {
+					v := value()
+					b.Put(k, []byte(v))
+					m[string(k)] = v
+				}
+			}
+			if err := db.Apply(b, nil); err != nil {
+				t.Fatal(err)
+			}
+		case r < 80:
+			k := modelKey(rng, keys)
+			v, err := db.Get(k)
+			want, ok := m[string(k)]
+			if ok != (err == nil) || (ok && string(v) != want) || (!ok && !errors.Is(err, ErrNotFound)) {
+				t.Fatalf("op %d: Get(%s) = %q, %v; want %q, %v", i, k, v, err, want, ok)
+			}
+		case r < 83:
+			var lower, upper []byte
+			if rng.IntN(2) == 0 {
+				lower = modelKey(rng, keys)
+			}
+			if rng.IntN(2) == 0 {
+				upper = modelKey(rng, keys)
+			}
+			if lower != nil && upper != nil && bytes.Compare(lower, upper) > 0 {
+				lower, upper = upper, lower
+			}
+			it, err := db.NewIter(&IterOptions{LowerBound: lower, UpperBound: upper})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkIter(t, it, m, lower, upper, rng, fmt.Sprintf("op %d iter [%s,%s)", i, lower, upper))
+			if err := it.Close(); err != nil {
+				t.Fatal(err)
+			}
+		case r < 86:
+			snaps = append(snaps, snap{db.NewSnapshot(), m.clone()})
+		case r < 90 && len(snaps) > 0:
+			j := rng.IntN(len(snaps))
+			s := snaps[j]
+			k := modelKey(rng, keys)
+			v, err := s.s.Get(k)
+			want, ok := s.m[string(k)]
+			if ok != (err == nil) || (ok && string(v) != want) {
+				t.Fatalf("op %d: snapshot Get(%s) = %q, %v; want %q, %v", i, k, v, err, want, ok)
+			}
+			if rng.IntN(4) == 0 {
+				it, err := s.s.NewIter(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkIter(t, it, s.m, nil, nil, rng, fmt.Sprintf("op %d snapshot iter", i))
+				it.Close()
+			}
+			if rng.IntN(3) == 0 {
+				s.s.Close()
+				snaps = append(snaps[:j], snaps[j+1:]...)
+			}
+		case r < 93:
+			if err := db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		case r < 95:
+			a := modelKey(rng, keys)
+			b := modelKey(rng, keys)
+			if bytes.Compare(a, b) > 0 {
+				a, b = b, a
+			}
+			if err := db.Compact(a, b); err != nil {
+				t.Fatal(err)
+			}
+		case r < 97:
+			// Reopen: snapshots die with the DB.
+			for _, s := range snaps {
+				s.s.Close()
+			}
+			snaps = nil
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db = nil
+			if db, err = Open("db", opts); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	it, err := db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIter(t, it, m, nil, nil, rng, "final")
+	it.Close()
+	if err := db.Verify(); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	met := db.Metrics()
+	t.Logf("options %s/%v/paranoid=%v/prot=%d; flushes %d, compactions %d; levels %v",
+		opts.ChecksumType, opts.Compression, opts.ParanoidMemoryChecks, opts.MemtableProtectionBytesPerKey,
+		met.Flush.Count, met.Compact.Count, levelFiles(met))
+	for _, s := range snaps {
+		s.s.Close()
+	}
+}
+
+func levelFiles(m *Metrics) []int {
+	var out []int
+	for _, l := range m.Levels {
+		out = append(out, l.NumFiles)
+	}
+	return out
+}

@@ -1,0 +1,293 @@
+package vigil
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/memtable"
+	"github.com/vigildb/vigil/sst"
+)
+
+// Flushes turn the oldest immutable memtable into an L0 SST. One flush runs
+// at a time, on the flush goroutine, oldest memtable first, so L0 files are
+// created in sequence-number order.
+//
+// A flush re-validates everything it reads before any byte reaches the
+// table: memtable.Validate checks key order, every per-KV checksum and the
+// entry count; the copy loop reads through a validating iterator and the
+// SST writer rejects keys out of order; and the number of entries written
+// must equal the number of adds. Any corruption stops the flush, deletes the
+// partial table, keeps the WAL, and turns the DB read-only: a corrupt
+// memtable never becomes a corrupt SST.
+
+// Flush writes the mutable memtable (and any waiting immutable ones) to L0
+// and waits until they are durable in SSTs.
+func (d *DB) Flush() error {
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	if d.opts.ReadOnly {
+		return fmt.Errorf("%w: opened with ReadOnly", ErrReadOnly)
+	}
+	return d.flushAndWait(false)
+}
+
+// flushAndWait rotates the memtable if it holds anything and waits for every
+// memtable up to it to be flushed.
+func (d *DB) flushAndWait(closing bool) error {
+	d.commitMu.Lock()
+	d.mu.Lock()
+	if d.bgErr != nil {
+		err := d.bgErr
+		d.mu.Unlock()
+		d.commitMu.Unlock()
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
+	var target *memTableEntry
+	if !d.mem.mt.Empty() {
+		target = d.mem
+		if err := d.rotateMemtableLocked(0); err != nil {
+			d.setBackgroundErrorLocked(err, "memtable rotation")
+			d.mu.Unlock()
+			d.commitMu.Unlock()
+			return err
+		}
+	} else if len(d.imm) > 0 {
+		target = d.imm[len(d.imm)-1]
+	}
+	d.commitMu.Unlock()
+	defer d.mu.Unlock()
+	if target == nil {
+		return nil
+	}
+	d.maybeScheduleFlushLocked()
+	for {
+		select {
+		case <-target.flushed:
+			return nil
+		default:
+		}
+		if d.bgErr != nil {
+			return fmt.Errorf("%w: flush failed: %w", ErrReadOnly, d.bgErr)
+		}
+		select {
+		case <-d.closing:
+			if !closing {
+				return ErrClosed
+			}
+		default:
+		}
+		d.stallCond.Wait()
+	}
+}
+
+// maybeScheduleFlushLocked wakes the flush goroutine if a memtable waits.
+func (d *DB) maybeScheduleFlushLocked() {
+	if len(d.imm) == 0 || d.bgErr != nil {
+		return
+	}
+	select {
+	case d.flushPending <- struct{}{}:
+	default:
+	}
+}
+
+// flushLoop runs flushes until the DB closes.
+func (d *DB) flushLoop() {
+	defer d.bgWG.Done()
+	for {
+		select {
+		case <-d.flushPending:
+		case <-d.closing:
+			return
+		}
+		for {
+			did, err := d.flushOne()
+			if err != nil || !did {
+				break
+			}
+			select {
+			case <-d.closing:
+				return
+			default:
+			}
+		}
+	}
+}
+
+// flushOne flushes the oldest immutable memtable. did is false if there was
+// nothing to flush.
+func (d *DB) flushOne() (did bool, err error) {
+	d.mu.Lock()
+	if len(d.imm) == 0 || d.bgErr != nil {
+		d.mu.Unlock()
+		return false, nil
+	}
+	e := d.imm[0]
+	d.flushing = true
+	var fileNum uint64
+	if !e.mt.Empty() {
+		fileNum = d.vs.allocFileNum()
+	}
+	d.mu.Unlock()
+
+	start := time.Now()
+	// Wait for batches still being inserted into the memtable.
+	e.writers.Wait()
+	if h := d.testingHooks; h != nil && h.beforeFlush != nil {
+		h.beforeFlush(e.mt)
+	}
+	var meta *fileMetadata
+	if fileNum != 0 {
+		meta, err = d.writeMemtableTable(e.mt, fileNum, "flush")
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.flushing = false
+	if err != nil {
+		d.setBackgroundErrorLocked(err, "flush")
+		return false, err
+	}
+	edit := &versionEdit{}
+	if !d.opts.DisableWAL {
+		next := d.mem.logNum
+		if len(d.imm) > 1 {
+			next = d.imm[1].logNum
+		}
+		edit.setLogNumber(next)
+	}
+	if meta != nil {
+		edit.added = append(edit.added, newFileEntry{level: 0, meta: meta})
+		edit.setLastSeq(meta.largestSeq)
+	}
+	if err := d.vs.logAndApply(edit); err != nil {
+		// The edit may or may not be durable (a failed sync says nothing
+		// about what reached the disk), so the new table stays: if the
+		// edit is lost, the next Open deletes it as an orphan.
+		d.setBackgroundErrorLocked(err, "flush: MANIFEST update")
+		return false, err
+	}
+	d.imm = d.imm[1:]
+	d.updateReadStateLocked()
+	close(e.flushed)
+	dur := time.Since(start)
+	d.stats.flushes.Add(1)
+	d.stats.flushNanos.Add(int64(dur))
+	if meta != nil {
+		d.stats.flushBytes.Add(int64(meta.size))
+		d.log.Infof("flushed memtable (WAL %06d) to %06d.sst: %d entries, %d bytes, %v; L0 has %d files",
+			e.logNum, meta.fileNum, meta.numEntries+meta.numRangeDels, meta.size, dur, len(d.vs.current.levels[0]))
+	} else {
+		d.log.Infof("flushed empty memtable (WAL %06d)", e.logNum)
+	}
+	d.deleteObsoleteFilesLocked()
+	d.maybeScheduleFlushLocked()
+	d.maybeScheduleCompactionLocked()
+	d.stallCond.Broadcast()
+	return true, nil
+}
+
+// sstWriterOptions are the table options for new files.
+func (d *DB) sstWriterOptions(fileNum uint64) sst.WriterOptions {
+	comp := sst.SnappyCompression
+	if d.opts.Compression == NoCompression {
+		comp = sst.NoCompression
+	}
+	return sst.WriterOptions{
+		ChecksumType:         d.cksum,
+		Compression:          comp,
+		BlockSize:            d.opts.BlockSize,
+		BlockRestartInterval: d.opts.BlockRestartInterval,
+		BloomBitsPerKey:      max(d.opts.BloomBitsPerKey, 0),
+		FileNum:              fileNum,
+	}
+}
+
+// writeMemtableTable validates mt and writes it to table fileNum, returning
+// its metadata, or nil for an empty memtable. On any error the partial file
+// is removed.
+func (d *DB) writeMemtableTable(mt *memtable.MemTable, fileNum uint64, why string) (meta *fileMetadata, err error) {
+	if err := mt.Validate(); err != nil {
+		d.stats.memCorruptions.Add(1)
+		return nil, fmt.Errorf("%s refused to write table %06d: memtable failed validation: %w", why, fileNum, base.MarkCorruption(err))
+	}
+	if mt.Empty() {
+		return nil, nil
+	}
+	name := makeFilename(d.fs, d.dirname, fileTypeTable, fileNum)
+	f, err := d.fs.Create(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: creating %s: %w", why, name, err)
+	}
+	w := sst.NewWriter(f, d.sstWriterOptions(fileNum))
+	defer func() {
+		if err != nil {
+			if w != nil {
+				w.Abort()
+			}
+			_ = d.fs.Remove(name)
+		}
+	}()
+	var n uint64
+	it := mt.NewIter(memtable.IterOptions{Validate: true})
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := w.Add(it.Key(), it.Value()); err != nil {
+			it.Close()
+			return nil, fmt.Errorf("%s of table %06d: %w", why, fileNum, err)
+		}
+		n++
+	}
+	if err := it.Error(); err != nil {
+		it.Close()
+		return nil, fmt.Errorf("%s of table %06d: reading memtable: %w", why, fileNum, base.MarkCorruption(err))
+	}
+	it.Close()
+	rit := mt.NewRangeDelIter()
+	for ok := rit.First(); ok; ok = rit.Next() {
+		k := rit.Key()
+		if err := w.AddRangeDel(k.UserKey, rit.Value(), k.SeqNum()); err != nil {
+			rit.Close()
+			return nil, fmt.Errorf("%s of table %06d: %w", why, fileNum, err)
+		}
+		n++
+	}
+	if err := rit.Error(); err != nil {
+		rit.Close()
+		return nil, fmt.Errorf("%s of table %06d: reading memtable range deletions: %w", why, fileNum, base.MarkCorruption(err))
+	}
+	rit.Close()
+	if n != mt.Count() {
+		return nil, base.CorruptionErrorf("%s of table %06d: read %d entries from a memtable that took %d adds", why, fileNum, n, mt.Count())
+	}
+	sm, err := w.Close()
+	w = nil
+	if err != nil {
+		return nil, fmt.Errorf("%s: finishing %s: %w", why, name, err)
+	}
+	if got := sm.NumEntries + sm.NumRangeDels; got != n {
+		return nil, base.CorruptionErrorf("%s: table %06d holds %d entries, %d were written", why, fileNum, got, n)
+	}
+	if err := d.dataDir.Sync(); err != nil {
+		return nil, fmt.Errorf("%s: syncing directory after %s: %w", why, name, err)
+	}
+	return metaFromSST(fileNum, sm), nil
+}
+
+// metaFromSST converts the SST writer's metadata.
+func metaFromSST(fileNum uint64, sm *sst.Meta) *fileMetadata {
+	return &fileMetadata{
+		fileNum:      fileNum,
+		size:         sm.Size,
+		smallest:     sm.Smallest.Clone(),
+		largest:      sm.Largest.Clone(),
+		smallestSeq:  sm.SmallestSeq,
+		largestSeq:   sm.LargestSeq,
+		numEntries:   sm.NumEntries,
+		numDeletions: sm.NumDeletions,
+		numRangeDels: sm.NumRangeDels,
+		fileChecksum: sm.FileChecksum,
+		checksumType: sm.ChecksumType,
+	}
+}

@@ -1,0 +1,461 @@
+package vigil
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+
+	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/memtable"
+)
+
+// Iterator walks the live keys of a DB (or of a Snapshot) in order, in both
+// directions, within optional bounds. It sees the DB as of its creation:
+// later writes are invisible.
+//
+// Under it a merging iterator combines every memtable and every table that
+// may hold keys in the bounds; the Iterator hides versions newer than its
+// sequence number, older versions shadowed by newer ones, deletions and
+// keys under range tombstones. With ParanoidMemoryChecks it also checks that
+// the user keys it returns are strictly increasing going forward (and
+// decreasing going backward): the comparison that tells "same key, skip it"
+// from "next key" answers "in order?" too, so the check costs nothing extra.
+//
+// Key and Value return slices that stay valid until the next positioning
+// call (First, Last, SeekGE, SeekLT, Next, Prev) or Close; copy them to keep
+// them. An Iterator is not safe for concurrent use; Close it when done, or
+// it pins memtables and files.
+type Iterator struct {
+	d        *DB
+	rs       *readState
+	snap     uint64
+	iter     base.InternalIterator
+	lower    []byte
+	upper    []byte
+	tombs    fragments
+	paranoid bool
+
+	valid   bool
+	err     error
+	closed  bool
+	forward bool
+	key     []byte
+	value   []byte
+	// keyBuf and valBuf hold copies when the underlying entry will move
+	// (reverse iteration and the skip-ahead of Next).
+	keyBuf []byte
+	valBuf []byte
+}
+
+// NewIter returns an iterator over the DB's current state.
+func (d *DB) NewIter(o *IterOptions) (*Iterator, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	return d.newIter(o, d.visibleSeq.Load())
+}
+
+func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
+	rs := d.loadReadState()
+	it := &Iterator{d: d, rs: rs, snap: snap, paranoid: d.opts.ParanoidMemoryChecks}
+	if o != nil {
+		it.lower = cloneOrNil(o.LowerBound)
+		it.upper = cloneOrNil(o.UpperBound)
+		if it.lower != nil && it.upper != nil && bytes.Compare(it.lower, it.upper) > 0 {
+			rs.unref()
+			return nil, base.InvalidArgumentErrorf("iterator bounds: lower %s > upper %s", base.HexKey(it.lower), base.HexKey(it.upper))
+		}
+	}
+	var children []base.InternalIterator
+	var tombs []base.RangeTombstone
+	addMem := func(e *memTableEntry) error {
+		children = append(children, e.mt.NewIter(memtable.IterOptions{}))
+		if e.rangeDels.Load() > 0 {
+			ts, err := e.mt.RangeDels(snap)
+			if err != nil {
+				return d.memCorruption(err)
+			}
+			tombs = append(tombs, ts...)
+		}
+		return nil
+	}
+	fail := func(err error) (*Iterator, error) {
+		for _, c := range children {
+			c.Close()
+		}
+		rs.unref()
+		return nil, err
+	}
+	if err := addMem(rs.mem); err != nil {
+		return fail(err)
+	}
+	for _, e := range rs.imms {
+		if err := addMem(e); err != nil {
+			return fail(err)
+		}
+	}
+	for level, files := range rs.v.levels {
+		if len(files) == 0 {
+			continue
+		}
+		for _, f := range files {
+			if f.numRangeDels == 0 || !f.overlapsUserRange(it.lower, it.upper) {
+				continue
+			}
+			h, err := d.tableCache.get(f)
+			if err != nil {
+				return fail(err)
+			}
+			tombs = append(tombs, h.reader.RangeDels()...)
+			h.release()
+		}
+		if level == 0 {
+			for _, f := range files {
+				if f.smallestSeq > snap || !f.overlapsUserRange(it.lower, it.upper) {
+					continue
+				}
+				h, err := d.tableCache.get(f)
+				if err != nil {
+					return fail(err)
+				}
+				children = append(children, &tableIter{InternalIterator: h.reader.NewIter(it.lower, it.upper), h: h})
+			}
+			continue
+		}
+		children = append(children, newLevelIter(d, files, it.lower, it.upper))
+	}
+	it.tombs = buildFragments(tombs, snap)
+	it.iter = newMergingIter(children)
+	return it, nil
+}
+
+func cloneOrNil(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+// tableIter is a table's iterator holding its table cache reference.
+type tableIter struct {
+	base.InternalIterator
+	h *tableEntry
+}
+
+func (t *tableIter) Close() error {
+	err := t.InternalIterator.Close()
+	t.h.release()
+	return err
+}
+
+// First moves to the first live key.
+func (it *Iterator) First() bool {
+	if it.closed {
+		return false
+	}
+	it.err = nil
+	it.forward = true
+	if it.lower != nil {
+		it.iter.SeekGE(it.lower)
+	} else {
+		it.iter.First()
+	}
+	return it.findNextEntry(nil)
+}
+
+// Last moves to the last live key.
+func (it *Iterator) Last() bool {
+	if it.closed {
+		return false
+	}
+	it.err = nil
+	it.forward = false
+	if it.upper != nil {
+		it.iter.SeekLT(it.upper)
+	} else {
+		it.iter.Last()
+	}
+	return it.findPrevEntry(nil)
+}
+
+// SeekGE moves to the first live key >= key (clamped to the bounds).
+func (it *Iterator) SeekGE(key []byte) bool {
+	if it.closed {
+		return false
+	}
+	it.err = nil
+	it.forward = true
+	if it.lower != nil && bytes.Compare(key, it.lower) < 0 {
+		key = it.lower
+	}
+	if it.upper != nil && bytes.Compare(key, it.upper) >= 0 {
+		it.valid = false
+		return false
+	}
+	it.iter.SeekGE(key)
+	return it.findNextEntry(nil)
+}
+
+// SeekLT moves to the last live key < key (clamped to the bounds).
+func (it *Iterator) SeekLT(key []byte) bool {
+	if it.closed {
+		return false
+	}
+	it.err = nil
+	it.forward = false
+	if it.upper != nil && bytes.Compare(key, it.upper) > 0 {
+		key = it.upper
+	}
+	if it.lower != nil && bytes.Compare(key, it.lower) <= 0 {
+		it.valid = false
+		return false
+	}
+	it.iter.SeekLT(key)
+	return it.findPrevEntry(nil)
+}
+
+// Next moves to the next live key.
+func (it *Iterator) Next() bool {
+	if !it.valid {
+		return false
+	}
+	if !it.forward {
+		// Turn around: re-seek past the current key.
+		it.forward = true
+		it.keyBuf = append(it.keyBuf[:0], it.key...)
+		it.iter.SeekGE(it.keyBuf)
+		return it.findNextEntry(it.keyBuf)
+	}
+	// Skip the rest of the current key's versions. The key must be saved:
+	// moving the underlying iterator may invalidate it.
+	it.keyBuf = append(it.keyBuf[:0], it.key...)
+	it.iter.Next()
+	return it.findNextEntry(it.keyBuf)
+}
+
+// Prev moves to the previous live key.
+func (it *Iterator) Prev() bool {
+	if !it.valid {
+		return false
+	}
+	if it.forward {
+		it.forward = false
+		it.keyBuf = append(it.keyBuf[:0], it.key...)
+		it.iter.SeekLT(it.keyBuf)
+		return it.findPrevEntry(it.keyBuf)
+	}
+	return it.findPrevEntry(it.key)
+}
+
+// findNextEntry advances the underlying iterator from its position to the
+// newest visible version of the next live user key. skip, if not nil, is the
+// user key just returned: entries of it are skipped, and with paranoid
+// checks an entry ordered before it is corruption.
+func (it *Iterator) findNextEntry(skip []byte) bool {
+	it.valid = false
+	iter := it.iter
+	for ok := iter.Valid(); ok; {
+		k := iter.Key()
+		if skip != nil {
+			c := bytes.Compare(skip, k.UserKey)
+			if c == 0 {
+				ok = iter.Next()
+				continue
+			}
+			if c > 0 && it.paranoid {
+				return it.fail(base.CorruptionErrorf("iterator: keys out of order going forward: %s then %s",
+					base.HexKey(skip), base.HexKey(k.UserKey)))
+			}
+			skip = nil
+		}
+		if it.upper != nil && bytes.Compare(k.UserKey, it.upper) >= 0 {
+			break
+		}
+		seq := k.SeqNum()
+		if seq > it.snap {
+			ok = iter.Next()
+			continue
+		}
+		if k.Kind() == base.KindSet && !it.tombs.covers(k.UserKey, seq) {
+			it.key, it.value, it.valid = k.UserKey, iter.Value(), true
+			return true
+		}
+		// Deleted: skip every older version of this key.
+		it.keyBuf = append(it.keyBuf[:0], k.UserKey...)
+		skip = it.keyBuf
+		ok = iter.Next()
+	}
+	if err := iter.Error(); err != nil {
+		return it.fail(err)
+	}
+	return false
+}
+
+// findPrevEntry moves the underlying iterator backwards over the next user
+// key's versions, oldest to newest, keeping the newest visible one; if it is
+// live, it becomes the current entry. prev, if not nil, is the user key just
+// returned (for the paranoid order check).
+func (it *Iterator) findPrevEntry(prev []byte) bool {
+	it.valid = false
+	iter := it.iter
+	for iter.Valid() {
+		k := iter.Key()
+		if prev != nil {
+			if c := bytes.Compare(k.UserKey, prev); c >= 0 && it.paranoid {
+				return it.fail(base.CorruptionErrorf("iterator: keys out of order going backward: %s then %s",
+					base.HexKey(prev), base.HexKey(k.UserKey)))
+			}
+		}
+		if it.lower != nil && bytes.Compare(k.UserKey, it.lower) < 0 {
+			break
+		}
+		// Collect the group of this user key.
+		it.keyBuf = append(it.keyBuf[:0], k.UserKey...)
+		group := it.keyBuf
+		found := false
+		var kind base.Kind
+		var seq uint64
+		for {
+			if s := k.SeqNum(); s <= it.snap {
+				found, kind, seq = true, k.Kind(), s
+				if kind == base.KindSet {
+					it.valBuf = append(it.valBuf[:0], iter.Value()...)
+				}
+			}
+			if !iter.Prev() {
+				break
+			}
+			k = iter.Key()
+			c := bytes.Compare(k.UserKey, group)
+			if c != 0 {
+				if c > 0 && it.paranoid {
+					return it.fail(base.CorruptionErrorf("iterator: keys out of order going backward: %s then %s",
+						base.HexKey(group), base.HexKey(k.UserKey)))
+				}
+				break
+			}
+		}
+		if err := iter.Error(); err != nil {
+			return it.fail(err)
+		}
+		if found && kind == base.KindSet && !it.tombs.covers(group, seq) {
+			// key and value alias keyBuf and valBuf, which the next
+			// positioning call overwrites only after it is done with them.
+			it.key, it.value, it.valid = group, it.valBuf, true
+			return true
+		}
+		prev = group
+	}
+	if err := iter.Error(); err != nil {
+		return it.fail(err)
+	}
+	return false
+}
+
+func (it *Iterator) fail(err error) bool {
+	it.valid = false
+	it.err = err
+	return false
+}
+
+// Valid reports whether the iterator is at a live key.
+func (it *Iterator) Valid() bool { return it.valid }
+
+// Key returns the current key; valid until the next positioning call.
+func (it *Iterator) Key() []byte { return it.key }
+
+// Value returns the current value; valid until the next positioning call.
+func (it *Iterator) Value() []byte { return it.value }
+
+// Error returns the error that stopped the iterator, if any (corruption, an
+// I/O error). An exhausted iterator has no error.
+func (it *Iterator) Error() error { return it.err }
+
+// Close releases the iterator's memtables and files. It returns the
+// iterator's error, if any; closing twice returns ErrClosed.
+func (it *Iterator) Close() error {
+	if it.closed {
+		return ErrClosed
+	}
+	it.closed = true
+	it.valid = false
+	err := it.iter.Close()
+	it.rs.unref()
+	if it.err != nil {
+		return it.err
+	}
+	if err != nil {
+		return fmt.Errorf("closing iterator: %w", err)
+	}
+	return nil
+}
+
+// fragments are range tombstones cut at every start and end into
+// non-overlapping pieces, each with the largest sequence number covering it,
+// so that "is this version deleted?" is one binary search.
+type fragments struct {
+	starts []([]byte)
+	ends   [][]byte
+	seqs   []uint64
+}
+
+// buildFragments fragments the tombstones visible at snap.
+func buildFragments(ts []base.RangeTombstone, snap uint64) fragments {
+	var f fragments
+	if len(ts) == 0 {
+		return f
+	}
+	var bounds [][]byte
+	for _, t := range ts {
+		if t.Seq > snap || bytes.Compare(t.Start, t.End) >= 0 {
+			continue
+		}
+		bounds = append(bounds, t.Start, t.End)
+	}
+	if len(bounds) == 0 {
+		return f
+	}
+	sort.Slice(bounds, func(i, j int) bool { return bytes.Compare(bounds[i], bounds[j]) < 0 })
+	uniq := bounds[:1]
+	for _, b := range bounds[1:] {
+		if !bytes.Equal(b, uniq[len(uniq)-1]) {
+			uniq = append(uniq, b)
+		}
+	}
+	seqs := make([]uint64, len(uniq)-1)
+	for _, t := range ts {
+		if t.Seq > snap || bytes.Compare(t.Start, t.End) >= 0 {
+			continue
+		}
+		i := sort.Search(len(uniq), func(i int) bool { return bytes.Compare(uniq[i], t.Start) >= 0 })
+		for ; i < len(seqs) && bytes.Compare(uniq[i], t.End) < 0; i++ {
+			if t.Seq > seqs[i] {
+				seqs[i] = t.Seq
+			}
+		}
+	}
+	for i, s := range seqs {
+		if s == 0 {
+			continue
+		}
+		// Merge with the previous fragment when contiguous and equal.
+		if n := len(f.seqs); n > 0 && f.seqs[n-1] == s && bytes.Equal(f.ends[n-1], uniq[i]) {
+			f.ends[n-1] = uniq[i+1]
+			continue
+		}
+		f.starts = append(f.starts, uniq[i])
+		f.ends = append(f.ends, uniq[i+1])
+		f.seqs = append(f.seqs, s)
+	}
+	return f
+}
+
+// covers reports whether a tombstone deletes the version (key, seq).
+func (f *fragments) covers(key []byte, seq uint64) bool {
+	if len(f.starts) == 0 {
+		return false
+	}
+	// The last fragment starting at or before key.
+	i := sort.Search(len(f.starts), func(i int) bool { return bytes.Compare(f.starts[i], key) > 0 }) - 1
+	return i >= 0 && bytes.Compare(key, f.ends[i]) < 0 && seq < f.seqs[i]
+}

@@ -1,0 +1,191 @@
+package vigil
+
+import (
+	"bytes"
+
+	"github.com/vigildb/vigil/internal/base"
+)
+
+// levelIter iterates over the files of one sorted level (L1..L6) as if they
+// were one table, opening each file through the table cache only when the
+// iteration reaches it. Files outside [lower, upper) are skipped.
+//
+// Not safe for concurrent use.
+type levelIter struct {
+	d            *DB
+	files        []*fileMetadata
+	lower, upper []byte
+	idx          int // index of the open file, -1 if none
+	h            *tableEntry
+	iter         base.InternalIterator
+	err          error
+}
+
+func newLevelIter(d *DB, files []*fileMetadata, lower, upper []byte) *levelIter {
+	return &levelIter{d: d, files: files, lower: lower, upper: upper, idx: -1}
+}
+
+// inBounds reports whether file i may hold keys within the iterator bounds.
+func (l *levelIter) inBounds(i int) bool {
+	f := l.files[i]
+	if l.upper != nil && bytes.Compare(f.smallest.UserKey, l.upper) >= 0 {
+		return false
+	}
+	if l.lower != nil {
+		c := bytes.Compare(f.largest.UserKey, l.lower)
+		if c < 0 || (c == 0 && f.largestIsExclusive()) {
+			return false
+		}
+	}
+	return true
+}
+
+// open switches to file i (closing the current one). It reports false and
+// sets err on failure.
+func (l *levelIter) open(i int) bool {
+	if l.idx == i && l.iter != nil {
+		return true
+	}
+	l.closeFile()
+	h, err := l.d.tableCache.get(l.files[i])
+	if err != nil {
+		l.err = err
+		return false
+	}
+	l.h, l.idx = h, i
+	l.iter = h.reader.NewIter(l.lower, l.upper)
+	return true
+}
+
+func (l *levelIter) closeFile() {
+	if l.iter != nil {
+		if err := l.iter.Close(); err != nil && l.err == nil {
+			l.err = err
+		}
+		l.iter = nil
+	}
+	if l.h != nil {
+		l.h.release()
+		l.h = nil
+	}
+	l.idx = -1
+}
+
+// forwardFrom positions at the first entry of file i or a later one.
+func (l *levelIter) forwardFrom(i int, seek func(base.InternalIterator) bool) bool {
+	for ; i < len(l.files); i++ {
+		if !l.inBounds(i) {
+			if l.upper != nil && bytes.Compare(l.files[i].smallest.UserKey, l.upper) >= 0 {
+				break
+			}
+			continue
+		}
+		if !l.open(i) {
+			return false
+		}
+		if seek(l.iter) {
+			return true
+		}
+		if err := l.iter.Error(); err != nil {
+			l.err = err
+			return false
+		}
+		seek = base.InternalIterator.First
+	}
+	l.closeFile()
+	return false
+}
+
+// backwardFrom positions at the last entry of file i or an earlier one.
+func (l *levelIter) backwardFrom(i int, seek func(base.InternalIterator) bool) bool {
+	for ; i >= 0; i-- {
+		if !l.inBounds(i) {
+			if l.lower != nil {
+				c := bytes.Compare(l.files[i].largest.UserKey, l.lower)
+				if c < 0 || (c == 0 && l.files[i].largestIsExclusive()) {
+					break
+				}
+			}
+			continue
+		}
+		if !l.open(i) {
+			return false
+		}
+		if seek(l.iter) {
+			return true
+		}
+		if err := l.iter.Error(); err != nil {
+			l.err = err
+			return false
+		}
+		seek = base.InternalIterator.Last
+	}
+	l.closeFile()
+	return false
+}
+
+func (l *levelIter) SeekGE(key []byte) bool {
+	l.err = nil
+	return l.forwardFrom(findFile(l.files, key), func(it base.InternalIterator) bool { return it.SeekGE(key) })
+}
+
+func (l *levelIter) SeekLT(key []byte) bool {
+	l.err = nil
+	// The last file whose smallest key is < key.
+	i := findFile(l.files, key)
+	if i == len(l.files) || bytes.Compare(l.files[i].smallest.UserKey, key) >= 0 {
+		i--
+	}
+	return l.backwardFrom(i, func(it base.InternalIterator) bool { return it.SeekLT(key) })
+}
+
+func (l *levelIter) First() bool {
+	l.err = nil
+	return l.forwardFrom(0, base.InternalIterator.First)
+}
+
+func (l *levelIter) Last() bool {
+	l.err = nil
+	return l.backwardFrom(len(l.files)-1, base.InternalIterator.Last)
+}
+
+func (l *levelIter) Next() bool {
+	if l.iter == nil {
+		return false
+	}
+	if l.iter.Next() {
+		return true
+	}
+	if err := l.iter.Error(); err != nil {
+		l.err = err
+		return false
+	}
+	return l.forwardFrom(l.idx+1, base.InternalIterator.First)
+}
+
+func (l *levelIter) Prev() bool {
+	if l.iter == nil {
+		return false
+	}
+	if l.iter.Prev() {
+		return true
+	}
+	if err := l.iter.Error(); err != nil {
+		l.err = err
+		return false
+	}
+	return l.backwardFrom(l.idx-1, base.InternalIterator.Last)
+}
+
+func (l *levelIter) Valid() bool { return l.iter != nil && l.iter.Valid() }
+
+func (l *levelIter) Key() base.InternalKey { return l.iter.Key() }
+
+func (l *levelIter) Value() []byte { return l.iter.Value() }
+
+func (l *levelIter) Error() error { return l.err }
+
+func (l *levelIter) Close() error {
+	l.closeFile()
+	return l.err
+}

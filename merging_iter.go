@@ -1,0 +1,295 @@
+package vigil
+
+import (
+	"github.com/vigildb/vigil/internal/base"
+)
+
+// mergingIter merges the internal keys of several sources (memtables, L0
+// tables, levels) into one ordered stream, with a binary heap over the
+// children's current keys: a min-heap going forward, a max-heap going
+// backward. With one child it is a pass-through and pays for no heap.
+//
+// It implements base.InternalIterator, including direction changes: to turn
+// around, every child other than the current one is re-positioned on the
+// other side of the current key.
+//
+// Not safe for concurrent use.
+type mergingIter struct {
+	children []base.InternalIterator
+	// heap holds indexes of valid children; keys caches each child's key so
+	// heap comparisons make no interface calls.
+	heap    []int
+	keys    []base.InternalKey
+	forward bool
+	err     error
+	// cur is the index of the current child, -1 when invalid.
+	cur int
+}
+
+func newMergingIter(children []base.InternalIterator) *mergingIter {
+	return &mergingIter{
+		children: children,
+		heap:     make([]int, 0, len(children)),
+		keys:     make([]base.InternalKey, len(children)),
+		cur:      -1,
+	}
+}
+
+// less orders heap entries: by internal key, reversed going backward.
+func (m *mergingIter) less(a, b int) bool {
+	c := base.CompareInternal(m.keys[a], m.keys[b])
+	if m.forward {
+		return c < 0
+	}
+	return c > 0
+}
+
+func (m *mergingIter) up(j int) {
+	h := m.heap
+	for j > 0 {
+		i := (j - 1) / 2
+		if !m.less(h[j], h[i]) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		j = i
+	}
+}
+
+func (m *mergingIter) down(i int) {
+	h := m.heap
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		j := l
+		if r := l + 1; r < n && m.less(h[r], h[l]) {
+			j = r
+		}
+		if !m.less(h[j], h[i]) {
+			return
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
+}
+
+// rebuild collects the valid children into the heap.
+func (m *mergingIter) rebuild(forward bool) bool {
+	m.forward = forward
+	m.heap = m.heap[:0]
+	for i, c := range m.children {
+		if c.Valid() {
+			m.keys[i] = c.Key()
+			m.heap = append(m.heap, i)
+		} else if err := c.Error(); err != nil {
+			m.err = err
+			m.cur = -1
+			return false
+		}
+	}
+	for i := len(m.heap)/2 - 1; i >= 0; i-- {
+		m.down(i)
+	}
+	return m.setCur()
+}
+
+func (m *mergingIter) setCur() bool {
+	if len(m.heap) == 0 {
+		m.cur = -1
+		return false
+	}
+	m.cur = m.heap[0]
+	return true
+}
+
+func (m *mergingIter) SeekGE(key []byte) bool {
+	m.err = nil
+	if len(m.children) == 1 {
+		return m.single(m.children[0].SeekGE(key))
+	}
+	for _, c := range m.children {
+		c.SeekGE(key)
+	}
+	return m.rebuild(true)
+}
+
+func (m *mergingIter) SeekLT(key []byte) bool {
+	m.err = nil
+	if len(m.children) == 1 {
+		return m.single(m.children[0].SeekLT(key))
+	}
+	for _, c := range m.children {
+		c.SeekLT(key)
+	}
+	return m.rebuild(false)
+}
+
+func (m *mergingIter) First() bool {
+	m.err = nil
+	if len(m.children) == 1 {
+		return m.single(m.children[0].First())
+	}
+	for _, c := range m.children {
+		c.First()
+	}
+	return m.rebuild(true)
+}
+
+func (m *mergingIter) Last() bool {
+	m.err = nil
+	if len(m.children) == 1 {
+		return m.single(m.children[0].Last())
+	}
+	for _, c := range m.children {
+		c.Last()
+	}
+	return m.rebuild(false)
+}
+
+// single handles the one-child case.
+func (m *mergingIter) single(ok bool) bool {
+	if ok {
+		m.cur = 0
+		return true
+	}
+	m.cur = -1
+	m.err = m.children[0].Error()
+	return false
+}
+
+func (m *mergingIter) Next() bool {
+	if m.cur < 0 {
+		return false
+	}
+	if len(m.children) == 1 {
+		return m.single(m.children[0].Next())
+	}
+	if !m.forward {
+		if !m.switchToForward() {
+			return false
+		}
+	}
+	c := m.children[m.cur]
+	if c.Next() {
+		m.keys[m.cur] = c.Key()
+		m.down(0)
+	} else {
+		if err := c.Error(); err != nil {
+			m.err, m.cur = err, -1
+			return false
+		}
+		m.pop()
+	}
+	return m.setCur()
+}
+
+func (m *mergingIter) Prev() bool {
+	if m.cur < 0 {
+		return false
+	}
+	if len(m.children) == 1 {
+		return m.single(m.children[0].Prev())
+	}
+	if m.forward {
+		if !m.switchToReverse() {
+			return false
+		}
+	}
+	c := m.children[m.cur]
+	if c.Prev() {
+		m.keys[m.cur] = c.Key()
+		m.down(0)
+	} else {
+		if err := c.Error(); err != nil {
+			m.err, m.cur = err, -1
+			return false
+		}
+		m.pop()
+	}
+	return m.setCur()
+}
+
+// pop removes the heap's top.
+func (m *mergingIter) pop() {
+	n := len(m.heap) - 1
+	m.heap[0] = m.heap[n]
+	m.heap = m.heap[:n]
+	if n > 0 {
+		m.down(0)
+	}
+}
+
+// switchToForward re-positions every other child at its first entry after
+// the current key, then rebuilds a min-heap; the current child stays.
+func (m *mergingIter) switchToForward() bool {
+	cur := m.keys[m.cur].Clone()
+	for i, c := range m.children {
+		if i == m.cur {
+			continue
+		}
+		for ok := c.SeekGE(cur.UserKey); ok && base.CompareInternal(c.Key(), cur) <= 0; ok = c.Next() {
+		}
+		if err := c.Error(); err != nil {
+			m.err, m.cur = err, -1
+			return false
+		}
+	}
+	// The current child is still at cur, now the smallest key of all, so
+	// it is the top of the rebuilt heap.
+	return m.rebuild(true)
+}
+
+// switchToReverse re-positions every other child at its last entry before
+// the current key, then rebuilds a max-heap.
+func (m *mergingIter) switchToReverse() bool {
+	cur := m.keys[m.cur].Clone()
+	for i, c := range m.children {
+		if i == m.cur {
+			continue
+		}
+		ok := c.SeekGE(cur.UserKey)
+		for ok && base.CompareInternal(c.Key(), cur) < 0 {
+			ok = c.Next()
+		}
+		if err := c.Error(); err != nil {
+			m.err, m.cur = err, -1
+			return false
+		}
+		if ok {
+			c.Prev()
+		} else {
+			c.Last()
+		}
+		if err := c.Error(); err != nil {
+			m.err, m.cur = err, -1
+			return false
+		}
+	}
+	return m.rebuild(false)
+}
+
+func (m *mergingIter) Valid() bool { return m.cur >= 0 }
+
+func (m *mergingIter) Key() base.InternalKey {
+	if len(m.children) == 1 {
+		return m.children[0].Key()
+	}
+	return m.keys[m.cur]
+}
+
+func (m *mergingIter) Value() []byte { return m.children[m.cur].Value() }
+
+func (m *mergingIter) Error() error { return m.err }
+
+func (m *mergingIter) Close() error {
+	var first error
+	for _, c := range m.children {
+		if err := c.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

@@ -1,0 +1,192 @@
+package vigil
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigildb/vigil/internal/cache"
+)
+
+// LevelMetrics describes one LSM level.
+type LevelMetrics struct {
+	NumFiles int
+	Size     uint64
+	// Score is the compaction score: for L0 files/L0CompactionTrigger, for
+	// L1..L5 size/target; >= 1 means the level wants compaction.
+	Score float64
+}
+
+// Metrics is a point-in-time report of the DB's state and activity. String
+// renders it as a table.
+type Metrics struct {
+	Levels [numLevels]LevelMetrics
+
+	MemTable struct {
+		// Size is the bytes used by the mutable memtable's arena.
+		Size int
+		// Count is the number of memtables (mutable + immutable).
+		Count int
+		// Entries in the mutable memtable.
+		Entries uint64
+		// Corruptions found in memtables (reads, flush validation).
+		Corruptions int64
+	}
+	WAL struct {
+		// Number of the live WAL (0 when disabled).
+		LogNumber uint64
+		// BytesWritten and Records since Open.
+		BytesWritten int64
+		Records      int64
+	}
+	Flush struct {
+		Count    int64
+		Bytes    int64
+		Duration time.Duration
+	}
+	Compact struct {
+		Count      int64
+		ReadBytes  int64
+		WriteBytes int64
+		Duration   time.Duration
+	}
+	Stall struct {
+		Count    int64
+		Duration time.Duration
+		// LastReason is the reason of the most recent stall.
+		LastReason string
+		// Reasons counts stalls by reason.
+		Reasons map[string]int64
+	}
+	BlockCache cache.Metrics
+	TableCache struct {
+		Open         int
+		Hits, Misses int64
+	}
+	Snapshots int
+	// VisibleSeq is the sequence number of the newest visible write.
+	VisibleSeq uint64
+	// BackgroundError is the error that stopped writes, or nil.
+	BackgroundError error
+}
+
+// Metrics returns the DB's current metrics.
+func (d *DB) Metrics() *Metrics {
+	m := &Metrics{}
+	d.mu.Lock()
+	v := d.vs.current
+	scores := d.levelScores(v)
+	for l := range m.Levels {
+		m.Levels[l] = LevelMetrics{NumFiles: len(v.levels[l]), Size: v.levelSize(l), Score: scores[l]}
+	}
+	if d.mem != nil {
+		m.MemTable.Size = d.mem.mt.ApproximateSize()
+		m.MemTable.Entries = d.mem.mt.Count()
+	}
+	m.MemTable.Count = 1 + len(d.imm)
+	m.WAL.LogNumber = d.walNum
+	m.Snapshots = d.snapshots.count
+	m.BackgroundError = d.bgErr
+	d.mu.Unlock()
+
+	s := &d.stats
+	m.MemTable.Corruptions = s.memCorruptions.Load()
+	m.WAL.BytesWritten = s.walBytes.Load()
+	m.WAL.Records = s.walRecords.Load()
+	m.Flush.Count = s.flushes.Load()
+	m.Flush.Bytes = s.flushBytes.Load()
+	m.Flush.Duration = time.Duration(s.flushNanos.Load())
+	m.Compact.Count = s.compactions.Load()
+	m.Compact.ReadBytes = s.compactReadBytes.Load()
+	m.Compact.WriteBytes = s.compactWriteBytes.Load()
+	m.Compact.Duration = time.Duration(s.compactNanos.Load())
+	m.Stall.Count = s.writeStalls.Load()
+	m.Stall.Duration = time.Duration(s.stallNanos.Load())
+	if r := s.lastStallReason.Load(); r != nil {
+		m.Stall.LastReason = *r
+	}
+	m.Stall.Reasons = make(map[string]int64)
+	s.stallReasons.Range(func(k, v any) bool {
+		m.Stall.Reasons[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	if d.blockCache != nil {
+		m.BlockCache = d.blockCache.Metrics()
+	}
+	m.TableCache.Open = d.tableCache.size()
+	m.TableCache.Hits = d.tableCache.hits.Load()
+	m.TableCache.Misses = d.tableCache.misses.Load()
+	m.VisibleSeq = d.visibleSeq.Load()
+	return m
+}
+
+// ReadAmp is the number of sources a point read may consult: memtables, L0
+// files and non-empty levels.
+func (m *Metrics) ReadAmp() int {
+	n := m.MemTable.Count + m.Levels[0].NumFiles
+	for l := 1; l < numLevels; l++ {
+		if m.Levels[l].NumFiles > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func humanBytes(b uint64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%d B", b)
+	}
+	div, exp := uint64(unit), 0
+	for n := b / unit; n >= unit; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
+}
+
+// String renders the metrics: an LSM table, then one line per subsystem.
+func (m *Metrics) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "level | files |       size | score\n")
+	fmt.Fprintf(&b, "------+-------+------------+------\n")
+	var files int
+	var size uint64
+	for l, lm := range m.Levels {
+		fmt.Fprintf(&b, "  L%d  | %5d | %10s | %5.2f\n", l, lm.NumFiles, humanBytes(lm.Size), lm.Score)
+		files += lm.NumFiles
+		size += lm.Size
+	}
+	fmt.Fprintf(&b, "total | %5d | %10s |\n", files, humanBytes(size))
+	fmt.Fprintf(&b, "memtables: %d (mutable: %s, %d entries); corruptions found: %d\n",
+		m.MemTable.Count, humanBytes(uint64(m.MemTable.Size)), m.MemTable.Entries, m.MemTable.Corruptions)
+	fmt.Fprintf(&b, "WAL: log %06d, %s in %d records\n", m.WAL.LogNumber, humanBytes(uint64(m.WAL.BytesWritten)), m.WAL.Records)
+	fmt.Fprintf(&b, "flushes: %d, %s written in %v\n", m.Flush.Count, humanBytes(uint64(m.Flush.Bytes)), m.Flush.Duration.Round(time.Millisecond))
+	fmt.Fprintf(&b, "compactions: %d, read %s, wrote %s in %v\n", m.Compact.Count,
+		humanBytes(uint64(m.Compact.ReadBytes)), humanBytes(uint64(m.Compact.WriteBytes)), m.Compact.Duration.Round(time.Millisecond))
+	fmt.Fprintf(&b, "write stalls: %d, %v", m.Stall.Count, m.Stall.Duration.Round(time.Millisecond))
+	if len(m.Stall.Reasons) > 0 {
+		reasons := make([]string, 0, len(m.Stall.Reasons))
+		for r, n := range m.Stall.Reasons {
+			reasons = append(reasons, fmt.Sprintf("%d × %s", n, r))
+		}
+		sort.Strings(reasons)
+		fmt.Fprintf(&b, " (%s)", strings.Join(reasons, "; "))
+	}
+	b.WriteByte('\n')
+	bc := m.BlockCache
+	hitRate := 0.0
+	if bc.Hits+bc.Misses > 0 {
+		hitRate = 100 * float64(bc.Hits) / float64(bc.Hits+bc.Misses)
+	}
+	fmt.Fprintf(&b, "block cache: %s in %d blocks, %d hits, %d misses (%.1f%% hit)\n",
+		humanBytes(uint64(max(bc.Size, 0))), bc.Count, bc.Hits, bc.Misses, hitRate)
+	fmt.Fprintf(&b, "table cache: %d open, %d hits, %d misses\n", m.TableCache.Open, m.TableCache.Hits, m.TableCache.Misses)
+	fmt.Fprintf(&b, "snapshots: %d; visible seq: %d; read amp: %d\n", m.Snapshots, m.VisibleSeq, m.ReadAmp())
+	if m.BackgroundError != nil {
+		fmt.Fprintf(&b, "background error (DB is read-only): %v\n", m.BackgroundError)
+	}
+	return b.String()
+}

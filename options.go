@@ -1,0 +1,381 @@
+package vigil
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/base"
+)
+
+// ChecksumType selects the checksum guarding SST blocks, footers, WAL records
+// and per-key-value protection. The zero value means the default (XXH3): a
+// zero Options must never mean "no checksums", so None has its own name.
+type ChecksumType uint8
+
+// Checksum types. The numbers on disk and on the command line are RocksDB's
+// (see checksum.Type); these option values are offset by one so that zero
+// can mean "default".
+const (
+	ChecksumDefault  ChecksumType = iota // XXH3
+	ChecksumNone                         // no checksums at all
+	ChecksumCRC32c                       // CRC-32C, masked
+	ChecksumXXHash                       // XXH32
+	ChecksumXXHash64                     // XXH64, low 32 bits in trailers
+	ChecksumXXH3                         // XXH3-64, RocksDB's default since 7.8
+	ChecksumCRC64                        // CRC-64/Jones (Redis, Valkey)
+)
+
+// ChecksumFromType converts the on-disk / db_bench numbering to an option value.
+func ChecksumFromType(t checksum.Type) ChecksumType { return ChecksumType(t) + 1 }
+
+// Type returns the on-disk checksum type; ChecksumDefault maps to XXH3.
+// Invalid values map to an invalid checksum.Type, which Validate reports.
+func (c ChecksumType) Type() checksum.Type {
+	if c == ChecksumDefault {
+		return checksum.XXH3
+	}
+	return checksum.Type(c - 1)
+}
+
+// String names the type ("xxh3"); the default renders as "default(xxh3)".
+func (c ChecksumType) String() string {
+	if c == ChecksumDefault {
+		return "default(xxh3)"
+	}
+	return c.Type().String()
+}
+
+// Compression selects the block compression of SST files. The zero value
+// means the default (Snappy), as in goleveldb.
+type Compression uint8
+
+// Compression values.
+const (
+	DefaultCompression Compression = iota // Snappy
+	NoCompression
+	SnappyCompression
+)
+
+// String names the compression.
+func (c Compression) String() string {
+	switch c {
+	case DefaultCompression:
+		return "default(snappy)"
+	case NoCompression:
+		return "none"
+	case SnappyCompression:
+		return "snappy"
+	}
+	return fmt.Sprintf("Compression(%d)", uint8(c))
+}
+
+// WALRecoveryMode says what Open does with a damaged WAL. The zero value is
+// WALRecoverPointInTime, RocksDB's default. The numeric values of the
+// command line (--wal_recovery_mode) are RocksDB's 0-3; see WALRecoveryModeFromRocksDB.
+type WALRecoveryMode uint8
+
+// WAL recovery modes, with RocksDB's semantics.
+const (
+	// WALRecoverPointInTime replays up to the first corrupted record and
+	// opens with that consistent prefix. A torn tail is normal.
+	WALRecoverPointInTime WALRecoveryMode = iota
+	// WALTolerateCorruptedTail accepts an incomplete last record (a crash
+	// mid-write) and fails Open on any other corruption.
+	WALTolerateCorruptedTail
+	// WALAbsoluteConsistency fails Open on any corruption, even at the tail.
+	WALAbsoluteConsistency
+	// WALSkipAnyCorrupted skips corrupted records and replays the rest: for
+	// salvaging data, at the price of consistency.
+	WALSkipAnyCorrupted
+)
+
+var walModeNames = [...]string{"point-in-time", "tolerate-corrupted-tail", "absolute-consistency", "skip-any-corrupted"}
+
+// String names the mode.
+func (m WALRecoveryMode) String() string {
+	if int(m) < len(walModeNames) {
+		return walModeNames[m]
+	}
+	return fmt.Sprintf("WALRecoveryMode(%d)", uint8(m))
+}
+
+// RocksDB returns RocksDB's number for the mode (kTolerateCorruptedTailRecords=0,
+// kAbsoluteConsistency=1, kPointInTimeRecovery=2, kSkipAnyCorruptedRecords=3).
+func (m WALRecoveryMode) RocksDB() int {
+	switch m {
+	case WALTolerateCorruptedTail:
+		return 0
+	case WALAbsoluteConsistency:
+		return 1
+	case WALRecoverPointInTime:
+		return 2
+	case WALSkipAnyCorrupted:
+		return 3
+	}
+	return -1
+}
+
+// WALRecoveryModeFromRocksDB maps RocksDB's numbering (0-3) to a mode.
+func WALRecoveryModeFromRocksDB(n int) (WALRecoveryMode, error) {
+	for m := WALRecoveryMode(0); int(m) < len(walModeNames); m++ {
+		if m.RocksDB() == n {
+			return m, nil
+		}
+	}
+	return 0, base.InvalidArgumentErrorf("unknown WAL recovery mode %d; valid: 0 (tolerate corrupted tail), 1 (absolute consistency), 2 (point in time), 3 (skip any corrupted)", n)
+}
+
+// Option defaults. A zero field in Options takes these values.
+const (
+	DefaultWriteBufferSize       = 64 << 20
+	DefaultMaxImmutableMemtables = 2
+	DefaultBlockSize             = 4096
+	DefaultBlockRestartInterval  = 16
+	DefaultBloomBitsPerKey       = 10
+	DefaultBlockCacheSize        = 64 << 20
+	DefaultL0CompactionTrigger   = 4
+	DefaultL0StopWritesTrigger   = 12
+	DefaultLBaseMaxBytes         = 64 << 20
+	DefaultLevelMultiplier       = 10
+	DefaultTargetFileSize        = 4 << 20
+	DefaultMaxOpenFiles          = 1000
+)
+
+// Options configure a DB. The zero value is usable and means the defaults
+// listed with each field; Open calls EnsureDefaults on a copy and Validate.
+// A field whose zero value would be a legitimate setting different from the
+// default (no bloom filter, no block cache) takes a negative value to mean
+// "off".
+type Options struct {
+	// FS is the file system; default vfs.Default. Tests use vfs.NewMem() or
+	// vfs.NewStrictMem().
+	FS vfs.FS
+	// ChecksumType guards SST blocks, footers, WAL records and per-KV
+	// protection. Default XXH3. Files keep the type they were written with,
+	// so a DB reopened with another type still reads its old files.
+	ChecksumType ChecksumType
+	// ParanoidMemoryChecks makes memtable Get/Seek/Next/Prev verify key order,
+	// and the DB iterator verify that user keys come strictly ordered, so
+	// memory corruption is an ErrCorruption at read time. Default false.
+	ParanoidMemoryChecks bool
+	// MemtableProtectionBytesPerKey stores 0, 1, 2, 4 or 8 bytes of a per-entry
+	// checksum in the memtable, verified on every read of the entry and at
+	// flush. Default 0. Needs a ChecksumType other than None.
+	MemtableProtectionBytesPerKey int
+	// WriteBufferSize is the memtable size before rotation. Default 64 MiB.
+	WriteBufferSize int
+	// MaxImmutableMemtables: writes stall while this many memtables wait to be
+	// flushed. Default 2.
+	MaxImmutableMemtables int
+	// BlockSize is the target uncompressed size of SST data blocks. Default 4096.
+	BlockSize int
+	// BlockRestartInterval is the number of keys between restart points in a
+	// block. Default 16.
+	BlockRestartInterval int
+	// BloomBitsPerKey sizes the per-table bloom filter; default 10 (about 1 %
+	// false positives); negative disables filters.
+	BloomBitsPerKey int
+	// Compression of SST blocks. Default Snappy.
+	Compression Compression
+	// BlockCacheSize is the byte capacity of the block cache shared by all
+	// tables. Default 64 MiB; negative disables the cache.
+	BlockCacheSize int64
+	// MaxOpenFiles bounds the table cache (open SST files). Default 1000.
+	MaxOpenFiles int
+	// L0CompactionTrigger is the number of L0 files that starts a compaction
+	// into Lbase. Default 4.
+	L0CompactionTrigger int
+	// L0StopWritesTrigger is the number of L0 files at which writes stall
+	// until compaction catches up. Default 12.
+	L0StopWritesTrigger int
+	// LBaseMaxBytes is the target size of the first level below L0. Default 64 MiB.
+	LBaseMaxBytes int64
+	// LevelMultiplier is the size ratio between adjacent levels. Default 10.
+	LevelMultiplier int
+	// TargetFileSize is the size at which compaction outputs are split. Default 4 MiB.
+	TargetFileSize int64
+	// WALRecoveryMode says what Open does with a damaged WAL. Default point in time.
+	WALRecoveryMode WALRecoveryMode
+	// DisableWAL skips the write-ahead log: unflushed writes are lost on a crash.
+	DisableWAL bool
+	// ReadOnly opens the DB without writing anything to it.
+	ReadOnly bool
+	// ErrorIfExists makes Open fail if the DB already exists.
+	ErrorIfExists bool
+	// DisableAutomaticCompactions turns background compactions off; Compact
+	// still works. For tests and benchmarks that control the LSM shape.
+	DisableAutomaticCompactions bool
+}
+
+// EnsureDefaults fills every zero field with its default and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.WriteBufferSize == 0 {
+		o.WriteBufferSize = DefaultWriteBufferSize
+	}
+	if o.MaxImmutableMemtables == 0 {
+		o.MaxImmutableMemtables = DefaultMaxImmutableMemtables
+	}
+	if o.BlockSize == 0 {
+		o.BlockSize = DefaultBlockSize
+	}
+	if o.BlockRestartInterval == 0 {
+		o.BlockRestartInterval = DefaultBlockRestartInterval
+	}
+	if o.BloomBitsPerKey == 0 {
+		o.BloomBitsPerKey = DefaultBloomBitsPerKey
+	}
+	if o.BlockCacheSize == 0 {
+		o.BlockCacheSize = DefaultBlockCacheSize
+	}
+	if o.MaxOpenFiles == 0 {
+		o.MaxOpenFiles = DefaultMaxOpenFiles
+	}
+	if o.L0CompactionTrigger == 0 {
+		o.L0CompactionTrigger = DefaultL0CompactionTrigger
+	}
+	if o.L0StopWritesTrigger == 0 {
+		o.L0StopWritesTrigger = DefaultL0StopWritesTrigger
+	}
+	if o.LBaseMaxBytes == 0 {
+		o.LBaseMaxBytes = DefaultLBaseMaxBytes
+	}
+	if o.LevelMultiplier == 0 {
+		o.LevelMultiplier = DefaultLevelMultiplier
+	}
+	if o.TargetFileSize == 0 {
+		o.TargetFileSize = DefaultTargetFileSize
+	}
+	return o
+}
+
+// Clone returns a shallow copy of o (FS is shared).
+func (o *Options) Clone() *Options {
+	c := *o
+	return &c
+}
+
+// minWriteBufferSize keeps a memtable big enough for its own bookkeeping.
+const minWriteBufferSize = 64 << 10
+
+// maxWriteBufferSize: arena offsets are 32-bit.
+const maxWriteBufferSize = 3 << 30
+
+// Validate reports every problem with o at once, as one error wrapping
+// ErrInvalidArgument. It does not apply defaults: call EnsureDefaults first
+// to validate what Open will use.
+func (o *Options) Validate() error {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+
+	if o.ChecksumType > ChecksumCRC64 {
+		add("ChecksumType: %v", o.ChecksumType.Type().Check())
+	}
+	switch o.MemtableProtectionBytesPerKey {
+	case 0, 1, 2, 4, 8:
+		if o.MemtableProtectionBytesPerKey > 0 && o.ChecksumType == ChecksumNone {
+			add("MemtableProtectionBytesPerKey = %d needs a checksum type, but ChecksumType is None", o.MemtableProtectionBytesPerKey)
+		}
+	default:
+		add("MemtableProtectionBytesPerKey = %d: memtable per key-value protection supports only 0, 1, 2, 4 or 8 bytes per key", o.MemtableProtectionBytesPerKey)
+	}
+	if o.WriteBufferSize < minWriteBufferSize || o.WriteBufferSize > maxWriteBufferSize {
+		add("WriteBufferSize = %d: must be in [%d, %d]", o.WriteBufferSize, minWriteBufferSize, maxWriteBufferSize)
+	}
+	if o.MaxImmutableMemtables < 1 {
+		add("MaxImmutableMemtables = %d: must be at least 1", o.MaxImmutableMemtables)
+	}
+	if o.BlockSize < 64 || o.BlockSize > 64<<20 {
+		add("BlockSize = %d: must be in [64, %d]", o.BlockSize, 64<<20)
+	}
+	if o.BlockRestartInterval < 1 || o.BlockRestartInterval > 1<<16 {
+		add("BlockRestartInterval = %d: must be in [1, 65536]", o.BlockRestartInterval)
+	}
+	if o.BloomBitsPerKey > 64 {
+		add("BloomBitsPerKey = %d: must be at most 64 (negative disables filters)", o.BloomBitsPerKey)
+	}
+	if o.Compression > SnappyCompression {
+		add("Compression = %d: unknown; use NoCompression or SnappyCompression", uint8(o.Compression))
+	}
+	if o.MaxOpenFiles < 16 {
+		add("MaxOpenFiles = %d: must be at least 16", o.MaxOpenFiles)
+	}
+	if o.L0CompactionTrigger < 1 {
+		add("L0CompactionTrigger = %d: must be at least 1", o.L0CompactionTrigger)
+	}
+	if o.L0StopWritesTrigger < o.L0CompactionTrigger {
+		add("L0StopWritesTrigger = %d: must be at least L0CompactionTrigger (%d)", o.L0StopWritesTrigger, o.L0CompactionTrigger)
+	}
+	if o.LBaseMaxBytes < 1 {
+		add("LBaseMaxBytes = %d: must be positive", o.LBaseMaxBytes)
+	}
+	if o.LevelMultiplier < 2 {
+		add("LevelMultiplier = %d: must be at least 2", o.LevelMultiplier)
+	}
+	if o.TargetFileSize < 1 {
+		add("TargetFileSize = %d: must be positive", o.TargetFileSize)
+	}
+	if int(o.WALRecoveryMode) >= len(walModeNames) {
+		add("WALRecoveryMode = %d: unknown", uint8(o.WALRecoveryMode))
+	}
+	if o.ReadOnly && o.ErrorIfExists {
+		add("ReadOnly and ErrorIfExists: a read-only open needs an existing DB")
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return base.InvalidArgumentErrorf("invalid options: %s", strings.Join(problems, "; "))
+}
+
+// String renders the options as the OPTIONS file does: one "name=value" per line.
+func (o *Options) String() string {
+	var b strings.Builder
+	p := func(name string, v any) { fmt.Fprintf(&b, "%s=%v\n", name, v) }
+	b.WriteString("[Options]\n")
+	p("checksum_type", fmt.Sprintf("%d (%s)", o.ChecksumType.Type(), o.ChecksumType.Type()))
+	p("paranoid_memory_checks", o.ParanoidMemoryChecks)
+	p("memtable_protection_bytes_per_key", o.MemtableProtectionBytesPerKey)
+	p("write_buffer_size", o.WriteBufferSize)
+	p("max_immutable_memtables", o.MaxImmutableMemtables)
+	p("block_size", o.BlockSize)
+	p("block_restart_interval", o.BlockRestartInterval)
+	p("bloom_bits_per_key", o.BloomBitsPerKey)
+	p("compression", o.Compression)
+	p("block_cache_size", o.BlockCacheSize)
+	p("max_open_files", o.MaxOpenFiles)
+	p("l0_compaction_trigger", o.L0CompactionTrigger)
+	p("l0_stop_writes_trigger", o.L0StopWritesTrigger)
+	p("lbase_max_bytes", o.LBaseMaxBytes)
+	p("level_multiplier", o.LevelMultiplier)
+	p("target_file_size", o.TargetFileSize)
+	p("wal_recovery_mode", fmt.Sprintf("%d (%s)", o.WALRecoveryMode.RocksDB(), o.WALRecoveryMode))
+	p("disable_wal", o.DisableWAL)
+	p("disable_automatic_compactions", o.DisableAutomaticCompactions)
+	return b.String()
+}
+
+// WriteOptions control a single write. A nil *WriteOptions means the
+// defaults: no fsync per write, as in db_bench.
+type WriteOptions struct {
+	// Sync makes the write durable (WAL fsynced) before it returns.
+	// Concurrent synced writers share one fsync (group commit).
+	Sync bool
+}
+
+// Sync is a WriteOptions that syncs; NoSync one that doesn't.
+var (
+	Sync   = &WriteOptions{Sync: true}
+	NoSync = &WriteOptions{Sync: false}
+)
+
+// IterOptions bound an iterator. A nil *IterOptions means no bounds.
+type IterOptions struct {
+	// LowerBound is the inclusive lower bound on user keys; nil = none.
+	LowerBound []byte
+	// UpperBound is the exclusive upper bound on user keys; nil = none.
+	UpperBound []byte
+}

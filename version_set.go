@@ -1,0 +1,308 @@
+package vigil
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/wal"
+)
+
+// versionSet owns the current version and the MANIFEST that makes it
+// durable. All methods run under DB.mu (or during Open, single-threaded).
+type versionSet struct {
+	fs      vfs.FS
+	dirname string
+	dataDir vfs.File
+	cksum   checksum.Type
+	log     *eventLog
+
+	current     *version
+	nextFileNum uint64
+	// logNumber: every WAL numbered below it has been flushed.
+	logNumber uint64
+	// lastSeq: the largest sequence number in any SST.
+	lastSeq uint64
+
+	manifest     *wal.Writer
+	manifestNum  uint64
+	manifestSize int64
+
+	onObsolete func([]*fileMetadata)
+}
+
+// maxManifestSize is the size at which a new MANIFEST (starting with a
+// snapshot of the current version) replaces the old one.
+const maxManifestSize = 16 << 20
+
+func (vs *versionSet) allocFileNum() uint64 {
+	n := vs.nextFileNum
+	vs.nextFileNum++
+	return n
+}
+
+// load replays the MANIFEST named by CURRENT. A torn last record (a crash
+// while appending an edit, which was therefore never acted upon) is
+// tolerated; any other damage fails Open, because silently dropping an edit
+// could make live files look obsolete.
+func (vs *versionSet) load() error {
+	currentName := makeFilename(vs.fs, vs.dirname, fileTypeCurrent, 0)
+	f, err := vs.fs.Open(currentName)
+	if err != nil {
+		return fmt.Errorf("opening CURRENT: %w", err)
+	}
+	content, err := io.ReadAll(io.LimitReader(f, 4096))
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("reading CURRENT: %w", err)
+	}
+	name := strings.TrimSuffix(string(content), "\n")
+	ft, num, ok := parseFilename(name)
+	if !ok || ft != fileTypeManifest || !strings.HasSuffix(string(content), "\n") {
+		return base.CorruptionErrorf("CURRENT: %q does not name a MANIFEST", content)
+	}
+	path := vs.fs.PathJoin(vs.dirname, name)
+	mf, err := vs.fs.Open(path)
+	if err != nil {
+		return fmt.Errorf("opening %s named by CURRENT: %w", name, err)
+	}
+	defer mf.Close()
+	r, err := wal.NewReader(mf, path, wal.TolerateCorruptedTailRecords)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", name, err)
+	}
+	b := newVersionBuilder(nil)
+	var haveNext, haveComparer bool
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", name, err)
+		}
+		e, err := decodeVersionEdit(rec, path)
+		if err != nil {
+			return err
+		}
+		if e.comparer != "" {
+			if e.comparer != comparerName {
+				return base.InvalidArgumentErrorf("%s: DB uses comparer %q, Vigil only knows %q", name, e.comparer, comparerName)
+			}
+			haveComparer = true
+		}
+		if err := b.apply(e); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if e.hasLogNumber {
+			vs.logNumber = e.logNumber
+		}
+		if e.hasNextFileNum {
+			vs.nextFileNum = e.nextFileNum
+			haveNext = true
+		}
+		if e.hasLastSeq {
+			vs.lastSeq = e.lastSeq
+		}
+	}
+	if !haveNext || !haveComparer {
+		return base.CorruptionErrorf("%s: no complete initial record (next file number or comparer missing)", name)
+	}
+	v, err := b.build(vs.onObsolete)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	for _, files := range v.levels {
+		for _, f := range files {
+			if f.fileNum >= vs.nextFileNum {
+				return base.CorruptionErrorf("%s: file %06d is not below the next file number %d", name, f.fileNum, vs.nextFileNum)
+			}
+			if f.largestSeq > vs.lastSeq {
+				vs.lastSeq = f.largestSeq
+			}
+		}
+	}
+	if vs.manifestNum < num {
+		vs.manifestNum = num
+	}
+	v.ref()
+	vs.current = v
+	return nil
+}
+
+// snapshotEdit is an edit that recreates the current state from nothing:
+// the first record of every new MANIFEST.
+func (vs *versionSet) snapshotEdit() *versionEdit {
+	e := &versionEdit{comparer: comparerName}
+	e.setLogNumber(vs.logNumber)
+	e.setNextFileNum(vs.nextFileNum)
+	e.setLastSeq(vs.lastSeq)
+	if vs.current != nil {
+		for l, files := range vs.current.levels {
+			for _, f := range files {
+				e.added = append(e.added, newFileEntry{level: l, meta: f})
+			}
+		}
+	}
+	return e
+}
+
+// createManifest writes a new MANIFEST holding a snapshot of the current
+// state, syncs it, and points CURRENT at it (write temp, fsync, rename,
+// fsync the directory). The old MANIFEST becomes obsolete.
+func (vs *versionSet) createManifest() error {
+	num := vs.allocFileNum()
+	name := makeFilename(vs.fs, vs.dirname, fileTypeManifest, num)
+	f, err := vs.fs.Create(name)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", name, err)
+	}
+	w, err := wal.NewWriter(f, name, num, vs.cksum)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("creating %s: %w", name, err)
+	}
+	rec := vs.snapshotEdit().encode(nil)
+	if _, err := w.WriteRecord(rec); err != nil {
+		w.Close()
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	if err := w.Sync(); err != nil {
+		w.Close()
+		return fmt.Errorf("syncing %s: %w", name, err)
+	}
+	if err := setCurrentFile(vs.fs, vs.dirname, vs.dataDir, num, vs.allocFileNum()); err != nil {
+		w.Close()
+		return err
+	}
+	old := vs.manifest
+	vs.manifest, vs.manifestNum, vs.manifestSize = w, num, int64(len(rec))
+	if old != nil {
+		if err := old.Close(); err != nil {
+			vs.log.Errorf("closing old MANIFEST: %v", err)
+		}
+	}
+	vs.log.Infof("new MANIFEST-%06d (%d files, next file %d, last seq %d, log %d)",
+		num, vs.current.numFiles(), vs.nextFileNum, vs.lastSeq, vs.logNumber)
+	return nil
+}
+
+// setCurrentFile atomically points CURRENT at MANIFEST-num.
+func setCurrentFile(fs vfs.FS, dirname string, dataDir vfs.File, manifestNum, tempNum uint64) error {
+	tmp := makeFilename(fs, dirname, fileTypeTemp, tempNum)
+	f, err := fs.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", tmp, err)
+	}
+	content := fmt.Sprintf("MANIFEST-%06d\n", manifestNum)
+	if _, err := f.Write([]byte(content)); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("syncing %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", tmp, err)
+	}
+	if err := fs.Rename(tmp, makeFilename(fs, dirname, fileTypeCurrent, 0)); err != nil {
+		return fmt.Errorf("renaming %s to CURRENT: %w", tmp, err)
+	}
+	if err := dataDir.Sync(); err != nil {
+		return fmt.Errorf("syncing directory after updating CURRENT: %w", err)
+	}
+	return nil
+}
+
+// logAndApply makes e durable in the MANIFEST and installs the resulting
+// version. On error nothing changes in memory; the caller decides whether
+// the error is fatal (it is for flushes and compactions: the DB goes
+// read-only rather than risk a MANIFEST that disagrees with the files).
+func (vs *versionSet) logAndApply(e *versionEdit) error {
+	if e.hasLogNumber && e.logNumber < vs.logNumber {
+		return fmt.Errorf("vigil: internal error: log number moving back from %d to %d", vs.logNumber, e.logNumber)
+	}
+	b := newVersionBuilder(vs.current)
+	if err := b.apply(e); err != nil {
+		return err
+	}
+	nv, err := b.build(vs.onObsolete)
+	if err != nil {
+		return err
+	}
+	e.setNextFileNum(vs.nextFileNum)
+	lastSeq := vs.lastSeq
+	if e.hasLastSeq && e.lastSeq > lastSeq {
+		lastSeq = e.lastSeq
+	}
+	e.setLastSeq(lastSeq)
+	if vs.manifest == nil || vs.manifestSize >= maxManifestSize {
+		// Roll to a new MANIFEST holding the state before e, then append e.
+		if err := vs.createManifest(); err != nil {
+			nv.release()
+			return err
+		}
+	}
+	rec := e.encode(nil)
+	if _, err := vs.manifest.WriteRecord(rec); err != nil {
+		nv.release()
+		return fmt.Errorf("writing MANIFEST-%06d: %w", vs.manifestNum, err)
+	}
+	if err := vs.manifest.Sync(); err != nil {
+		nv.release()
+		return fmt.Errorf("syncing MANIFEST-%06d: %w", vs.manifestNum, err)
+	}
+	vs.manifestSize += int64(len(rec))
+	if e.hasLogNumber {
+		vs.logNumber = e.logNumber
+	}
+	vs.lastSeq = lastSeq
+	nv.ref()
+	old := vs.current
+	vs.current = nv
+	if old != nil {
+		old.unref()
+	}
+	return nil
+}
+
+// release drops the file references of a version that was built but never
+// installed, without reporting its files obsolete.
+func (v *version) release() {
+	for _, files := range v.levels {
+		for _, f := range files {
+			f.refs.Add(-1)
+		}
+	}
+}
+
+// close closes the MANIFEST writer.
+func (vs *versionSet) close() error {
+	if vs.manifest == nil {
+		return nil
+	}
+	err := vs.manifest.Close()
+	vs.manifest = nil
+	if err != nil {
+		return fmt.Errorf("closing MANIFEST-%06d: %w", vs.manifestNum, err)
+	}
+	return nil
+}
+
+// dbExists reports whether a DB exists in dirname (CURRENT is present).
+func dbExists(fs vfs.FS, dirname string) (bool, error) {
+	_, err := fs.Stat(makeFilename(fs, dirname, fileTypeCurrent, 0))
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return false, err
+}
