@@ -9,3 +9,50 @@ type testingHooks struct {
 	// flushed, after its writers finished.
 	beforeFlush func(mt *memtable.MemTable)
 }
+
+// The exported hooks below exist for fault-injection tests (tests/,
+// tests/stress): they hand out the bytes Vigil guards so a test can flip
+// bits in them, as bad RAM would. Nothing else should call them; writing to
+// the slices races with readers by design.
+
+// MemtableEntryForTesting finds the newest entry of key in the memtables
+// (mutable first, then immutable, newest first) and calls fn with slices
+// aliasing that entry's user-key bytes and value bytes in the arena. It
+// reports whether an entry was found.
+func (d *DB) MemtableEntryForTesting(key []byte, fn func(keyBytes, valueBytes []byte)) bool {
+	rs := d.loadReadState()
+	defer rs.unref()
+	for i := -1; i < len(rs.imms); i++ {
+		e := rs.mem
+		if i >= 0 {
+			e = rs.imms[i]
+		}
+		ko, kl, vo, vl, ok := e.mt.EntryForTesting(key)
+		if !ok {
+			continue
+		}
+		arena := e.mt.ArenaForTesting()
+		fn(arena[ko:ko+kl:ko+kl], arena[vo:vo+vl:vo+vl])
+		return true
+	}
+	return false
+}
+
+// ForEachMemtableArenaForTesting calls fn with the used bytes of every
+// memtable's arena.
+func (d *DB) ForEachMemtableArenaForTesting(fn func(arena []byte)) {
+	rs := d.loadReadState()
+	defer rs.unref()
+	for i := -1; i < len(rs.imms); i++ {
+		e := rs.mem
+		if i >= 0 {
+			e = rs.imms[i]
+		}
+		fn(e.mt.ArenaForTesting())
+	}
+}
+
+// ForEachCachedBlockForTesting calls fn with every block in the block cache.
+func (d *DB) ForEachCachedBlockForTesting(fn func(block []byte)) {
+	d.blockCache.ForEachForTesting(fn)
+}
