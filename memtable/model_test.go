@@ -270,7 +270,7 @@ func runMemtableModel(t testing.TB, o Options, c choices, maxOps int) {
 
 func TestModel(t *testing.T) {
 	ops := 2000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		ops = 600
 	}
 	types := []checksum.Type{checksum.XXH3, checksum.CRC32c, checksum.XXHash, checksum.XXHash64, checksum.CRC64}

@@ -21,7 +21,7 @@ import (
 func TestConcurrent(t *testing.T) {
 	const writers, readers = 3, 2
 	perWriter := 4000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		perWriter = 1000
 	}
 	for _, validate := range []bool{false, true} {
@@ -79,22 +79,39 @@ func TestConcurrent(t *testing.T) {
 						defer rg.Done()
 						rng := rand.New(rand.NewPCG(uint64(r), 2))
 						it := l.NewIter(false)
-						for !done.Load() {
+						for round := 0; !done.Load(); round++ {
+							// Bounded walks from random places; a full walk in
+							// both directions every 16th round.
+							steps := 32
+							if round%16 == 0 {
+								steps = 1 << 30
+							}
 							var prev []byte
-							for ok := it.First(); ok; ok = it.Next() {
+							ok := it.SeekGE(key(rng.IntN(perWriter), 0))
+							if round%16 == 0 {
+								ok = it.First()
+							}
+							for n := 0; ok && n < steps; n++ {
 								if prev != nil && compareInternal(prev, it.Key()) >= 0 {
 									fail("reader %d: forward %x then %x", r, prev, it.Key())
 								}
 								prev = it.Key()
+								ok = it.Next()
 							}
 							prev = nil
-							for ok := it.Last(); ok; ok = it.Prev() {
+							ok = it.SeekLT(key(rng.IntN(perWriter), 0))
+							if round%16 == 0 {
+								ok = it.Last()
+							}
+							for n := 0; ok && n < steps; n++ {
 								if prev != nil && compareInternal(it.Key(), prev) >= 0 {
 									fail("reader %d: backward %x then %x", r, prev, it.Key())
 								}
 								prev = it.Key()
+								ok = it.Prev()
 							}
-							for i := 0; i < 50; i++ {
+							runtime.Gosched()
+							for i := 0; i < 20; i++ {
 								k := key(rng.IntN(perWriter), rng.IntN(writers))
 								if it.SeekGE(k) && compareInternal(it.Key(), k) < 0 {
 									fail("reader %d: SeekGE(%x) landed on smaller %x", r, k, it.Key())

@@ -201,9 +201,9 @@ func runModel(t *testing.T, oc orderCase, validate bool, maxHeight int, useInser
 }
 
 func TestModel(t *testing.T) {
-	ops := 3000
-	if testing.Short() {
-		ops = 1000
+	ops, seeds := 3000, uint64(3)
+	if testing.Short() || raceEnabled {
+		ops, seeds = 1000, 2
 	}
 	for _, oc := range orderCases {
 		for _, validate := range []bool{false, true} {
@@ -211,7 +211,7 @@ func TestModel(t *testing.T) {
 				for _, useIns := range []bool{false, true} {
 					name := fmt.Sprintf("%s/validate=%t/maxheight=%d/inserter=%t", oc.name, validate, mh, useIns)
 					t.Run(name, func(t *testing.T) {
-						for seed := uint64(1); seed <= 3; seed++ {
+						for seed := uint64(1); seed <= seeds; seed++ {
 							runModel(t, oc, validate, mh, useIns, seed, ops)
 						}
 					})

@@ -1,0 +1,294 @@
+package memtable
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/skiplist"
+)
+
+func isCorrupt(err error) bool { return errors.Is(err, base.ErrCorruption) }
+
+// buildOrderCorruption reproduces RocksDB's IntegrityChecks scenario: with
+// tower height forced to 1, add key000000, key000002, key000001, then change
+// the middle key's first byte in the arena, making "aey000001". The list is
+// then key000000 → aey000001 → key000002: out of order. No protection bytes,
+// so only the order checks can see it.
+func buildOrderCorruption(t *testing.T, paranoid bool) *MemTable {
+	t.Helper()
+	m := mustNew(t, Options{ParanoidMemoryChecks: paranoid, maxHeight: 1})
+	for i, k := range []string{"key000000", "key000002", "key000001"} {
+		if err := m.Add(uint64(i+1), base.KindSet, []byte(k), []byte("v-"+k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ko, _, _, _, ok := m.EntryForTesting([]byte("key000001"))
+	if !ok {
+		t.Fatal("key000001 not found")
+	}
+	m.ArenaForTesting()[ko] = 'a'
+	return m
+}
+
+func TestCorruptKeyOrder(t *testing.T) {
+	k0, k1, k2 := []byte("key000000"), []byte("key000001"), []byte("key000002")
+	t.Run("paranoid", func(t *testing.T) {
+		m := buildOrderCorruption(t, true)
+		_, _, _, found, err := m.Get(k1, base.SeqNumMax)
+		if found || !isCorrupt(err) {
+			t.Fatalf("Get: found=%t err=%v, want ErrCorruption", found, err)
+		}
+		if !errors.Is(err, skiplist.ErrCorruption) {
+			t.Errorf("Get error lost the skiplist cause: %v", err)
+		}
+		// The error names both keys of the broken pair in hex.
+		for _, hexKey := range []string{"6b6579303030303030", "616579303030303031"} {
+			if !strings.Contains(err.Error(), hexKey) {
+				t.Errorf("Get error %q does not name %s", err, hexKey)
+			}
+		}
+		it := m.NewIter(IterOptions{})
+		check := func(what string, ok bool) {
+			t.Helper()
+			if ok || it.Valid() || !isCorrupt(it.Error()) {
+				t.Errorf("%s: ok=%t valid=%t err=%v, want ErrCorruption and invalid", what, ok, it.Valid(), it.Error())
+			}
+		}
+		check("SeekGE(key000001)", it.SeekGE(k1))
+		check("SeekLT(key000002)", it.SeekLT(k2))
+		if !it.SeekGE(k0) || it.Error() != nil {
+			t.Fatalf("SeekGE(key000000) stays before the damage: %v", it.Error())
+		}
+		check("SeekGE(key000000)+Next", it.Next())
+		check("First+Next", it.First() && it.Next())
+		if !it.Last() {
+			t.Fatalf("Last lands on key000002 (in order with aey000001): %v", it.Error())
+		}
+		check("Last+Prev", it.Prev())
+		if it.Next() || it.Prev() {
+			t.Error("moves after a failure must stay invalid")
+		}
+		// An absolute positioning call clears the error.
+		if !it.SeekGE(k0) || it.Error() != nil {
+			t.Errorf("SeekGE after failure: %v", it.Error())
+		}
+	})
+	t.Run("unchecked", func(t *testing.T) {
+		// The same damage without paranoid checks goes unreported: that is
+		// what the option buys.
+		m := buildOrderCorruption(t, false)
+		if _, _, _, found, err := m.Get(k1, base.SeqNumMax); found || err != nil {
+			t.Fatalf("Get without checks: found=%t err=%v; expected a silent miss", found, err)
+		}
+		it := m.NewIter(IterOptions{})
+		var keys []string
+		for ok := it.First(); ok; ok = it.Next() {
+			keys = append(keys, string(it.Key().UserKey))
+		}
+		for ok := it.Last(); ok; ok = it.Prev() {
+		}
+		it.SeekGE(k1)
+		it.SeekLT(k2)
+		if it.Error() != nil || fmt.Sprint(keys) != "[key000000 aey000001 key000002]" {
+			t.Fatalf("unchecked reads: %v, err %v", keys, it.Error())
+		}
+		// The flush forces validation on an unparanoid memtable.
+		fit := m.NewIter(IterOptions{Validate: true})
+		ok := fit.First() && fit.Next()
+		if ok || !isCorrupt(fit.Error()) {
+			t.Fatalf("forced validation: ok=%t err=%v", ok, fit.Error())
+		}
+		// And Validate always checks.
+		if err := m.Validate(); !isCorrupt(err) || !strings.Contains(err.Error(), "out of order") {
+			t.Fatalf("Validate: %v", err)
+		}
+	})
+}
+
+// TestCorruptValue flips one value byte: with 8 protection bytes every read
+// of that entry fails, other entries still read; without protection the
+// flipped value is returned silently.
+func TestCorruptValue(t *testing.T) {
+	for _, prot := range []int{0, 8} {
+		o := Options{ProtectionBytesPerKey: prot}
+		if prot > 0 {
+			o.ChecksumType = checksum.XXH3
+		}
+		m := mustNew(t, o)
+		for i := 0; i < 10; i++ {
+			m.Add(uint64(i+1), base.KindSet, []byte(fmt.Sprintf("k%d", i)), []byte(fmt.Sprintf("value-%d", i)))
+		}
+		_, _, vo, _, _ := m.EntryForTesting([]byte("k5"))
+		m.ArenaForTesting()[vo+2] ^= 0x10
+
+		v, _, _, found, err := m.Get([]byte("k5"), base.SeqNumMax)
+		it := m.NewIter(IterOptions{})
+		n := 0
+		for ok := it.First(); ok; ok = it.Next() {
+			n++
+		}
+		if prot == 0 {
+			if err != nil || !found || string(v) != "va|ue-5" || n != 10 || it.Error() != nil || m.Validate() != nil {
+				t.Fatalf("unprotected: Get %q %t %v, iterated %d (%v)", v, found, err, n, it.Error())
+			}
+			continue
+		}
+		if found || !isCorrupt(err) || !strings.Contains(err.Error(), "checksum mismatch") {
+			t.Fatalf("Get(k5): found=%t err=%v", found, err)
+		}
+		if n != 5 || !isCorrupt(it.Error()) {
+			t.Fatalf("iteration stopped after %d entries with %v, want 5 and ErrCorruption", n, it.Error())
+		}
+		if it.SeekGE([]byte("k5")) || !isCorrupt(it.Error()) {
+			t.Fatalf("SeekGE(k5): %v", it.Error())
+		}
+		if !it.SeekGE([]byte("k6")) || it.Prev() || !isCorrupt(it.Error()) {
+			t.Fatalf("Prev onto k5: %v", it.Error())
+		}
+		if _, _, _, found, err := m.Get([]byte("k4"), base.SeqNumMax); !found || err != nil {
+			t.Fatalf("Get(k4) next to the damage: %t %v", found, err)
+		}
+		if err := m.Validate(); !isCorrupt(err) || !strings.Contains(err.Error(), "checksum mismatch") {
+			t.Fatalf("Validate: %v", err)
+		}
+	}
+}
+
+// TestValidateCatches covers Validate's three kinds of finding.
+func TestValidateCatches(t *testing.T) {
+	build := func() *MemTable {
+		m := mustNew(t, Options{ChecksumType: checksum.CRC32c, ProtectionBytesPerKey: 4, maxHeight: 1})
+		for i := 0; i < 3; i++ {
+			m.Add(uint64(i+1), base.KindSet, []byte(fmt.Sprintf("key%06d", i)), []byte("v"))
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	t.Run("count", func(t *testing.T) {
+		m := build()
+		m.count.Add(1) // an Add that "succeeded" but whose entry is not there
+		if err := m.Validate(); !isCorrupt(err) || !strings.Contains(err.Error(), "found 3 entries") || !strings.Contains(err.Error(), "4 were added") {
+			t.Fatalf("Validate: %v", err)
+		}
+	})
+	t.Run("unlinked-entry", func(t *testing.T) {
+		// Really lose the middle entry: splice it out of level 0 (height
+		// is 1) in the arena, keeping the back link consistent so that only
+		// the count can tell. Skiplist node layout: next[0] at the node
+		// offset, prev[0] 4 bytes after, key 16 bytes after.
+		m := build()
+		arena := m.ArenaForTesting()
+		node := func(k string) uint32 {
+			ko, _, _, _, _ := m.EntryForTesting([]byte(k))
+			return uint32(ko - 16)
+		}
+		n0, n2 := node("key000000"), node("key000002")
+		binary.LittleEndian.PutUint32(arena[n0:], n2)
+		binary.LittleEndian.PutUint32(arena[n2+4:], n0)
+		if err := m.Validate(); !isCorrupt(err) || !strings.Contains(err.Error(), "found 2 entries") {
+			t.Fatalf("Validate: %v", err)
+		}
+	})
+	t.Run("checksum", func(t *testing.T) {
+		m := build()
+		ko, kl, _, _, _ := m.EntryForTesting([]byte("key000001"))
+		m.ArenaForTesting()[ko+kl+1] ^= 4 // a seqnum bit of the trailer: order kept
+		err := m.Validate()
+		if !isCorrupt(err) || !strings.Contains(err.Error(), "checksum mismatch") || !strings.Contains(err.Error(), "6b6579303030303031") {
+			t.Fatalf("Validate: %v", err)
+		}
+	})
+	t.Run("trailer-kind", func(t *testing.T) {
+		m := mustNew(t, Options{})
+		m.Add(1, base.KindSet, []byte("k"), []byte("v"))
+		ko, kl, _, _, _ := m.EntryForTesting([]byte("k"))
+		m.ArenaForTesting()[ko+kl] = byte(base.KindRangeDelete) // low trailer byte = kind
+		if err := m.Validate(); !isCorrupt(err) || !strings.Contains(err.Error(), "kind") {
+			t.Fatalf("Validate: %v", err)
+		}
+		if _, _, _, found, err := m.Get([]byte("k"), base.SeqNumMax); found || !isCorrupt(err) {
+			t.Fatalf("Get: %t %v", found, err)
+		}
+	})
+	t.Run("order", func(t *testing.T) {
+		if err := buildOrderCorruption(t, false).Validate(); !isCorrupt(err) {
+			t.Fatalf("Validate: %v", err)
+		}
+	})
+}
+
+// TestBitFlipSweep flips every bit of every entry's user key, trailer and
+// value in turn and counts how many flips the reads notice: a Get of each
+// key, a full iteration, and Validate. With 8 protection bytes every flip
+// must be caught; the rates for fewer bytes are reported.
+func TestBitFlipSweep(t *testing.T) {
+	const entries = 8
+	for _, prot := range []int{0, 1, 2, 4, 8} {
+		o := Options{ProtectionBytesPerKey: prot}
+		if prot > 0 {
+			o.ChecksumType = checksum.XXH3
+		}
+		m := mustNew(t, o)
+		keys := make([][]byte, entries)
+		for i := range keys {
+			keys[i] = []byte(fmt.Sprintf("user-%03d", i*7))
+			if err := m.Add(uint64(100+i), base.KindSet, keys[i], []byte(fmt.Sprintf("value-%d-%d", i, i*i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		arena := m.ArenaForTesting()
+		detected := func() bool {
+			for _, k := range keys {
+				if _, _, _, _, err := m.Get(k, base.SeqNumMax); err != nil {
+					return true
+				}
+			}
+			it := m.NewIter(IterOptions{})
+			for ok := it.First(); ok; ok = it.Next() {
+			}
+			if it.Error() != nil {
+				return true
+			}
+			return m.Validate() != nil
+		}
+		var ranges [][2]int
+		for _, k := range keys {
+			ko, kl, vo, vl, ok := m.EntryForTesting(k)
+			if !ok {
+				t.Fatal("entry not found")
+			}
+			ranges = append(ranges, [2]int{ko, ko + kl + base.TrailerLen}, [2]int{vo, vo + vl})
+		}
+		flips, caught := 0, 0
+		for _, r := range ranges {
+			for off := r[0]; off < r[1]; off++ {
+				for bit := 0; bit < 8; bit++ {
+					arena[off] ^= 1 << bit
+					flips++
+					if detected() {
+						caught++
+					}
+					arena[off] ^= 1 << bit
+				}
+			}
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("memtable not restored: %v", err)
+		}
+		rate := 100 * float64(caught) / float64(flips)
+		t.Logf("protection bytes %d: %d of %d single-bit flips detected (%.2f%%)", prot, caught, flips, rate)
+		if prot == 8 && caught != flips {
+			t.Errorf("protection bytes 8 missed %d flips", flips-caught)
+		}
+		if prot > 0 && rate < 95 {
+			t.Errorf("protection bytes %d caught only %.2f%%", prot, rate)
+		}
+	}
+}

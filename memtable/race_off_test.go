@@ -1,0 +1,5 @@
+//go:build !race
+
+package memtable
+
+const raceEnabled = false
