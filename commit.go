@@ -167,6 +167,10 @@ func (d *DB) applyToMemtable(mem *memTableEntry, b *Batch) error {
 // rotating the memtable when it is full and stalling (not failing) while too
 // many memtables or L0 files wait for background work. commitMu is held.
 func (d *DB) makeRoomForWrite(memSize int) (*memTableEntry, error) {
+	// Fast path: d.mem only changes under commitMu, which we hold.
+	if d.mem.mt.Reserve(memSize) {
+		return d.mem, nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var stallStart time.Time

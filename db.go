@@ -90,6 +90,8 @@ type DB struct {
 	vs        versionSet
 	snapshots snapshotList
 	bgErr     error
+	// bgErrFast mirrors bgErr for the write path's lock-free check.
+	bgErrFast atomic.Pointer[error]
 	// flushPending signals the flush goroutine.
 	flushPending chan struct{}
 	compactKick  chan struct{}
@@ -195,11 +197,8 @@ func (d *DB) writable() error {
 	if d.opts.ReadOnly {
 		return fmt.Errorf("%w: opened with ReadOnly", ErrReadOnly)
 	}
-	d.mu.Lock()
-	err := d.bgErr
-	d.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("%w: writes stopped by a background error: %w", ErrReadOnly, err)
+	if p := d.bgErrFast.Load(); p != nil {
+		return fmt.Errorf("%w: writes stopped by a background error: %w", ErrReadOnly, *p)
 	}
 	return nil
 }
@@ -209,6 +208,8 @@ func (d *DB) writable() error {
 func (d *DB) setBackgroundErrorLocked(err error, what string) {
 	if d.bgErr == nil {
 		d.bgErr = fmt.Errorf("%s: %w", what, err)
+		e := d.bgErr
+		d.bgErrFast.Store(&e)
 		d.log.Errorf("background error, DB is now read-only: %v", d.bgErr)
 	}
 	d.stallCond.Broadcast()
