@@ -8,12 +8,15 @@ import (
 // Verify re-reads every live SST from disk, bypassing the block cache, and
 // checks every block checksum, the footer checksum and the whole-file
 // checksum recorded in the MANIFEST. It also validates the memtables (order,
-// per-KV checksums, entry counts). It returns every problem found, joined;
+// per-KV checksums, entry counts), holding writes off while it does. It returns every problem found, joined;
 // each wraps ErrCorruption (or the I/O error that stopped a read).
 func (d *DB) Verify() error {
 	if d.closed.Load() {
 		return ErrClosed
 	}
+	// Validation needs quiescent memtables: hold new writes off and wait
+	// for the ones being applied.
+	d.commitMu.Lock()
 	rs := d.loadReadState()
 	defer rs.unref()
 	var errs []error
@@ -22,10 +25,12 @@ func (d *DB) Verify() error {
 		if i >= 0 {
 			e = rs.imms[i]
 		}
+		e.writers.Wait()
 		if err := e.mt.Validate(); err != nil {
 			errs = append(errs, d.memCorruption(err))
 		}
 	}
+	d.commitMu.Unlock()
 	for level, files := range rs.v.levels {
 		for _, f := range files {
 			if err := d.verifyTable(f); err != nil {
