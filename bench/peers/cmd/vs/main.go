@@ -1,0 +1,251 @@
+// Command vs runs the same kvbench workloads on Vigil and Pebble, through
+// the same bench.Runner code, alternating the engines run by run, and
+// prints a table of median ops/sec and the Vigil/Pebble ratio.
+//
+//	cd bench/peers && go run ./cmd/vs                      # full: --runs 3, every scenario
+//	go -C bench/peers run ./cmd/vs --num-scale 0.1 --runs 1  # quick check, from the repo root
+//
+// Scenarios (--scenarios, default all): memtable (250k keys in a 256 MiB
+// write buffer: fillseq, readrandom x500k, readseq, readreverse), ondisk
+// (2M keys, 64 MiB buffers: fillseq, flush, compact, then readrandom x1M,
+// readseq, readreverse) and fillrandom (1M keys, 64 MiB buffers).
+// --num-scale F multiplies key and read counts, write buffers and the
+// block cache by F, keeping their ratios. Progress goes to stderr, the
+// header and table to stdout.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/vigildb/vigil/bench"
+	"github.com/vigildb/vigil/bench/peers"
+	"github.com/vigildb/vigil/checksum"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	go func() {
+		// After the first interrupt, a second one kills at once.
+		<-ctx.Done()
+		stop()
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// usageError is a bad command line (exit status 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// config is the parsed command line.
+type config struct {
+	opts       peers.Options
+	numScale   float64
+	jsonPath   string
+	credit     int
+	scenarioCS string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("vs", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		c          config
+		verbose    bool
+		checksumT  string
+		comp       string
+		paranoid   bool
+		protection int
+		disableWAL bool
+		blockSize  int
+		cacheSize  int64
+		bloomBits  int
+	)
+	fs.IntVar(&c.opts.Runs, "runs", 3, "runs per scenario and engine; the table shows medians")
+	fs.StringVar(&c.scenarioCS, "scenarios", "all", "comma-separated scenarios: memtable, ondisk, fillrandom (or all)")
+	fs.Float64Var(&c.numScale, "num-scale", 1, "multiply key/read counts, write buffers and cache size by this (e.g. 0.1 for a quick check)")
+	fs.StringVar(&c.jsonPath, "json", "", "write the raw per-run results and the table as JSON to this file")
+	fs.StringVar(&c.opts.CPUProfile, "cpuprofile", "", "path prefix: write a CPU profile per engine run, PREFIX-<scenario>-<engine>-run<i>.pprof")
+	fs.Uint64Var(&c.opts.Seed, "seed", 301, "random seed for keys (same for both engines; must not be 0)")
+	fs.StringVar(&c.opts.Dir, "dir", "", "parent directory of the temporary DB directories (default: the system's temp dir)")
+	fs.BoolVar(&verbose, "verbose", false, "also print kvbench's db_bench-style lines (to stderr)")
+	fs.IntVar(&c.opts.KeySize, "key_size", 16, "key size in bytes")
+	fs.IntVar(&c.opts.ValueSize, "value_size", 100, "value size in bytes")
+	fs.Float64Var(&c.opts.CompressionRatio, "compression_ratio", 0.5, "values compress to this fraction")
+	fs.IntVar(&blockSize, "block_size", 4096, "SST data block size (both engines)")
+	fs.Int64Var(&cacheSize, "cache_size", 64<<20, "block cache bytes (both engines; 0 disables Vigil's, Pebble keeps only the memtable credit)")
+	fs.IntVar(&bloomBits, "bloom_bits", 10, "bloom filter bits per key (both engines; 0 disables)")
+	fs.StringVar(&comp, "compression_type", "snappy", "none or snappy (both engines)")
+	fs.StringVar(&checksumT, "checksum_type", "4", "Vigil's checksum: 0/none, 1/crc32c, 2/xxhash, 3/xxhash64, 4/xxh3, 5/crc64 (Pebble always writes crc32c)")
+	fs.BoolVar(&paranoid, "paranoid_memory_checks", false, "Vigil: memtable reads verify key order (Pebble has no equivalent)")
+	fs.IntVar(&protection, "memtable_protection_bytes_per_key", 0, "Vigil: per-entry memtable checksum bytes, 0/1/2/4/8 (Pebble has no equivalent)")
+	fs.BoolVar(&disableWAL, "disable_wal", false, "both engines write without a WAL")
+	fs.IntVar(&c.credit, "pebble_cache_credit", peers.PebbleMemtableCacheCredit,
+		"write buffers added to Pebble's cache capacity, since Pebble charges memtables to its block cache (0 = exactly --cache_size)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, usageError{fmt.Sprintf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
+	}
+	var problems []string
+	if c.opts.Runs < 1 {
+		problems = append(problems, "--runs must be >= 1")
+	}
+	if c.numScale <= 0 || c.numScale > 100 {
+		problems = append(problems, "--num-scale must be in (0, 100]")
+	}
+	if c.opts.Seed == 0 {
+		problems = append(problems, "--seed must not be 0")
+	}
+	if c.credit < 0 {
+		problems = append(problems, "--pebble_cache_credit must be >= 0")
+	}
+	if c.opts.KeySize < 8 {
+		problems = append(problems, "--key_size must be at least 8")
+	}
+	if c.opts.ValueSize < 0 {
+		problems = append(problems, "--value_size must be >= 0")
+	}
+	if c.opts.CompressionRatio <= 0 || c.opts.CompressionRatio > 1 {
+		problems = append(problems, "--compression_ratio must be in (0, 1]")
+	}
+	comp = strings.ToLower(comp)
+	if comp != "none" && comp != "snappy" {
+		problems = append(problems, "--compression_type must be none or snappy")
+	}
+	ct, err := checksum.ParseType(checksumT)
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("--checksum_type: %v", err))
+	}
+	all := peers.DefaultScenarios()
+	scenarios, err := peers.SelectScenarios(all, c.scenarioCS)
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("--scenarios: %v", err))
+	}
+	if len(problems) > 0 {
+		return nil, usageError{strings.Join(problems, "; ")}
+	}
+	for i := range scenarios {
+		scenarios[i] = scenarios[i].Scale(c.numScale)
+	}
+	c.opts.Scenarios = scenarios
+	c.opts.Contenders = peers.DefaultContenders(c.credit)
+	c.opts.Engine = bench.EngineOptions{
+		ChecksumType:                  int(ct),
+		ParanoidMemoryChecks:          paranoid,
+		MemtableProtectionBytesPerKey: protection,
+		BlockSize:                     blockSize,
+		CacheSize:                     peers.ScaleBytes(cacheSize, c.numScale),
+		BloomBits:                     bloomBits,
+		Compression:                   comp,
+		DisableWAL:                    disableWAL,
+	}
+	// Validate the engine settings once, up front, with a representative
+	// write buffer, rather than failing in the middle of the first run.
+	probe := c.opts.Engine
+	probe.WriteBufferSize = scenarios[0].WriteBufferSize
+	if _, err := peers.Describe(probe, c.credit); err != nil {
+		return nil, usageError{err.Error()}
+	}
+	c.opts.Progress = stderr
+	if verbose {
+		c.opts.Log = stderr
+	}
+	return &c, nil
+}
+
+// run is main without the exit: it returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "vs: %v\n", err)
+		return 2
+	}
+	if err != nil {
+		return 2 // flag already printed the problem
+	}
+	machine := peers.ThisMachine()
+	printHeader(stdout, c, machine)
+
+	start := time.Now()
+	rep, cerr := peers.Compare(ctx, c.opts)
+	status := 0
+	if cerr != nil {
+		fmt.Fprintf(stderr, "vs: %v\n", cerr)
+		status = 1
+	}
+	if rep != nil && len(rep.Samples) > 0 {
+		fmt.Fprintln(stdout)
+		if cerr != nil {
+			fmt.Fprintln(stdout, "PARTIAL RESULTS (the comparison stopped early):")
+		}
+		if err := rep.WriteTable(stdout); err != nil {
+			fmt.Fprintf(stderr, "vs: %v\n", err)
+			status = 1
+		}
+		fmt.Fprintf(stdout, "\nWall time %v; load avg at end: %s\n", time.Since(start).Round(time.Second), peers.LoadAvg())
+		if c.jsonPath != "" {
+			if err := writeJSON(c.jsonPath, rep, machine); err != nil {
+				fmt.Fprintf(stderr, "vs: %v\n", err)
+				status = 1
+			}
+		}
+	}
+	return status
+}
+
+func printHeader(w io.Writer, c *config, m peers.Machine) {
+	fmt.Fprintf(w, "vs: Vigil vs Pebble, same kvbench workloads, %d run(s) per engine, engines alternating (vigil first on odd runs)\n", c.opts.Runs)
+	fmt.Fprint(w, m.String())
+	fmt.Fprintf(w, "Keys:     %d B, values %d B (compressible to %.2f), seed %d\n",
+		c.opts.KeySize, c.opts.ValueSize, c.opts.CompressionRatio, c.opts.Seed)
+	probe := c.opts.Engine
+	probe.WriteBufferSize = c.opts.Scenarios[0].WriteBufferSize
+	if d, err := peers.Describe(probe, c.credit); err == nil {
+		fmt.Fprint(w, d)
+	}
+	if c.numScale != 1 {
+		fmt.Fprintf(w, "SCALED:   --num-scale %g (counts, write buffers and cache; cache %d KiB) - not the reference figures\n",
+			c.numScale, c.opts.Engine.CacheSize>>10)
+	}
+	for _, s := range c.opts.Scenarios {
+		var steps []string
+		for _, st := range s.Steps {
+			reads := "all"
+			if st.Reads >= 0 {
+				reads = fmt.Sprint(st.Reads)
+			}
+			steps = append(steps, fmt.Sprintf("[%s reads=%s]", st.Benchmarks, reads))
+		}
+		fmt.Fprintf(w, "Scenario %-10s num=%d write_buffer=%d KiB %s\n", s.Name, s.Num, s.WriteBufferSize>>10, strings.Join(steps, " then reopen "))
+	}
+}
+
+func writeJSON(path string, rep *peers.Report, m peers.Machine) error {
+	f, err := vfs.Default.Create(path)
+	if err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	if err := rep.WriteJSON(f, m); err != nil {
+		f.Close()
+		return fmt.Errorf("--json: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	return nil
+}
