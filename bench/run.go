@@ -258,7 +258,9 @@ func (r *Runner) Run() (err error) {
 	r.seed = r.cfg.Seed
 	if r.seed == 0 {
 		r.seed = uint64(time.Now().UnixMicro())
-		fmt.Fprintf(r.cfg.Stdout, "Set seed to %d because --seed was 0\n", r.seed)
+		if needDB {
+			fmt.Fprintf(r.cfg.Stdout, "Set seed to %d because --seed was 0\n", r.seed)
+		}
 	}
 	if needDB {
 		if err := r.setupDir(); err != nil {

@@ -184,13 +184,20 @@ func scan(r *Runner, e Engine, t *threadState, forward bool) error {
 	reads := r.reads()
 	start := time.Now()
 	var n, bytes int64
+	var opStart time.Time
 	for valid && n < reads {
 		bytes += int64(len(it.Key()) + len(it.Value()))
 		n++
+		if t.hist != nil {
+			opStart = time.Now()
+		}
 		if forward {
 			valid = it.Next()
 		} else {
 			valid = it.Prev()
+		}
+		if t.hist != nil {
+			t.hist.Record(time.Since(opStart))
 		}
 		if n&1023 == 0 && t.onOp != nil {
 			t.onOp(1024)

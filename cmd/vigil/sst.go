@@ -85,9 +85,8 @@ func openSST(path string) (*sst.Reader, error) {
 		f.Close()
 		return nil, err
 	}
-	r, err := sst.Open(f, path, st.Size(), sst.ReaderOptions{})
+	r, err := sst.Open(f, path, st.Size(), sst.ReaderOptions{}) // closes f on failure
 	if err != nil {
-		f.Close()
 		return nil, err
 	}
 	return r, nil
