@@ -17,7 +17,8 @@ import (
 )
 
 // longTests enables the exhaustive variants (every offset of multi-block
-// logs): VIGIL_WAL_LONG=1 go test ./wal.
+// logs): VIGIL_WAL_LONG=1 go test -run MultiBlock -timeout 30m ./wal (about
+// ten minutes on a loaded 2-core machine).
 var longTests = os.Getenv("VIGIL_WAL_LONG") != ""
 
 // layout is a log written by the Writer plus where each record's bytes are.
