@@ -284,6 +284,12 @@ func (d *DB) createWAL(logNum uint64) (*wal.Writer, error) {
 		f.Close()
 		return nil, fmt.Errorf("creating WAL %s: %w", name, err)
 	}
+	// Make the header durable, so that a crash leaves a valid empty log,
+	// not an empty file (which AbsoluteConsistency recovery would reject).
+	if err := w.Sync(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("syncing new WAL %s: %w", name, err)
+	}
 	if err := d.dataDir.Sync(); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("syncing directory after creating %s: %w", name, err)

@@ -48,6 +48,9 @@ type compaction struct {
 	outputLevel int
 	inputs      [2][]*fileMetadata // [0] from level, [1] from outputLevel
 	reason      string
+	// noMove forbids the trivial move of a lone input (manual compactions
+	// rewrite, to drop what they can).
+	noMove bool
 	// smallest, largest user keys of all inputs (largest inclusive).
 	smallest, largest []byte
 }
@@ -186,8 +189,10 @@ func keyRange(files []*fileMetadata) (smallest, largest []byte) {
 }
 
 // Compact compacts every level's files overlapping [start, end] (nil for
-// unbounded) down to the bottom-most level that holds data, and waits. It
-// flushes the memtable first, so all data in the range ends up compacted.
+// unbounded) down to the bottom-most level that holds data, rewrites that
+// level's files in the range in place (dropping versions no snapshot needs
+// and tombstones with nothing below them), and waits. It flushes the
+// memtable first, so all data in the range ends up compacted.
 func (d *DB) Compact(start, end []byte) error {
 	if d.closed.Load() {
 		return ErrClosed
@@ -200,7 +205,8 @@ func (d *DB) Compact(start, end []byte) error {
 	}
 	d.compactionMu.Lock()
 	defer d.compactionMu.Unlock()
-	for level := 0; level < numLevels-1; level++ {
+	prevOutput := -1 // output level of the previous step
+	for level := 0; level < numLevels; level++ {
 		d.mu.Lock()
 		if d.bgErr != nil {
 			err := d.bgErr
@@ -208,31 +214,48 @@ func (d *DB) Compact(start, end []byte) error {
 			return fmt.Errorf("%w: %w", ErrReadOnly, err)
 		}
 		v := d.vs.current
-		// Stop at the last level holding data.
-		deeper := false
-		for l := level + 1; l < numLevels; l++ {
+		last := 0 // the deepest level holding data
+		for l := numLevels - 1; l > 0; l-- {
 			if len(v.levels[l]) > 0 {
-				deeper = true
-			}
-		}
-		inputs := v.overlaps(level, start, end)
-		if len(inputs) == 0 || (!deeper && level > 0) {
-			d.mu.Unlock()
-			if !deeper && level > 0 {
+				last = l
 				break
 			}
+		}
+		if level > last && !(level == 1 && last == 0) {
+			d.mu.Unlock()
+			break
+		}
+		inputs := v.overlaps(level, start, end)
+		if len(inputs) == 0 {
+			d.mu.Unlock()
 			continue
 		}
-		if level == 0 {
-			// L0 files overlap one another: take all of them that overlap
-			// the range's closure, to keep newer-over-older order.
-			inputs = expandL0(v.levels[0], inputs)
+		var c *compaction
+		switch {
+		case level == 0:
+			// L0 files overlap one another: take all that overlap the
+			// range's closure, to keep newer-over-older order.
+			c = d.newCompaction(v, 0, expandL0(v.levels[0], inputs), "manual")
+		case level < last:
+			c = d.newCompaction(v, level, inputs, "manual")
+			c.noMove = true
+		case prevOutput == level:
+			// The previous step merged everything in range into this
+			// bottom level already.
+			d.mu.Unlock()
+			continue
+		default:
+			// The bottom level: rewrite it in place, which drops what no
+			// snapshot needs and the tombstones.
+			c = &compaction{level: level, outputLevel: level, reason: "manual, bottom level in place", noMove: true}
+			c.inputs[0] = inputs
+			c.smallest, c.largest = keyRange(inputs)
 		}
-		c := d.newCompaction(v, level, inputs, "manual")
 		d.mu.Unlock()
 		if err := d.runCompaction(c); err != nil {
 			return err
 		}
+		prevOutput = c.outputLevel
 	}
 	return nil
 }
@@ -263,7 +286,7 @@ func (d *DB) runCompaction(c *compaction) error {
 	d.log.Infof("compaction starting: %s", c)
 
 	// Trivial move: one input file, nothing to merge with below.
-	if len(c.inputs[0]) == 1 && len(c.inputs[1]) == 0 && c.level > 0 {
+	if len(c.inputs[0]) == 1 && len(c.inputs[1]) == 0 && c.level > 0 && !c.noMove {
 		f := c.inputs[0][0]
 		e := &versionEdit{}
 		e.deleted = append(e.deleted, deletedFileEntry{level: c.level, fileNum: f.fileNum})

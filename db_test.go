@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -319,5 +321,41 @@ func TestMetricsString(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("Metrics.String lacks %q:\n%s", want, s)
 		}
+	}
+}
+
+// TestOpenLockAcrossProcesses opens a DB here and tries again from a child
+// process (this test binary, re-run): the child's Open must fail.
+func TestOpenLockAcrossProcesses(t *testing.T) {
+	if dir := os.Getenv("VIGIL_LOCK_CHILD_DIR"); dir != "" {
+		db, err := Open(dir, nil)
+		if err == nil {
+			db.Close()
+			fmt.Println("CHILD-OPENED")
+			os.Exit(0)
+		}
+		fmt.Println("CHILD-FAILED:", err)
+		os.Exit(0)
+	}
+	dir := t.TempDir()
+	db, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := func() string {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestOpenLockAcrossProcesses$")
+		cmd.Env = append(os.Environ(), "VIGIL_LOCK_CHILD_DIR="+dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	if out := child(); !strings.Contains(out, "CHILD-FAILED") || !strings.Contains(out, "lock") {
+		t.Fatalf("second process opened a locked DB:\n%s", out)
+	}
+	db.Close()
+	if out := child(); !strings.Contains(out, "CHILD-OPENED") {
+		t.Fatalf("second process could not open after Close:\n%s", out)
 	}
 }

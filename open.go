@@ -200,9 +200,9 @@ func (d *DB) replayWALs() error {
 			f.Close()
 			return fmt.Errorf("vigil: replaying WAL %s: %w", name, err)
 		}
-		if r.LogNumber() != 0 && r.LogNumber() != num {
+		if err := r.CheckLogNumber(num); err != nil {
 			f.Close()
-			return base.CorruptionErrorf("WAL %s: header names log number %d", name, r.LogNumber())
+			return fmt.Errorf("vigil: replaying WAL %s: %w", name, err)
 		}
 		var batches int
 		for {
