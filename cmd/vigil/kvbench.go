@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +32,7 @@ type kvbenchFlags struct {
 	cacheSize    int64
 	bloomBits    int
 	disableWAL   bool
+	cpuProfile   string
 }
 
 func (k *kvbenchFlags) register(f *pflag.FlagSet) {
@@ -60,6 +63,7 @@ func (k *kvbenchFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&c.Histogram, "histogram", false, "print latency percentiles (P50/P99/P99.9/max)")
 	f.BoolVar(&c.Stats, "stats", false, "print DB metrics after each benchmark")
 	f.StringVar(&c.JSONPath, "json", "", "write results as JSON lines (one object per run) to this file")
+	f.StringVar(&k.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 }
 
 // finish validates flags and fills the engine options. Problems are usage
@@ -144,6 +148,19 @@ With no flags at all it runs a short default suite on a temporary directory.`,
 			}
 			k.cfg.Stdout = cmd.OutOrStdout()
 			k.cfg.Stderr = cmd.ErrOrStderr()
+			if k.cpuProfile != "" {
+				f, err := os.Create(k.cpuProfile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer func() {
+					pprof.StopCPUProfile()
+					f.Close()
+				}()
+			}
 			start := time.Now()
 			if err := bench.NewRunner(k.cfg).Run(); err != nil {
 				return err
