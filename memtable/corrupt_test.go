@@ -217,6 +217,25 @@ func TestValidateCatches(t *testing.T) {
 			t.Fatalf("Get: %t %v", found, err)
 		}
 	})
+	t.Run("length", func(t *testing.T) {
+		// A value length pointing past the arena: every read of the entry
+		// reports corruption, with or without paranoid checks.
+		for _, paranoid := range []bool{false, true} {
+			m := mustNew(t, Options{ParanoidMemoryChecks: paranoid})
+			m.Add(1, base.KindSet, []byte("k"), []byte("v"))
+			ko, _, _, _, _ := m.EntryForTesting([]byte("k"))
+			binary.LittleEndian.PutUint32(m.ArenaForTesting()[ko-4:], 1<<31) // value length
+			if _, _, _, found, err := m.Get([]byte("k"), base.SeqNumMax); found || !isCorrupt(err) {
+				t.Fatalf("Get: %t %v", found, err)
+			}
+			if it := m.NewIter(IterOptions{}); it.First() || !isCorrupt(it.Error()) {
+				t.Fatalf("First: %v", it.Error())
+			}
+			if err := m.Validate(); !isCorrupt(err) {
+				t.Fatalf("Validate: %v", err)
+			}
+		}
+	})
 	t.Run("order", func(t *testing.T) {
 		if err := buildOrderCorruption(t, false).Validate(); !isCorrupt(err) {
 			t.Fatalf("Validate: %v", err)

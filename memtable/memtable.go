@@ -330,7 +330,11 @@ func (m *MemTable) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64
 		}
 		return nil, 0, 0, false, nil
 	}
-	ik, val, err := m.decode(it.Key(), it.Value())
+	k, v, err := it.Entry()
+	if err != nil {
+		return nil, 0, 0, false, base.CorruptionErrorf("memtable: get %s: %w", base.HexKey(userKey), err)
+	}
+	ik, val, err := m.decode(k, v)
 	if err != nil {
 		return nil, 0, 0, false, err
 	}
@@ -371,7 +375,11 @@ func (m *MemTable) RangeDels(snapSeq uint64) ([]base.RangeTombstone, error) {
 	it := m.rangeDels.NewIter(m.paranoid)
 	var out []base.RangeTombstone
 	for ok := it.First(); ok; ok = it.Next() {
-		ik, end, err := m.decode(it.Key(), it.Value())
+		k, v, err := it.Entry()
+		if err != nil {
+			return nil, base.CorruptionErrorf("memtable: range deletions: %w", err)
+		}
+		ik, end, err := m.decode(k, v)
 		if err != nil {
 			return nil, err
 		}
@@ -476,7 +484,12 @@ func (it *iterator) land(ok bool) bool {
 		}
 		return false
 	}
-	ik, val, err := it.m.decode(it.sit.Key(), it.sit.Value())
+	k, v, err := it.sit.Entry()
+	if err != nil {
+		it.valid, it.err = false, base.CorruptionErrorf("memtable: %s iterator: %w", it.what, err)
+		return false
+	}
+	ik, val, err := it.m.decode(k, v)
 	if err != nil {
 		it.valid, it.err = false, err
 		return false

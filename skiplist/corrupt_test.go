@@ -162,14 +162,27 @@ func TestCorruptLinksAndLengths(t *testing.T) {
 			t.Errorf("prev link %d: Verify %v", bad, err)
 		}
 	}
+	// Lengths pointing past the arena: Entry reports them (validated or
+	// not), Verify too; Key would panic on its bounds check rather than
+	// read outside the arena.
 	for _, field := range []int{offKeyLen, offValLen} {
-		l, nodes := build()
-		binary.LittleEndian.PutUint32(l.buf[int(nodes[2])+field:], 1<<30)
-		it := l.NewIter(true)
-		it.SeekGE([]byte("k1"))
-		wantCorrupt(t, fmt.Sprintf("length at +%d: Next", field), &it, it.Next())
-		if _, err := l.Verify(nil); !errors.Is(err, ErrCorruption) {
-			t.Errorf("length at +%d: Verify %v", field, err)
+		for _, validate := range []bool{false, true} {
+			l, nodes := build()
+			binary.LittleEndian.PutUint32(l.buf[int(nodes[2])+field:], 1<<30)
+			it := l.NewIter(validate)
+			if !it.SeekGE([]byte("k1")) {
+				t.Fatal(it.Error())
+			}
+			if _, _, err := it.Entry(); err != nil {
+				t.Fatalf("intact entry: %v", err)
+			}
+			it.Next()
+			if _, _, err := it.Entry(); !errors.Is(err, ErrCorruption) {
+				t.Errorf("length at +%d, validate=%t: Entry %v", field, validate, err)
+			}
+			if _, err := l.Verify(nil); !errors.Is(err, ErrCorruption) {
+				t.Errorf("length at +%d: Verify %v", field, err)
+			}
 		}
 	}
 	// A back link to another valid node: reads cannot tell (the order
