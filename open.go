@@ -309,9 +309,11 @@ func (d *DB) replayWALs() error {
 		if m != nil {
 			flushed = append(flushed, m)
 		}
-	}
-	if err := newMem(0); err != nil {
-		return err
+		// A fresh memtable for new writes; an unused replay memtable is
+		// kept, saving the allocation (and zeroing) of a large arena.
+		if err := newMem(0); err != nil {
+			return err
+		}
 	}
 	var logNum uint64
 	if !d.opts.DisableWAL {
