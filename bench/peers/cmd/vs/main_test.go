@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRunSmoke is .ci/run's smoke run in miniature: one scaled-down run of
+// one scenario, with the table on stdout, progress on stderr and the JSON.
+func TestRunSmoke(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "out.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"--runs", "1", "--num-scale", "0.001", "--scenarios", "fillrandom,memtable",
+		"--dir", dir, "--json", jsonPath, "--cpuprofile", filepath.Join(dir, "prof")}
+	if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"CPU:", "GOMAXPROCS", "go1.", "pebble crc32c", "SCALED:", "vigil/pebble",
+		"fillrandom  fillrandom", "memtable    readreverse", "Load avg"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(stderr.String(), "\n"); n != 4 {
+		t.Errorf("stderr has %d lines, want 4 progress lines:\n%s", n, stderr.String())
+	}
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Report struct {
+			Samples []json.RawMessage
+		}
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Report.Samples) != 10 { // (1 + 4 benchmarks) x 2 engines
+		t.Errorf("%d samples in the JSON", len(doc.Report.Samples))
+	}
+	profiles, _ := filepath.Glob(filepath.Join(dir, "prof-*.pprof"))
+	if len(profiles) != 4 {
+		t.Errorf("profiles: %v", profiles)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "vs-*"))
+	if len(left) != 0 {
+		t.Errorf("temporary directories left: %v", left)
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--runs", "0"},
+		{"--scenarios", "bogus"},
+		{"--seed", "0"},
+		{"--num-scale", "0"},
+		{"--compression_type", "zstd"},
+		{"--checksum_type", "9"},
+		{"--block_size", "1"},
+		{"--memtable_protection_bytes_per_key", "3"},
+		{"--no-such-flag"},
+		{"extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, stderr.String())
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("%v: printed to stdout: %q", args, stdout.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"-h"}, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "-num-scale") {
+		t.Errorf("-h: exit %d, %q", code, stderr.String())
+	}
+}
+
+func TestRunCanceled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"--runs", "1", "--num-scale", "0.001", "--dir", t.TempDir()}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "canceled") {
+		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	}
+}

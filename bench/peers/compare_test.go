@@ -1,0 +1,362 @@
+package peers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigildb/vigil/bench"
+)
+
+func TestDefaultScenarios(t *testing.T) {
+	sc := DefaultScenarios()
+	byName := map[string]Scenario{}
+	for _, s := range sc {
+		byName[s.Name] = s
+		for _, st := range s.Steps {
+			specs, err := bench.ParseSpecs(st.Benchmarks)
+			if err != nil || len(specs) == 0 {
+				t.Errorf("%s: bad step %q: %v", s.Name, st.Benchmarks, err)
+			}
+		}
+	}
+	// The brief's numbers (issue 8).
+	if m := byName["memtable"]; m.Num != 250_000 || m.WriteBufferSize != 256<<20 || m.Steps[0].Reads != 500_000 {
+		t.Errorf("memtable = %+v", m)
+	}
+	if d := byName["ondisk"]; d.Num != 2_000_000 || d.WriteBufferSize != 64<<20 || d.Steps[0].Reads != 1_000_000 ||
+		!strings.HasPrefix(d.Steps[0].Benchmarks, "fillseq,flush,compact,") || d.Steps[1].Reads != -1 {
+		t.Errorf("ondisk = %+v", d)
+	}
+	if f := byName["fillrandom"]; f.Num != 1_000_000 || f.WriteBufferSize != 64<<20 {
+		t.Errorf("fillrandom = %+v", f)
+	}
+}
+
+func TestSelectScenarios(t *testing.T) {
+	all := DefaultScenarios()
+	for _, list := range []string{"", "all", " all "} {
+		got, err := SelectScenarios(all, list)
+		if err != nil || len(got) != len(all) {
+			t.Errorf("%q: %d scenarios, %v", list, len(got), err)
+		}
+	}
+	got, err := SelectScenarios(all, "fillrandom, memtable")
+	if err != nil || len(got) != 2 || got[0].Name != "fillrandom" || got[1].Name != "memtable" {
+		t.Errorf("two by name: %+v, %v", got, err)
+	}
+	for _, bad := range []string{"nope", ",", "memtable,nope"} {
+		if _, err := SelectScenarios(all, bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestScale(t *testing.T) {
+	s := DefaultScenarios()[1] // ondisk
+	if got := s.Scale(1); got.Num != s.Num || got.WriteBufferSize != s.WriteBufferSize {
+		t.Errorf("Scale(1) changed the scenario: %+v", got)
+	}
+	got := s.Scale(0.1)
+	if got.Num != 200_000 || got.WriteBufferSize != 6710886 ||
+		got.Steps[0].Reads != 100_000 || got.Steps[1].Reads != -1 {
+		t.Errorf("Scale(0.1) = %+v", got)
+	}
+	if s.Steps[0].Reads != 1_000_000 {
+		t.Error("Scale modified the original's steps")
+	}
+	tiny := s.Scale(1e-9)
+	if tiny.Num != 100 || tiny.WriteBufferSize != minScaledBuffer || tiny.Steps[0].Reads != 100 {
+		t.Errorf("Scale(1e-9) = %+v, want floors", tiny)
+	}
+	if ScaleBytes(0, 0.5) != 0 || ScaleBytes(64<<20, 0.5) != 32<<20 || ScaleBytes(64<<20, 1e-6) != minScaledBuffer {
+		t.Error("ScaleBytes")
+	}
+}
+
+func TestRunOrder(t *testing.T) {
+	c := DefaultContenders(2)
+	for i, want := range [][]string{{"vigil", "pebble"}, {"pebble", "vigil"}, {"vigil", "pebble"}, {"pebble", "vigil"}} {
+		got := RunOrder(c, i)
+		if got[0].Name != want[0] || got[1].Name != want[1] {
+			t.Errorf("run %d: %s, %s", i, got[0].Name, got[1].Name)
+		}
+	}
+	if c[0].Name != "vigil" {
+		t.Error("RunOrder modified its input")
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := Median(tc.xs); got != tc.want {
+			t.Errorf("Median(%v) = %v, want %v", tc.xs, got, tc.want)
+		}
+	}
+}
+
+func sample(scenario, engine string, run int, name string, ops int64, elapsed time.Duration) Sample {
+	r := bench.Result{Name: name, Ops: ops, Elapsed: elapsed}
+	return Sample{Scenario: scenario, Engine: engine, Run: run, OpsPerSec: r.OpsPerSec(), Result: r}
+}
+
+func TestRowsAndTable(t *testing.T) {
+	rep := &Report{Engines: []string{"vigil", "pebble"}, Runs: 3}
+	// ops/sec: vigil 100, 300, 200 -> median 200, spread 100 %;
+	// pebble 100, 100, 100 -> median 100. flush: vigil 2 s, pebble 1 s.
+	for run, v := range []int64{100, 300, 200} {
+		rep.Samples = append(rep.Samples,
+			sample("memtable", "vigil", run+1, "fillseq", v, time.Second),
+			sample("memtable", "pebble", run+1, "fillseq", 100, time.Second),
+			sample("ondisk", "vigil", run+1, "flush", 1, 2*time.Second),
+			sample("ondisk", "pebble", run+1, "flush", 1, time.Second),
+			sample("ondisk", "vigil", run+1, "readrandom", 70, time.Second),
+			sample("ondisk", "pebble", run+1, "readrandom", 100, time.Second),
+		)
+	}
+	rows := rep.Rows()
+	if len(rows) != 3 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	fill, flush, rr := rows[0], rows[1], rows[2]
+	if fill.Benchmark != "fillseq" || fill.Median[0] != 200 || fill.Median[1] != 100 || fill.Ratio() != 2 ||
+		math.Abs(fill.Spread[0]-1) > 1e-9 || fill.Spread[1] != 0 || fill.Runs[0] != 3 {
+		t.Errorf("fillseq row = %+v ratio %v", fill, fill.Ratio())
+	}
+	if !flush.Setup || flush.Median[0] != 2 || flush.Median[1] != 1 || flush.Ratio() != 0.5 {
+		t.Errorf("flush row = %+v ratio %v (want seconds, ratio pebble/vigil time)", flush, flush.Ratio())
+	}
+	if math.Abs(rr.Ratio()-0.7) > 1e-9 {
+		t.Errorf("readrandom ratio %v", rr.Ratio())
+	}
+
+	var b bytes.Buffer
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := `scenario  benchmark   vigil ops/s  pebble ops/s  vigil/pebble  target          spread vigil/pebble
+memtable  fillseq             200           100         2.00x  >= 1.0x met               100% / 0%
+ondisk    readrandom           70           100         0.70x  >= 0.8x MISSED              0% / 0%
+(ops/sec, median of 3 runs; spread = (max-min)/median over the runs)
+
+Setup steps, seconds (median of 3 runs; not part of any read figure):
+scenario  step   vigil s  pebble s  speedup  spread vigil/pebble
+ondisk    flush     2.00      1.00    0.50x              0% / 0%
+`
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+
+	b.Reset()
+	if err := rep.WriteJSON(&b, ThisMachine()); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Machine Machine
+		Report  Report
+		Rows    []struct {
+			Scenario, Benchmark string
+			Median              []float64
+			Ratio               float64
+		}
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Report.Samples) != len(rep.Samples) || len(doc.Rows) != 3 || doc.Rows[0].Ratio != 2 || doc.Machine.NumCPU < 1 {
+		t.Errorf("JSON round trip: %d samples, rows %+v, machine %+v", len(doc.Report.Samples), doc.Rows, doc.Machine)
+	}
+
+	if err := (&Report{Engines: []string{"a"}}).WriteTable(&b); err == nil {
+		t.Error("table with one engine accepted")
+	}
+}
+
+func TestTargets(t *testing.T) {
+	if r, ok := TargetFor("memtable", "readrandom"); !ok || r != 1.0 {
+		t.Errorf("memtable readrandom target %v %v", r, ok)
+	}
+	if r, ok := TargetFor("ondisk", "readseq"); !ok || r != 0.8 {
+		t.Errorf("ondisk readseq target %v %v", r, ok)
+	}
+	if _, ok := TargetFor("ondisk", "fillseq"); ok {
+		t.Error("ondisk fillseq has a target")
+	}
+	// Every target names a benchmark its scenario runs.
+	for _, tg := range Targets {
+		found := false
+		for _, s := range DefaultScenarios() {
+			for _, st := range s.Steps {
+				if s.Name == tg.Scenario && strings.Contains(","+st.Benchmarks+",", ","+tg.Benchmark+",") {
+					found = true
+				}
+			}
+		}
+		if !found {
+			t.Errorf("target %+v matches no scenario benchmark", tg)
+		}
+	}
+}
+
+// TestCompare runs every default scenario, shrunk to a few hundred keys,
+// twice on both engines: the samples must cover every benchmark of every
+// run on each engine, in the alternating order, and every temporary
+// directory must be gone afterwards.
+func TestCompare(t *testing.T) {
+	dir := t.TempDir()
+	var scenarios []Scenario
+	for _, s := range DefaultScenarios() {
+		scenarios = append(scenarios, s.Scale(0.001))
+	}
+	var progress bytes.Buffer
+	o := Options{
+		Scenarios: scenarios, Runs: 2, Contenders: DefaultContenders(2),
+		Engine:  bench.EngineOptions{ChecksumType: 4, BlockSize: 4096, CacheSize: 1 << 20, BloomBits: 10, Compression: "snappy"},
+		KeySize: 16, ValueSize: 100, CompressionRatio: 0.5, Seed: 1, Dir: dir, Progress: &progress,
+	}
+	if testing.Short() {
+		o.Scenarios = o.Scenarios[:1]
+	}
+	rep, err := Compare(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perRun := 0
+	for _, s := range o.Scenarios {
+		for _, st := range s.Steps {
+			specs, _ := bench.ParseSpecs(st.Benchmarks)
+			perRun += len(specs)
+		}
+	}
+	if want := perRun * o.Runs * 2; len(rep.Samples) != want {
+		t.Fatalf("%d samples, want %d", len(rep.Samples), want)
+	}
+	for _, s := range rep.Samples {
+		wantFirst := (s.Run%2 == 1) == (s.Engine == "vigil")
+		if s.First != wantFirst {
+			t.Errorf("%s run %d %s: first = %v", s.Scenario, s.Run, s.Engine, s.First)
+		}
+		if s.Result.Ops <= 0 || s.OpsPerSec <= 0 {
+			t.Errorf("%s %s %s: %+v", s.Scenario, s.Engine, s.Result.Name, s.Result)
+		}
+		// Reads find what the fills wrote.
+		if s.Result.Name == "readrandom" && !strings.HasPrefix(s.Result.Message, "(") {
+			t.Errorf("readrandom message %q", s.Result.Message)
+		}
+		if s.Result.Name == "readseq" && s.Result.Ops != o.Scenarios[0].Num && s.Scenario == "memtable" {
+			t.Errorf("memtable readseq read %d keys, want all %d", s.Result.Ops, o.Scenarios[0].Num)
+		}
+	}
+	if n := strings.Count(progress.String(), "\n"); n != len(o.Scenarios)*o.Runs*2 {
+		t.Errorf("%d progress lines:\n%s", n, progress.String())
+	}
+	left, err := os.ReadDir(dir)
+	if err != nil || len(left) != 0 {
+		t.Errorf("temporary directories left behind: %v %v", left, err)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range o.Scenarios {
+		if !strings.Contains(b.String(), s.Name) {
+			t.Errorf("table lacks scenario %s:\n%s", s.Name, b.String())
+		}
+	}
+}
+
+func TestCompareFullScansOnDisk(t *testing.T) {
+	// ondisk's second step must scan every key although readrandom's
+	// --reads is smaller than --num.
+	s := DefaultScenarios()[1].Scale(0.0005)
+	if s.Steps[0].Reads >= s.Num {
+		t.Fatalf("scaled scenario reads %d >= num %d; the test needs fewer", s.Steps[0].Reads, s.Num)
+	}
+	rep, err := Compare(context.Background(), Options{
+		Scenarios: []Scenario{s}, Runs: 1, Contenders: DefaultContenders(2),
+		Engine:  bench.EngineOptions{ChecksumType: 4, BlockSize: 4096, CacheSize: 1 << 20, BloomBits: 10, Compression: "snappy"},
+		KeySize: 16, ValueSize: 100, CompressionRatio: 0.5, Seed: 3, Dir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rep.Samples {
+		switch sm.Result.Name {
+		case "readseq", "readreverse":
+			if sm.Result.Ops != s.Num {
+				t.Errorf("%s %s read %d keys, want %d", sm.Engine, sm.Result.Name, sm.Result.Ops, s.Num)
+			}
+		case "readrandom":
+			if sm.Result.Ops != s.Steps[0].Reads {
+				t.Errorf("%s readrandom did %d reads, want %d", sm.Engine, sm.Result.Ops, s.Steps[0].Reads)
+			}
+			if want := "(" + itoa(s.Steps[0].Reads) + " of "; !strings.HasPrefix(sm.Result.Message, want) {
+				t.Errorf("%s readrandom: %q, want every key found", sm.Engine, sm.Result.Message)
+			}
+		}
+	}
+}
+
+func itoa(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+func TestCompareErrors(t *testing.T) {
+	good := Options{Scenarios: DefaultScenarios()[:1], Runs: 1, Contenders: DefaultContenders(2), Seed: 1}
+	for name, mod := range map[string]func(*Options){
+		"one engine": func(o *Options) { o.Contenders = o.Contenders[:1] },
+		"no runs":    func(o *Options) { o.Runs = 0 },
+		"seed 0":     func(o *Options) { o.Seed = 0 },
+		"none":       func(o *Options) { o.Scenarios = nil },
+	} {
+		o := good
+		mod(&o)
+		if _, err := Compare(context.Background(), o); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep, err := Compare(ctx, good)
+	if !errors.Is(err, context.Canceled) || rep == nil || len(rep.Samples) != 0 {
+		t.Errorf("canceled: %v, %+v", err, rep)
+	}
+	// A failing engine stops the comparison with its error.
+	bad := good
+	bad.Scenarios = []Scenario{DefaultScenarios()[2].Scale(0.0001)}
+	bad.Dir = t.TempDir()
+	boom := errors.New("boom")
+	bad.Contenders = []Contender{DefaultContenders(2)[0], {Name: "broken", Open: func(bench.EngineOptions) (bench.Engine, error) { return nil, boom }}}
+	bad.Engine = bench.EngineOptions{BlockSize: 4096, Compression: "snappy", ChecksumType: 4}
+	if _, err := Compare(context.Background(), bad); !errors.Is(err, boom) {
+		t.Errorf("broken engine: %v", err)
+	}
+}
+
+func TestCPUModel(t *testing.T) {
+	x86 := "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\nflags\t: fpu\n"
+	if got := CPUModel([]byte(x86)); got != "AMD EPYC 7B13" {
+		t.Errorf("x86: %q", got)
+	}
+	arm := "processor\t: 0\nBogoMIPS\t: 50.00\nHardware\t: BCM2835\n"
+	if got := CPUModel([]byte(arm)); got != "BCM2835" {
+		t.Errorf("arm: %q", got)
+	}
+	if got := CPUModel([]byte("nothing here\n")); got != "" {
+		t.Errorf("none: %q", got)
+	}
+	m := ThisMachine()
+	if m.NumCPU < 1 || m.GOMAXPROCS < 1 || m.GoVersion == "" || !strings.Contains(m.String(), m.GoVersion) {
+		t.Errorf("ThisMachine = %+v", m)
+	}
+}
