@@ -29,7 +29,7 @@ var orderCases = []orderCase{
 // randKey draws keys from a small alphabet so that common prefixes, prefixes
 // of each other, short keys (below the 8-byte abbreviation) and equal
 // abbreviations are frequent.
-func randKey(rng *rand.Rand, internal bool) []byte {
+func randKey(rng choices, internal bool) []byte {
 	alphabet := []byte{0x00, 'a', 'b', 0xff}
 	n := rng.IntN(12)
 	if rng.IntN(4) == 0 {
@@ -73,7 +73,7 @@ func (m *model) ge(k []byte) int {
 	return i
 }
 
-func checkAt(t *testing.T, it *Iterator, m *model, idx int, what string) {
+func checkAt(t testing.TB, it *Iterator, m *model, idx int, what string) {
 	t.Helper()
 	if err := it.Error(); err != nil {
 		t.Fatalf("%s: unexpected error %v", what, err)
@@ -95,8 +95,26 @@ func checkAt(t *testing.T, it *Iterator, m *model, idx int, what string) {
 	}
 }
 
-func runModel(t *testing.T, oc orderCase, validate bool, maxHeight int, useInserter bool, seed uint64, ops int) {
-	rng := rand.New(rand.NewPCG(seed, 7))
+// choices is where a model run draws its decisions: a PRNG for the random
+// test, the input bytes for the fuzz target.
+type choices interface {
+	IntN(n int) int
+}
+
+// byteChoices draws decisions from a byte string; once it runs dry every
+// draw is 0.
+type byteChoices struct{ b []byte }
+
+func (c *byteChoices) IntN(n int) int {
+	if len(c.b) == 0 || n <= 1 {
+		return 0
+	}
+	v := int(c.b[0])
+	c.b = c.b[1:]
+	return v % n
+}
+
+func runModel(t testing.TB, oc orderCase, validate bool, maxHeight int, useInserter bool, rng choices, ops int) {
 	internal := oc.opts.InternalKeys
 	arena, err := NewArena(1 << 20)
 	if err != nil {
@@ -113,7 +131,8 @@ func runModel(t *testing.T, oc orderCase, validate bool, maxHeight int, useInser
 	m := newModel(oc.cmp)
 	it := l.NewIter(false)
 	idx := -1
-	for op := 0; op < ops; op++ {
+	bc, _ := rng.(*byteChoices)
+	for op := 0; op < ops && (bc == nil || len(bc.b) > 0); op++ {
 		switch r := rng.IntN(20); {
 		case r < 8:
 			k := randKey(rng, internal)
@@ -212,13 +231,30 @@ func TestModel(t *testing.T) {
 					name := fmt.Sprintf("%s/validate=%t/maxheight=%d/inserter=%t", oc.name, validate, mh, useIns)
 					t.Run(name, func(t *testing.T) {
 						for seed := uint64(1); seed <= seeds; seed++ {
-							runModel(t, oc, validate, mh, useIns, seed, ops)
+							runModel(t, oc, validate, mh, useIns, rand.New(rand.NewPCG(seed, 7)), ops)
 						}
 					})
 				}
 			}
 		}
 	}
+}
+
+// FuzzModel drives the model run from fuzz input: the first byte picks the
+// order, validation, height cap and insert path; every later byte is a
+// decision (operation, key bytes).
+func FuzzModel(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19})
+	f.Add([]byte{0x1d, 3, 7, 1, 1, 2, 0, 9, 14, 2, 12, 0, 19, 3, 7, 2, 2, 2, 15, 16, 17})
+	f.Add(bytes.Repeat([]byte{5, 1, 3, 0, 9, 11, 13, 15, 18}, 30))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < 1 {
+			return
+		}
+		cfg := data[0]
+		oc := orderCases[int(cfg)%len(orderCases)]
+		runModel(t, oc, cfg&4 != 0, int(cfg>>3)%3, cfg&0x40 != 0, &byteChoices{b: data[1:]}, 1<<30)
+	})
 }
 
 // TestSortedInserts drives the inserter cache's fast path (ascending keys)
