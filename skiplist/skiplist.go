@@ -34,8 +34,9 @@
 // # Node layout
 //
 // A node's offset points at its level-0 link; the upper part of its tower
-// grows towards lower addresses, so the hot fields and the first key bytes
-// share a cache line whatever the node's height:
+// grows towards lower addresses, so the level-0 links, the lengths and the
+// first 8 key bytes (everything a level-0 step or a compare touches) lie in 24
+// adjacent bytes whatever the node's height. Only level 0 has a back link:
 //
 //	                              node offset
 //	                                   |
@@ -67,14 +68,26 @@
 //
 // In validating mode (Options.Validate, or per iterator) every link a search
 // follows and every Next/Prev step checks that the two neighbouring nodes are
-// in strictly increasing order, and that link offsets and key/value lengths
-// stay inside the arena. A violation makes the iterator invalid and Error
-// returns an error wrapping ErrCorruption naming both keys in hex. The check
-// is folded into the search's own comparisons: a link x→y needs its own
-// compare only when the search moves past y (the probe is greater than both);
-// otherwise x < probe <= y already proves x < y. Without validation the hot
-// paths contain no validation code at all (separate loops), and a corrupted
-// arena may make a read return wrong data or panic.
+// in strictly increasing order and that the link points at a possible node
+// inside the arena. First also checks the first node against its successor;
+// Last and every Prev also check the node they land on against its
+// predecessor (a look-behind the next Prev reuses), so damage is reported on
+// the step that reaches it from either side. A violation makes the iterator
+// invalid and Error returns an error wrapping ErrCorruption naming both keys
+// in hex. The check is folded into the search's own comparisons: a link x→y
+// needs its own compare only when the search moves past y (the probe is
+// greater than both); otherwise x < probe <= y already proves x < y.
+// Validated inserts search the same way before linking.
+//
+// Without validation the hot paths contain no validation code at all
+// (separate loops). A corrupted link can then send a read anywhere: wrong
+// results, an endless loop on a cycle, or a crash. Key and value lengths are
+// checked either way by Iterator.Entry (an error) or Key/Value (a bounds-check
+// panic), never read past the arena.
+//
+// Order checks see what the order sees: a corruption that keeps every pair of
+// neighbours in order (a changed value, or a key byte that does not move the
+// key past a neighbour) needs the memtable's per-entry checksums to be found.
 package skiplist
 
 import (
