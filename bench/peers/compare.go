@@ -58,7 +58,11 @@ func DefaultScenarios() []Scenario {
 			Num:             250_000,
 			WriteBufferSize: 256 << 20,
 			// readseq and readreverse read min(--reads, keys) = every key.
-			Steps: []Step{{Benchmarks: "fillseq,readrandom,readseq,readreverse", Reads: 500_000}},
+			// A scan of 250k memtable entries takes ~15 ms, too short to
+			// time once on a shared machine: each repeats 10 times per run
+			// (kvbench's [-X10]; reads leave the store unchanged) and the
+			// table takes the median of all repeats.
+			Steps: []Step{{Benchmarks: "fillseq,readrandom,readseq[-X10],readreverse[-X10]", Reads: 500_000}},
 		},
 		{
 			Name:            "ondisk",
@@ -262,23 +266,51 @@ func Compare(ctx context.Context, o Options) (*Report, error) {
 				if err != nil {
 					return rep, fmt.Errorf("%s run %d, %s: %w", sc.Name, i+1, c.Name, err)
 				}
-				var parts []string
 				for _, r := range results {
 					rep.Samples = append(rep.Samples, Sample{
 						Scenario: sc.Name, Engine: c.Name, Run: i + 1, First: pos == 0,
 						OpsPerSec: r.OpsPerSec(), Result: r,
 					})
-					if SetupBenchmarks[r.Name] {
-						parts = append(parts, fmt.Sprintf("%s %.2fs", r.Name, r.Elapsed.Seconds()))
-					} else {
-						parts = append(parts, fmt.Sprintf("%s %.0f/s", r.Name, r.OpsPerSec()))
-					}
 				}
-				fmt.Fprintf(progress, "[%s %d/%d] %-6s %s\n", sc.Name, i+1, o.Runs, c.Name, strings.Join(parts, ", "))
+				fmt.Fprintf(progress, "[%s %d/%d] %-6s %s\n", sc.Name, i+1, o.Runs, c.Name, summarize(results))
 			}
 		}
 	}
 	return rep, nil
+}
+
+// summarize renders one engine run's results for the progress line: one
+// figure per benchmark, the median of its repeats (warm-ups left out).
+func summarize(results []bench.Result) string {
+	var names []string
+	vals := map[string][]float64{}
+	for _, r := range results {
+		if r.Warmup {
+			continue
+		}
+		if _, ok := vals[r.Name]; !ok {
+			names = append(names, r.Name)
+		}
+		x := r.OpsPerSec()
+		if SetupBenchmarks[r.Name] {
+			x = r.Elapsed.Seconds()
+		}
+		vals[r.Name] = append(vals[r.Name], x)
+	}
+	parts := make([]string, len(names))
+	for i, n := range names {
+		xs := vals[n]
+		rep := ""
+		if len(xs) > 1 {
+			rep = fmt.Sprintf(" (x%d)", len(xs))
+		}
+		if SetupBenchmarks[n] {
+			parts[i] = fmt.Sprintf("%s %.2fs%s", n, Median(xs), rep)
+		} else {
+			parts[i] = fmt.Sprintf("%s %.0f/s%s", n, Median(xs), rep)
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // runEngine runs every step of one scenario run on one engine, in a fresh
@@ -372,10 +404,11 @@ type Row struct {
 	// Median per engine, in Report.Engines order: ops/sec (or seconds for
 	// setup rows).
 	Median []float64
-	// Spread per engine: (max-min)/median over the runs, a noise gauge.
+	// Spread per engine: (max-min)/median over the samples, a noise gauge.
 	Spread []float64
-	// Runs per engine that produced this benchmark.
-	Runs []int
+	// Samples per engine behind the median: runs times the benchmark's
+	// repeats per run ([-Xn]), warm-ups left out.
+	Samples []int
 }
 
 // Ratio is the first engine's median over the second's (for setup rows,
@@ -396,12 +429,16 @@ func (r Row) Ratio() float64 {
 }
 
 // Rows reduces the samples to one row per (scenario, benchmark), in the
-// order the benchmarks ran.
+// order the benchmarks ran: the median of every sample of each engine
+// (all runs, all repeats within a run; warm-ups left out).
 func (rep *Report) Rows() []Row {
 	type key struct{ scenario, bench string }
 	var order []key
 	vals := map[key][][]float64{}
 	for _, s := range rep.Samples {
+		if s.Result.Warmup {
+			continue
+		}
 		k := key{s.Scenario, s.Result.Name}
 		v, ok := vals[k]
 		if !ok {
@@ -431,7 +468,7 @@ func (rep *Report) Rows() []Row {
 			}
 			row.Median = append(row.Median, med)
 			row.Spread = append(row.Spread, spread)
-			row.Runs = append(row.Runs, len(xs))
+			row.Samples = append(row.Samples, len(xs))
 		}
 		rows = append(rows, row)
 	}
@@ -484,8 +521,9 @@ func TargetFor(scenario, benchmark string) (float64, bool) {
 }
 
 // WriteTable renders the rows as an aligned text table: scenario,
-// benchmark, each engine's median ops/sec, the ratio, the target and the
-// spread; setup steps (seconds) follow in their own section.
+// benchmark, each engine's median ops/sec, the ratio, the target, the
+// number of samples and their spread; setup steps (seconds) follow in their
+// own section.
 func (rep *Report) WriteTable(w io.Writer) error {
 	if len(rep.Engines) != 2 {
 		return fmt.Errorf("table: need 2 engines, got %d", len(rep.Engines))
@@ -499,12 +537,16 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			ratio = fmt.Sprintf("%.2fx", x)
 		}
 		spread := "-"
-		if r.Runs[0] > 1 || r.Runs[1] > 1 {
+		if r.Samples[0] > 1 || r.Samples[1] > 1 {
 			spread = fmt.Sprintf("%.0f%% / %.0f%%", 100*r.Spread[0], 100*r.Spread[1])
+		}
+		n := fmt.Sprint(r.Samples[0])
+		if r.Samples[1] != r.Samples[0] {
+			n += "/" + fmt.Sprint(r.Samples[1])
 		}
 		if r.Setup {
 			setup = append(setup, []string{r.Scenario, r.Benchmark,
-				fmt.Sprintf("%.2f", r.Median[0]), fmt.Sprintf("%.2f", r.Median[1]), ratio, spread})
+				fmt.Sprintf("%.2f", r.Median[0]), fmt.Sprintf("%.2f", r.Median[1]), ratio, n, spread})
 			continue
 		}
 		target := ""
@@ -516,22 +558,21 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			target = fmt.Sprintf(">= %.1fx %s", t, verdict)
 		}
 		main = append(main, []string{r.Scenario, r.Benchmark,
-			fmt.Sprintf("%.0f", r.Median[0]), fmt.Sprintf("%.0f", r.Median[1]), ratio, target, spread})
+			fmt.Sprintf("%.0f", r.Median[0]), fmt.Sprintf("%.0f", r.Median[1]), ratio, target, n, spread})
 	}
-	runs := fmt.Sprintf("median of %d", rep.Runs)
-	header := []string{"scenario", "benchmark", a + " ops/s", b + " ops/s", a + "/" + b, "target", "spread " + a + "/" + b}
-	if err := writeAligned(w, header, main, []bool{false, false, true, true, true, false, true}); err != nil {
+	header := []string{"scenario", "benchmark", a + " ops/s", b + " ops/s", a + "/" + b, "target", "n", "spread " + a + "/" + b}
+	if err := writeAligned(w, header, main, []bool{false, false, true, true, true, false, true, true}); err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(w, "(ops/sec, %s runs; spread = (max-min)/median over the runs)\n", runs); err != nil {
+	if _, err := fmt.Fprintf(w, "(ops/sec: median of n samples per engine = %d runs x repeats per run; spread = (max-min)/median)\n", rep.Runs); err != nil {
 		return err
 	}
 	if len(setup) > 0 {
-		if _, err := fmt.Fprintf(w, "\nSetup steps, seconds (%s runs; not part of any read figure):\n", runs); err != nil {
+		if _, err := fmt.Fprintf(w, "\nSetup steps, seconds (median of %d runs; not part of any read figure):\n", rep.Runs); err != nil {
 			return err
 		}
-		header := []string{"scenario", "step", a + " s", b + " s", "speedup", "spread " + a + "/" + b}
-		if err := writeAligned(w, header, setup, []bool{false, false, true, true, true, true}); err != nil {
+		header := []string{"scenario", "step", a + " s", b + " s", "speedup", "n", "spread " + a + "/" + b}
+		if err := writeAligned(w, header, setup, []bool{false, false, true, true, true, true, true}); err != nil {
 			return err
 		}
 	}

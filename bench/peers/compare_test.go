@@ -123,13 +123,17 @@ func TestRowsAndTable(t *testing.T) {
 			sample("ondisk", "pebble", run+1, "readrandom", 100, time.Second),
 		)
 	}
+	// Warm-ups are printed by kvbench but never counted.
+	warm := sample("memtable", "vigil", 1, "fillseq", 1e6, time.Second)
+	warm.Result.Warmup = true
+	rep.Samples = append(rep.Samples, warm)
 	rows := rep.Rows()
 	if len(rows) != 3 {
 		t.Fatalf("%d rows", len(rows))
 	}
 	fill, flush, rr := rows[0], rows[1], rows[2]
 	if fill.Benchmark != "fillseq" || fill.Median[0] != 200 || fill.Median[1] != 100 || fill.Ratio() != 2 ||
-		math.Abs(fill.Spread[0]-1) > 1e-9 || fill.Spread[1] != 0 || fill.Runs[0] != 3 {
+		math.Abs(fill.Spread[0]-1) > 1e-9 || fill.Spread[1] != 0 || fill.Samples[0] != 3 {
 		t.Errorf("fillseq row = %+v ratio %v", fill, fill.Ratio())
 	}
 	if !flush.Setup || flush.Median[0] != 2 || flush.Median[1] != 1 || flush.Ratio() != 0.5 {
@@ -143,14 +147,14 @@ func TestRowsAndTable(t *testing.T) {
 	if err := rep.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	want := `scenario  benchmark   vigil ops/s  pebble ops/s  vigil/pebble  target          spread vigil/pebble
-memtable  fillseq             200           100         2.00x  >= 1.0x met               100% / 0%
-ondisk    readrandom           70           100         0.70x  >= 0.8x MISSED              0% / 0%
-(ops/sec, median of 3 runs; spread = (max-min)/median over the runs)
+	want := `scenario  benchmark   vigil ops/s  pebble ops/s  vigil/pebble  target          n  spread vigil/pebble
+memtable  fillseq             200           100         2.00x  >= 1.0x met     3            100% / 0%
+ondisk    readrandom           70           100         0.70x  >= 0.8x MISSED  3              0% / 0%
+(ops/sec: median of n samples per engine = 3 runs x repeats per run; spread = (max-min)/median)
 
 Setup steps, seconds (median of 3 runs; not part of any read figure):
-scenario  step   vigil s  pebble s  speedup  spread vigil/pebble
-ondisk    flush     2.00      1.00    0.50x              0% / 0%
+scenario  step   vigil s  pebble s  speedup  n  spread vigil/pebble
+ondisk    flush     2.00      1.00    0.50x  3              0% / 0%
 `
 	if b.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
@@ -196,8 +200,11 @@ func TestTargets(t *testing.T) {
 		found := false
 		for _, s := range DefaultScenarios() {
 			for _, st := range s.Steps {
-				if s.Name == tg.Scenario && strings.Contains(","+st.Benchmarks+",", ","+tg.Benchmark+",") {
-					found = true
+				specs, _ := bench.ParseSpecs(st.Benchmarks)
+				for _, sp := range specs {
+					if s.Name == tg.Scenario && sp.Name == tg.Benchmark {
+						found = true
+					}
 				}
 			}
 		}
@@ -234,7 +241,9 @@ func TestCompare(t *testing.T) {
 	for _, s := range o.Scenarios {
 		for _, st := range s.Steps {
 			specs, _ := bench.ParseSpecs(st.Benchmarks)
-			perRun += len(specs)
+			for _, sp := range specs {
+				perRun += sp.Repeats + sp.Warmups
+			}
 		}
 	}
 	if want := perRun * o.Runs * 2; len(rep.Samples) != want {
@@ -358,5 +367,19 @@ func TestCPUModel(t *testing.T) {
 	m := ThisMachine()
 	if m.NumCPU < 1 || m.GOMAXPROCS < 1 || m.GoVersion == "" || !strings.Contains(m.String(), m.GoVersion) {
 		t.Errorf("ThisMachine = %+v", m)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	rs := []bench.Result{
+		{Name: "fillseq", Ops: 100, Elapsed: time.Second},
+		{Name: "flush", Ops: 1, Elapsed: 1500 * time.Millisecond},
+		{Name: "readseq", Ops: 1000, Elapsed: time.Second, Warmup: true},
+		{Name: "readseq", Ops: 10, Elapsed: time.Second},
+		{Name: "readseq", Ops: 30, Elapsed: time.Second},
+		{Name: "readseq", Ops: 20, Elapsed: time.Second},
+	}
+	if got, want := summarize(rs), "fillseq 100/s, flush 1.50s, readseq 20/s (x3)"; got != want {
+		t.Errorf("summarize = %q, want %q", got, want)
 	}
 }

@@ -6,7 +6,8 @@
 //	go -C bench/peers run ./cmd/vs --num-scale 0.1 --runs 1  # quick check, from the repo root
 //
 // Scenarios (--scenarios, default all): memtable (250k keys in a 256 MiB
-// write buffer: fillseq, readrandom x500k, readseq, readreverse), ondisk
+// write buffer: fillseq, readrandom x500k, readseq and readreverse each
+// repeated 10 times since one memtable scan is too short to time), ondisk
 // (2M keys, 64 MiB buffers: fillseq, flush, compact, then readrandom x1M,
 // readseq, readreverse) and fillrandom (1M keys, 64 MiB buffers).
 // --num-scale F multiplies key and read counts, write buffers and the

@@ -43,7 +43,8 @@ func TestRunSmoke(t *testing.T) {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Report.Samples) != 10 { // (1 + 4 benchmarks) x 2 engines
+	// fillrandom 1 + memtable (fillseq, readrandom, 10 readseq, 10 readreverse) = 23, x 2 engines.
+	if len(doc.Report.Samples) != 46 {
 		t.Errorf("%d samples in the JSON", len(doc.Report.Samples))
 	}
 	profiles, _ := filepath.Glob(filepath.Join(dir, "prof-*.pprof"))
