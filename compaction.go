@@ -205,6 +205,9 @@ func (d *DB) Compact(start, end []byte) error {
 	}
 	d.compactionMu.Lock()
 	defer d.compactionMu.Unlock()
+	if d.closed.Load() {
+		return ErrClosed
+	}
 	prevOutput := -1 // output level of the previous step
 	for level := 0; level < numLevels; level++ {
 		d.mu.Lock()

@@ -385,6 +385,9 @@ func (d *DB) Close() error {
 	d.stallCond.Broadcast()
 	d.mu.Unlock()
 	d.bgWG.Wait()
+	// Wait for a manual Compact running on a caller's goroutine.
+	d.compactionMu.Lock()
+	defer d.compactionMu.Unlock()
 
 	d.mu.Lock()
 	if d.walW != nil {
