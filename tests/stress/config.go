@@ -1,0 +1,300 @@
+package stress
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/vigildb/vigil"
+)
+
+// CrashMode selects how a run crashes the DB.
+type CrashMode string
+
+// Crash modes.
+const (
+	// CrashNone runs without crashing and verifies at the end (and across a
+	// clean close and reopen).
+	CrashNone CrashMode = "none"
+	// CrashInProcess runs on vfs.NewStrictMem and, at random points, drops
+	// everything not synced (SetIgnoreSyncs, Close, ResetToSyncedState),
+	// reopens and checks the recovered state against the history.
+	CrashInProcess CrashMode = "inprocess"
+	// CrashKill runs the workload in a child process on a real directory,
+	// kills it with SIGKILL at random moments, and checks each recovery
+	// against the op log the child left.
+	CrashKill CrashMode = "kill"
+)
+
+// ParseCrashMode parses a --crash value.
+func ParseCrashMode(s string) (CrashMode, error) {
+	switch m := CrashMode(strings.ToLower(s)); m {
+	case CrashNone, CrashInProcess, CrashKill:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown crash mode %q: use none, inprocess or kill", s)
+}
+
+// Config configures a run. The zero value of each field means its default.
+type Config struct {
+	// Seed makes the run reproducible; 0 picks one from the clock (the run
+	// prints it).
+	Seed uint64
+	// Duration bounds the run's wall time; Ops bounds its operation count.
+	// With neither, the run lasts DefaultDuration.
+	Duration time.Duration
+	Ops      int64
+	// Threads is the number of worker goroutines; default 4.
+	Threads int
+	// Crash is the crash mode; default CrashNone.
+	Crash CrashMode
+	// FaultRate is the probability that a file read, write or sync fails
+	// with an injected error (0 = no faults).
+	FaultRate float64
+	// CorruptMemory flips bits in memtable entries and cached blocks and
+	// counts how many flips the DB reports.
+	CorruptMemory bool
+	// Dir is the directory for kill mode (default: a new temporary
+	// directory, removed after a successful run).
+	Dir string
+	// Keys overrides the key-space size drawn from the seed.
+	Keys int
+	// Verbose prints every crash, reopen and verification.
+	Verbose bool
+	// Out receives the plan, the summary and any failure report; Log the
+	// progress lines. Both default to io.Discard.
+	Out io.Writer
+	Log io.Writer
+	// ProgressInterval is the time between progress lines; default 5s.
+	ProgressInterval time.Duration
+	// ChildCommand builds the command that runs a kill-mode child given
+	// the path of its configuration file; the child must call RunChild
+	// with that path. Required for CrashKill.
+	ChildCommand func(configPath string) *exec.Cmd
+
+	// testFault, if set, wraps the DB to misbehave in a known way, so that
+	// tests can check the runner notices (see faultStore).
+	testFault string
+}
+
+// DefaultDuration is the length of a run given neither Duration nor Ops.
+const DefaultDuration = 30 * time.Second
+
+// plan is everything a run decided from its seed: DB options and the
+// workload's shape. It is printed first, and passed to kill-mode children
+// whole, so that they run exactly the parent's plan.
+type plan struct {
+	Seed  uint64 `json:"seed"`
+	Keys  int    `json:"keys"`
+	Pad   int    `json:"key_pad"`
+	Value int    `json:"max_value_filler"`
+	// SyncPct is the percentage of writes issued with Sync.
+	SyncPct int `json:"sync_pct"`
+	// Threads, Crash, FaultRate, Corrupt repeat the configuration.
+	Threads   int       `json:"threads"`
+	Crash     CrashMode `json:"crash"`
+	FaultRate float64   `json:"fault_rate"`
+	Corrupt   bool      `json:"corrupt_memory"`
+	// CrashEvery and ReopenEvery are the mean number of operations
+	// between in-process crashes and between clean reopens.
+	CrashEvery  int64 `json:"crash_every"`
+	ReopenEvery int64 `json:"reopen_every"`
+	FlipEvery   int64 `json:"flip_every"`
+	// DB options.
+	Checksum      vigil.ChecksumType    `json:"checksum"`
+	Paranoid      bool                  `json:"paranoid"`
+	Protection    int                   `json:"protection_bytes"`
+	WriteBuffer   int                   `json:"write_buffer"`
+	MaxImm        int                   `json:"max_immutable"`
+	BlockSize     int                   `json:"block_size"`
+	Restart       int                   `json:"restart_interval"`
+	Bloom         int                   `json:"bloom_bits"`
+	Compression   vigil.Compression     `json:"compression"`
+	Cache         int64                 `json:"cache"`
+	MaxOpenFiles  int                   `json:"max_open_files"`
+	L0Trigger     int                   `json:"l0_trigger"`
+	L0Stop        int                   `json:"l0_stop"`
+	LBase         int64                 `json:"lbase"`
+	Multiplier    int                   `json:"multiplier"`
+	TargetFile    int64                 `json:"target_file"`
+	WALMode       vigil.WALRecoveryMode `json:"wal_recovery_mode"`
+	DisableWAL    bool                  `json:"disable_wal"`
+	NoAutoCompact bool                  `json:"no_auto_compactions"`
+	Notes         []string              `json:"notes,omitempty"`
+}
+
+// pick returns one of xs uniformly.
+func pick[T any](rng *rand.Rand, xs ...T) T { return xs[rng.IntN(len(xs))] }
+
+// drawPlan decides a run's options and workload from the seed.
+func drawPlan(cfg *Config) plan {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
+	p := plan{
+		Seed:      cfg.Seed,
+		Threads:   cfg.Threads,
+		Crash:     cfg.Crash,
+		FaultRate: cfg.FaultRate,
+		Corrupt:   cfg.CorruptMemory,
+	}
+	// Tiny key spaces find concurrency bugs (every operation collides);
+	// large ones build deep LSMs.
+	p.Keys = pick(rng, 8, 16, 64, 256, 1000, 4000, 20000, 100000)
+	if cfg.Keys > 0 {
+		p.Keys = cfg.Keys
+	}
+	p.Pad = pick(rng, 0, 0, 4, 24)
+	p.Value = pick(rng, 0, 24, 100, 400, 2000, 9000)
+	p.SyncPct = pick(rng, 0, 0, 5, 30, 100)
+	p.Checksum = pick(rng, vigil.ChecksumNone, vigil.ChecksumCRC32c, vigil.ChecksumXXHash,
+		vigil.ChecksumXXHash64, vigil.ChecksumXXH3, vigil.ChecksumCRC64)
+	p.Paranoid = rng.IntN(2) == 0
+	p.Protection = pick(rng, 0, 1, 2, 4, 8)
+	p.WriteBuffer = pick(rng, 64<<10, 64<<10, 128<<10, 256<<10, 1<<20, 4<<20, 16<<20, 64<<20)
+	p.MaxImm = pick(rng, 1, 2, 2, 4)
+	p.BlockSize = pick(rng, 128, 512, 4096, 4096, 16384, 65536)
+	p.Restart = pick(rng, 1, 4, 16, 16, 64)
+	p.Bloom = pick(rng, -1, 1, 5, 10, 10, 20)
+	p.Compression = pick(rng, vigil.NoCompression, vigil.SnappyCompression)
+	p.Cache = pick(rng, int64(-1), 256<<10, 4<<20, 64<<20)
+	p.MaxOpenFiles = pick(rng, 16, 64, 1000)
+	if rng.IntN(2) == 0 {
+		// Small levels and files: compactions run all the time.
+		p.L0Trigger = pick(rng, 1, 2, 4)
+		p.TargetFile = pick(rng, int64(16<<10), 64<<10, 256<<10)
+		p.LBase = pick(rng, int64(64<<10), 256<<10, 1<<20)
+		p.Multiplier = pick(rng, 2, 4, 10)
+	} else {
+		p.L0Trigger = 4
+		p.TargetFile = 4 << 20
+		p.LBase = 64 << 20
+		p.Multiplier = 10
+	}
+	p.L0Stop = p.L0Trigger + pick(rng, 2, 8, 16)
+	p.WALMode = pick(rng, vigil.WALRecoverPointInTime, vigil.WALRecoverPointInTime,
+		vigil.WALTolerateCorruptedTail, vigil.WALAbsoluteConsistency, vigil.WALSkipAnyCorrupted)
+	p.DisableWAL = rng.IntN(7) == 0
+	p.NoAutoCompact = rng.IntN(10) == 0
+	p.CrashEvery = pick(rng, int64(300), 2000, 10000, 50000)
+	p.ReopenEvery = pick(rng, int64(5000), 30000, 150000)
+	p.FlipEvery = pick(rng, int64(50), 200, 1000)
+
+	if p.Checksum == vigil.ChecksumNone && p.Protection > 0 {
+		p.Protection = 0
+		p.Notes = append(p.Notes, "protection bytes 0: checksum type none cannot compute them")
+	}
+	if p.Corrupt {
+		// Detection needs the checks on, a checksum, a block cache to flip
+		// bits in, and a WAL to restore the memtable from after a
+		// detected corruption made the DB read-only.
+		p.Paranoid = true
+		if p.Checksum == vigil.ChecksumNone {
+			p.Checksum = vigil.ChecksumXXH3
+		}
+		p.Protection = pick(rng, 1, 2, 4, 8, 8)
+		if p.Cache <= 0 {
+			p.Cache = 4 << 20
+		}
+		if p.DisableWAL {
+			p.DisableWAL = false
+			p.Notes = append(p.Notes, "WAL forced on: --corrupt-memory restores memtables from it")
+		}
+		if raceEnabled && !p.NoAutoCompact {
+			// Background compactions read cached blocks with no lock the
+			// runner can take; flipping them is a data race by design,
+			// which the race detector reports. Manual compactions still run.
+			p.NoAutoCompact = true
+			p.Notes = append(p.Notes, "automatic compactions off: race detector build (flips in cached blocks would race with them)")
+		}
+	}
+	if p.NoAutoCompact {
+		// Nothing would drain L0: never stall on it (workers compact by
+		// hand now and then).
+		p.L0Stop = 1 << 20
+	}
+	return p
+}
+
+// options builds the DB options of the plan on fs.
+func (p *plan) options(fs vfs.FS) *vigil.Options {
+	return &vigil.Options{
+		FS:                            fs,
+		ChecksumType:                  p.Checksum,
+		ParanoidMemoryChecks:          p.Paranoid,
+		MemtableProtectionBytesPerKey: p.Protection,
+		WriteBufferSize:               p.WriteBuffer,
+		MaxImmutableMemtables:         p.MaxImm,
+		BlockSize:                     p.BlockSize,
+		BlockRestartInterval:          p.Restart,
+		BloomBitsPerKey:               p.Bloom,
+		Compression:                   p.Compression,
+		BlockCacheSize:                p.Cache,
+		MaxOpenFiles:                  p.MaxOpenFiles,
+		L0CompactionTrigger:           p.L0Trigger,
+		L0StopWritesTrigger:           p.L0Stop,
+		LBaseMaxBytes:                 p.LBase,
+		LevelMultiplier:               p.Multiplier,
+		TargetFileSize:                p.TargetFile,
+		WALRecoveryMode:               p.WALMode,
+		DisableWAL:                    p.DisableWAL,
+		DisableAutomaticCompactions:   p.NoAutoCompact,
+	}
+}
+
+func (p *plan) keyCodec() keyCodec     { return keyCodec{n: p.Keys, pad: p.Pad} }
+func (p *plan) valueCodec() valueCodec { return valueCodec{maxFiller: p.Value} }
+
+// describe renders the plan for the first lines of a run's output.
+func (p *plan) describe(cfg *Config) string {
+	var b strings.Builder
+	limit := fmt.Sprintf("duration=%v", cfg.Duration)
+	if cfg.Ops > 0 {
+		limit = fmt.Sprintf("ops=%d", cfg.Ops)
+	}
+	fmt.Fprintf(&b, "vigil stress: seed=%d crash=%s faults=%g corrupt-memory=%v threads=%d %s\n",
+		p.Seed, p.Crash, p.FaultRate, p.Corrupt, p.Threads, limit)
+	fmt.Fprintf(&b, "  replay: vigil stress --seed=%d --crash=%s --faults=%g --corrupt-memory=%v --threads=%d --%s",
+		p.Seed, p.Crash, p.FaultRate, p.Corrupt, p.Threads, limit)
+	if cfg.Keys > 0 {
+		fmt.Fprintf(&b, " --keys=%d", cfg.Keys)
+	}
+	b.WriteByte('\n')
+	fmt.Fprintf(&b, "  workload: keys=%d key_pad<%d value_filler<=%d sync=%d%%", p.Keys, max(p.Pad, 1), p.Value, p.SyncPct)
+	switch p.Crash {
+	case CrashInProcess:
+		fmt.Fprintf(&b, " crash_every~%d ops", p.CrashEvery)
+	case CrashKill:
+		fmt.Fprintf(&b, " (kills at random moments)")
+	}
+	fmt.Fprintf(&b, " reopen_every~%d ops", p.ReopenEvery)
+	if p.Corrupt {
+		fmt.Fprintf(&b, " flip_every~%d ops", p.FlipEvery)
+	}
+	b.WriteByte('\n')
+	fmt.Fprintf(&b, "  options: checksum=%s paranoid=%v protection_bytes=%d write_buffer=%s max_immutable=%d\n",
+		p.Checksum.Type(), p.Paranoid, p.Protection, sizeStr(int64(p.WriteBuffer)), p.MaxImm)
+	fmt.Fprintf(&b, "           block_size=%d restart=%d bloom_bits=%d compression=%s cache=%s max_open_files=%d\n",
+		p.BlockSize, p.Restart, p.Bloom, p.Compression, sizeStr(p.Cache), p.MaxOpenFiles)
+	fmt.Fprintf(&b, "           l0_trigger=%d l0_stop=%d lbase=%s multiplier=%d target_file=%s\n",
+		p.L0Trigger, p.L0Stop, sizeStr(p.LBase), p.Multiplier, sizeStr(p.TargetFile))
+	fmt.Fprintf(&b, "           wal_recovery=%s disable_wal=%v auto_compactions=%v\n", p.WALMode, p.DisableWAL, !p.NoAutoCompact)
+	for _, n := range p.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	return b.String()
+}
+
+func sizeStr(n int64) string {
+	switch {
+	case n < 0:
+		return "off"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}

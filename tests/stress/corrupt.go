@@ -1,0 +1,496 @@
+package stress
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/vigildb/vigil"
+)
+
+// Bit flips (--corrupt-memory).
+//
+// A flip models bad RAM: one bit of a live memtable entry's key or value
+// bytes (found with DB.MemtableEntryForTesting for a recently written key),
+// or of a data block in the block cache (DB.ForEachCachedBlockForTesting).
+// Flips happen with every worker stopped, one at a time, and each is
+// followed at once by probe reads: Gets of the key (and of the key the flip
+// turned it into, if that is one of ours), and bounded scans around it in
+// both directions for a memtable flip; full scans for a block flip. The
+// oracle is exact then (nothing is in flight), so a probe read either
+// returns the right data, returns wrong data without an error (the flip was
+// missed), or fails with ErrCorruption (detected at read).
+//
+// Then a memtable flip is settled. The corrupt entry stays in the memtable
+// until a reopen rebuilds it from the WAL (which the flip did not touch),
+// so the runner either reopens at once, or — with 8 protection bytes, where
+// nothing may slip through — calls Flush, which must refuse the memtable
+// with ErrCorruption (detected at flush), or releases the flip to the
+// workers: until the next reopen their reads may fail with ErrCorruption
+// and the background flush must fail the same way, but no read may return
+// wrong data. A block flip heals itself: the paranoid cache check evicts
+// the block it catches; a background compaction that read the block first
+// fails with a corruption background error (detected at compaction).
+//
+// Flips in skiplist links and towers are a different class (they break
+// reachability rather than bytes under a checksum) and are not injected.
+//
+// With fewer than 8 protection bytes a flip escapes the per-entry check
+// with probability 2^-8N by design, so misses are reported but only fail
+// the run with 8 bytes.
+
+// flipState tracks the flips of a run.
+//
+// Concurrency: mu guards everything; workers consult it (tolerates,
+// noteMissed) concurrently with each other, the flipper runs with the
+// gate held exclusively.
+type flipState struct {
+	mu    sync.Mutex
+	stats FlipStats
+	// released: a memtable flip is left for the workers and the
+	// background flush to find, until the next reopen.
+	released bool
+	// releasedVerdict is the probe's verdict on the released flip, and
+	// releasedRead whether a worker's read reported it since.
+	releasedVerdict flipVerdict
+	releasedTarget  *FlipCounts
+	releasedRead    bool
+	releasedMissed  bool
+	// blockSinceReopen: a block flip happened since the last reopen, so a
+	// background compaction may have stopped on it.
+	blockSinceReopen bool
+}
+
+// flipVerdict is what the probe reads made of a flip.
+type flipVerdict int
+
+const (
+	flipNoEffect flipVerdict = iota
+	flipDetectedAtRead
+	flipMissed
+)
+
+func (f *flipState) snapshot() FlipStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats
+}
+
+// tolerates reports whether a worker may see err because of a flip.
+func (f *flipState) tolerates(err error) bool {
+	if !errors.Is(err, vigil.ErrCorruption) {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.released {
+		if !errors.Is(err, vigil.ErrReadOnly) {
+			f.releasedRead = true
+		}
+		return true
+	}
+	// A compaction that read a flipped cached block stops with a
+	// corruption background error; writes then fail read-only.
+	return f.blockSinceReopen && errors.Is(err, vigil.ErrReadOnly)
+}
+
+// noteMissed records a worker read that returned wrong data while a flip
+// was released. The run fails on it anyway; this keeps the count honest.
+func (f *flipState) noteMissed(op, detail string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.released {
+		f.releasedMissed = true
+	}
+}
+
+// count files one flip's outcome under its target. mu is held.
+func (f *flipState) count(c *FlipCounts, v flipVerdict, flushDetected bool) {
+	switch {
+	case v == flipMissed:
+		c.Missed++
+	case v == flipDetectedAtRead:
+		c.DetectedAtRead++
+	case flushDetected:
+		c.DetectedAtFlush++
+	default:
+		c.NoEffect++
+	}
+}
+
+// settle classifies a released flip before the DB is closed (db nil: it is
+// closed already, after a crash) and forgets block flips.
+func (f *flipState) settle(db store) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.blockSinceReopen = false
+	if !f.released {
+		return
+	}
+	f.released = false
+	v := f.releasedVerdict
+	if f.releasedMissed {
+		v = flipMissed
+	} else if v == flipNoEffect && f.releasedRead {
+		v = flipDetectedAtRead
+	}
+	flushed := false
+	if db != nil {
+		if bg := db.Metrics().BackgroundError; bg != nil && errors.Is(bg, vigil.ErrCorruption) {
+			flushed = true
+		}
+	}
+	f.count(f.releasedTarget, v, flushed)
+}
+
+// within reports whether inner starts inside outer's bytes.
+func within(inner, outer []byte) bool {
+	if len(inner) == 0 || len(outer) == 0 {
+		return false
+	}
+	o := uintptr(unsafe.Pointer(unsafe.SliceData(outer)))
+	i := uintptr(unsafe.Pointer(unsafe.SliceData(inner)))
+	return i >= o && i < o+uintptr(len(outer))
+}
+
+// flip injects one bit flip and settles it. The gate is taken exclusively.
+func (r *runner) flip() *Divergence {
+	r.gate.Lock()
+	defer r.gate.Unlock()
+	r.flips.mu.Lock()
+	released := r.flips.released
+	r.flips.mu.Unlock()
+	if released {
+		// The previous flip is still out: settle it first.
+		return r.reopenLocked("settle a released memtable flip")
+	}
+	r.setFaults(false)
+	defer func() { r.setFaults(!r.stopped()) }()
+	if r.eventRng.IntN(5) < 3 {
+		return r.flipMemtable()
+	}
+	return r.flipBlock()
+}
+
+// flipMemtable flips a bit in the newest memtable entry of a recently
+// written key, probes, and settles the flip.
+func (r *runner) flipMemtable() *Divergence {
+	db := r.db.DB()
+	var mutable []byte
+	if raceEnabled {
+		// Under the race detector, only flip entries of the mutable
+		// memtable: immutable ones may be read by the flush goroutine
+		// right now, which the detector would report (it races by design).
+		first := true
+		db.ForEachMemtableArenaForTesting(func(a []byte) {
+			if first {
+				mutable, first = a, false
+			}
+		})
+	}
+	k, inKey, flipped := -1, false, []byte(nil)
+	for attempt := 0; attempt < 16 && k < 0; attempt++ {
+		cand := int(r.recent[r.eventRng.IntN(len(r.recent))].Load())
+		if cand < 0 || cand >= r.plan.Keys {
+			continue
+		}
+		db.MemtableEntryForTesting(r.kc.key(cand), func(kb, vb []byte) {
+			if raceEnabled && !within(kb, mutable) {
+				return
+			}
+			inKey = len(vb) == 0 || r.eventRng.IntN(2) == 0
+			target := vb
+			if inKey {
+				target = kb
+			}
+			bit := r.eventRng.IntN(8 * len(target))
+			target[bit/8] ^= 1 << (bit % 8)
+			k, flipped = cand, append([]byte(nil), kb...)
+		})
+	}
+	if k < 0 {
+		return nil // no recent key has an entry we may flip now
+	}
+	target := &r.flips.stats.MemtableValue
+	if inKey {
+		target = &r.flips.stats.MemtableKey
+	}
+	r.flips.mu.Lock()
+	target.Injected++
+	r.flips.mu.Unlock()
+	where := "value"
+	if inKey {
+		where = "key"
+	}
+	r.verbosef("flipped a bit in the memtable %s of %s (now %q)", where, r.kc.keyName(k), flipped)
+
+	verdict, missed, div := r.probeMemtable(k, flipped)
+	if div != nil {
+		return div
+	}
+	if verdict == flipMissed {
+		r.verbosef("missed: %s", missed)
+	}
+	if verdict == flipMissed && r.plan.Protection == 8 {
+		r.flips.mu.Lock()
+		r.flips.count(target, verdict, false)
+		r.flips.mu.Unlock()
+		return &Divergence{Op: fmt.Sprintf("memtable %s bit flip", where), Key: r.kc.keyName(k), Got: "wrong data without an error",
+			Detail: fmt.Sprintf("with 8 protection bytes and paranoid checks every flip must be reported as ErrCorruption; %s", missed)}
+	}
+	if r.plan.Protection == 8 {
+		switch r.eventRng.IntN(3) {
+		case 0:
+			// Release: the workers and the background flush must find it.
+			r.flips.mu.Lock()
+			r.flips.released, r.flips.releasedVerdict, r.flips.releasedTarget = true, verdict, target
+			r.flips.releasedRead, r.flips.releasedMissed = false, false
+			r.flips.mu.Unlock()
+			return nil
+		case 1:
+			err := r.db.Flush()
+			switch {
+			case err == nil:
+				return &Divergence{Op: fmt.Sprintf("Flush after a memtable %s bit flip", where), Key: r.kc.keyName(k),
+					Expected: "ErrCorruption (flush validation checks every entry's 8 protection bytes)", Got: "success: the corrupt entry went to an SST"}
+			case errors.Is(err, vigil.ErrCorruption):
+				r.flips.mu.Lock()
+				r.flips.count(target, verdict, true)
+				r.flips.mu.Unlock()
+				return r.reopenLocked("after a memtable flip caught by Flush")
+			default:
+				return &Divergence{Op: fmt.Sprintf("Flush after a memtable %s bit flip", where), Key: r.kc.keyName(k),
+					Expected: "ErrCorruption", Got: err.Error()}
+			}
+		}
+	}
+	r.flips.mu.Lock()
+	r.flips.count(target, verdict, false)
+	r.flips.mu.Unlock()
+	return r.reopenLocked("after a memtable flip")
+}
+
+// probeMemtable reads what a memtable flip of key k may have changed.
+func (r *runner) probeMemtable(k int, flipped []byte) (flipVerdict, string, *Divergence) {
+	keys := []int{k}
+	if k2, err := r.kc.decode(flipped); err == nil && k2 != k {
+		keys = append(keys, k2)
+	}
+	p := prober{r: r}
+	for _, kk := range keys {
+		p.get(kk)
+		lo, hi := max(0, kk-8), min(r.plan.Keys, kk+9)
+		p.scan(lo, hi, true, true)
+		p.scan(lo, hi, true, false)
+		p.scan(lo, hi, false, true)
+		p.scan(lo, hi, false, false)
+	}
+	if r.plan.Keys <= 4096 {
+		p.scan(0, r.plan.Keys, false, true)
+		p.scan(0, r.plan.Keys, false, false)
+	}
+	return p.verdict()
+}
+
+// flipBlock flips a bit in a random cached data block and probes with full
+// scans.
+func (r *runner) flipBlock() *Divergence {
+	db := r.db.DB()
+	count := 0
+	db.ForEachCachedBlockForTesting(func(b []byte) {
+		if len(b) > 0 {
+			count++
+		}
+	})
+	if count == 0 {
+		return nil
+	}
+	target, i := r.eventRng.IntN(count), 0
+	done := false
+	db.ForEachCachedBlockForTesting(func(b []byte) {
+		if len(b) == 0 || done {
+			return
+		}
+		if i == target {
+			bit := r.eventRng.IntN(8 * len(b))
+			b[bit/8] ^= 1 << (bit % 8)
+			done = true
+		}
+		i++
+	})
+	if !done {
+		return nil
+	}
+	r.flips.mu.Lock()
+	r.flips.stats.Block.Injected++
+	r.flips.blockSinceReopen = true
+	r.flips.mu.Unlock()
+	r.verbosef("flipped a bit in cached block %d of %d", target, count)
+	p := prober{r: r}
+	// A detection evicts the block; scan until a scan is clean (one flip
+	// damages one block, so two scans suffice; three allow for a cache
+	// that re-reads under pressure).
+	for attempt := 0; attempt < 3; attempt++ {
+		before := p.detected
+		p.scan(0, r.plan.Keys, false, attempt%2 == 0)
+		if p.detected == before {
+			break
+		}
+	}
+	verdict, missed, div := p.verdict()
+	if div != nil {
+		return div
+	}
+	if verdict == flipMissed {
+		r.flips.mu.Lock()
+		r.flips.count(&r.flips.stats.Block, verdict, false)
+		r.flips.mu.Unlock()
+		return &Divergence{Op: "cached block bit flip", Got: "wrong data without an error",
+			Detail: "paranoid checks re-verify a cached block's 64-bit checksum on every hit; " + missed}
+	}
+	bg := r.db.Metrics().BackgroundError
+	compacted := bg != nil && errors.Is(bg, vigil.ErrCorruption)
+	r.flips.mu.Lock()
+	r.flips.count(&r.flips.stats.Block, verdict, compacted)
+	r.flips.mu.Unlock()
+	if compacted {
+		return r.reopenLocked("a compaction stopped on a flipped block")
+	}
+	return nil
+}
+
+// prober runs probe reads with every worker stopped, so the oracle's
+// committed state is exact (pending states are failed writes awaiting a
+// verification, and are accepted too).
+type prober struct {
+	r        *runner
+	detected int
+	missed   []string
+	div      *Divergence
+}
+
+func (p *prober) verdict() (flipVerdict, string, *Divergence) {
+	switch {
+	case p.div != nil:
+		return 0, "", p.div
+	case len(p.missed) > 0:
+		return flipMissed, fmt.Sprintf("%d probe reads returned wrong data: %s", len(p.missed), strings.Join(p.missed, "; ")), nil
+	case p.detected > 0:
+		return flipDetectedAtRead, "", nil
+	}
+	return flipNoEffect, "", nil
+}
+
+// fail files an error: corruption is a detection, anything else a
+// divergence (no faults are injected during probes).
+func (p *prober) fail(op string, err error) {
+	if errors.Is(err, vigil.ErrCorruption) {
+		p.detected++
+		return
+	}
+	if p.div == nil {
+		p.div = &Divergence{Op: "probe " + op + " after a bit flip", Got: "error: " + err.Error(), Detail: "expected data or ErrCorruption"}
+	}
+}
+
+func (p *prober) judge(op string, k int, got kstate) {
+	var v keyView
+	p.r.or.view(k, &v)
+	if check(&v, &v, got) == verdictWrong {
+		p.missed = append(p.missed, fmt.Sprintf("%s of %s returned %v, expected %s", op, p.r.kc.keyName(k), got, expected(&v, &v)))
+	}
+}
+
+func (p *prober) get(k int) {
+	r := p.r
+	v, err := r.db.Get(r.kc.key(k))
+	if err != nil && !errors.Is(err, vigil.ErrNotFound) {
+		p.fail("get", err)
+		return
+	}
+	var got kstate
+	if err != nil {
+		got = kstate{del: true}
+	} else {
+		dv, derr := r.vc.decodeValue(v)
+		if derr == nil && (dv.key != k || dv.transient) {
+			derr = valueMismatch(dv, k)
+		}
+		if derr != nil {
+			p.missed = append(p.missed, fmt.Sprintf("get of %s returned a wrong value: %v", r.kc.keyName(k), derr))
+			return
+		}
+		got = kstate{ver: dv.version}
+	}
+	p.judge("get", k, got)
+}
+
+// scan reads [lo, hi) in one direction, with bounds or (unbounded) until
+// it leaves the range, checking every key present and every key skipped.
+func (p *prober) scan(lo, hi int, bounded, forward bool) {
+	r := p.r
+	var opts *vigil.IterOptions
+	if bounded {
+		opts = &vigil.IterOptions{LowerBound: r.kc.key(lo), UpperBound: r.kc.key(hi)}
+	}
+	it, err := r.db.NewIter(opts)
+	if err != nil {
+		p.fail("NewIter", err)
+		return
+	}
+	defer it.Close()
+	op := "scan " + dir(forward)
+	var ok bool
+	if forward {
+		ok = it.SeekGE(r.kc.key(lo))
+	} else {
+		ok = it.SeekLT(r.kc.key(hi))
+	}
+	next := lo // forward: next key to account for; backward: hi-1 downwards
+	if !forward {
+		next = hi - 1
+	}
+	for ; ok; ok = step(it, forward) {
+		k, err := r.kc.decode(it.Key())
+		if err != nil {
+			p.missed = append(p.missed, fmt.Sprintf("%s returned key %q: %v", op, it.Key(), err))
+			return
+		}
+		if (forward && k >= hi) || (!forward && k < lo) {
+			break
+		}
+		if (forward && k < next) || (!forward && k > next) {
+			p.missed = append(p.missed, fmt.Sprintf("%s returned %s out of order", op, r.kc.keyName(k)))
+			return
+		}
+		for ; next != k; next = nextKey(next, forward) {
+			p.judge(op, next, kstate{del: true})
+		}
+		dv, derr := r.vc.decodeValue(it.Value())
+		if derr == nil && (dv.key != k || dv.transient) {
+			derr = valueMismatch(dv, k)
+		}
+		if derr != nil {
+			p.missed = append(p.missed, fmt.Sprintf("%s returned a wrong value for %s: %v", op, r.kc.keyName(k), derr))
+			return
+		}
+		p.judge(op, k, kstate{ver: dv.version})
+		next = nextKey(k, forward)
+	}
+	if err := it.Error(); err != nil {
+		p.fail(op, err)
+		return
+	}
+	for ; next >= lo && next < hi; next = nextKey(next, forward) {
+		p.judge(op, next, kstate{del: true})
+	}
+}
+
+func nextKey(k int, forward bool) int {
+	if forward {
+		return k + 1
+	}
+	return k - 1
+}

@@ -1,0 +1,298 @@
+package stress
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/vigildb/vigil"
+)
+
+// maybeEvent runs at most one due event (a reopen after a failed write, an
+// in-process crash, a scheduled clean reopen, a bit flip), called by a
+// worker between operations with no lock held. Events are counted in
+// operations, not time, so a single-threaded run with a given seed crashes
+// and flips at the same points every time.
+func (r *runner) maybeEvent() {
+	if !r.eventMu.TryLock() {
+		return
+	}
+	defer r.eventMu.Unlock()
+	if r.stopped() {
+		return
+	}
+	n := r.stats.ops.Load()
+	var div *Divergence
+	switch {
+	case r.needReopen.Load():
+		div = r.reopen("a write failed, so its fate is settled by a verification")
+	case r.plan.Crash == CrashInProcess && n >= r.nextCrash.Load():
+		div = r.crash()
+		r.schedule(&r.nextCrash, r.plan.CrashEvery)
+	case n >= r.nextReopen.Load():
+		div = r.reopen("scheduled")
+		r.schedule(&r.nextReopen, r.plan.ReopenEvery)
+	case r.plan.Corrupt && n >= r.nextFlip.Load():
+		div = r.flip()
+		r.schedule(&r.nextFlip, r.plan.FlipEvery)
+	case r.log != nil && r.log.len() > maxEpochOps:
+		div = r.reopen("the op log reached its bound")
+	}
+	if div != nil {
+		r.fail(div)
+	}
+}
+
+// reopen closes the DB cleanly, reopens it and verifies it.
+func (r *runner) reopen(why string) *Divergence {
+	r.gate.Lock()
+	defer r.gate.Unlock()
+	return r.reopenLocked(why)
+}
+
+func (r *runner) reopenLocked(why string) *Divergence {
+	r.needReopen.Store(false)
+	r.closing.Store(true)
+	defer r.closing.Store(false)
+	r.flips.settle(r.db)
+	m := r.db.Metrics()
+	r.flips.stats.MemtableCorruptions += m.MemTable.Corruptions
+	// With DisableWAL, Close flushes the memtable unless a background
+	// error stopped the DB, in which case it drops it and still returns
+	// nil (see TestDBBugCloseDropsUnflushedWrites). Such a close is not
+	// clean: only flushed writes survive it.
+	lossyClose := r.plan.DisableWAL && m.BackgroundError != nil
+	var rec *opRec
+	if r.log != nil {
+		rec = &opRec{name: nameClose}
+		if err := r.log.begin(rec, r.tick); err != nil {
+			return r.machinery(err)
+		}
+	}
+	cerr := r.db.Close()
+	r.epoch++
+	if rec != nil {
+		if err := r.log.end(rec, cerr == nil && !lossyClose, r.tick); err != nil {
+			return r.machinery(err)
+		}
+	}
+	r.stats.reopens.Add(1)
+	r.setFaults(false)
+	defer func() { r.setFaults(!r.stopped()) }()
+	d := durability{cutoff: r.tick(), everything: cerr == nil && !lossyClose, syncedWAL: !r.plan.DisableWAL, what: "clean close"}
+	if lossyClose && cerr == nil {
+		d.what = fmt.Sprintf("close of a DB without WAL stopped by a background error (%v)", m.BackgroundError)
+	}
+	if cerr != nil {
+		if !r.tolerate(cerr) {
+			return &Divergence{Op: "close", Got: cerr.Error(), Detail: "Close failed with no fault or corruption to explain it"}
+		}
+		d.what = fmt.Sprintf("close that failed (%v)", cerr)
+	}
+	sawFaults := r.inj != nil && r.inj.injected.Load() > r.faultsAtOpen
+	db, err := r.open(cerr != nil || sawFaults)
+	if err != nil {
+		r.db = nil
+		return &Divergence{Op: "reopen after " + d.what, Got: err.Error(), Detail: "the DB did not open again"}
+	}
+	r.db = db
+	r.verbosef("reopened (%s)", why)
+	return r.verify(db, d)
+}
+
+// crash simulates power loss on the strict MemFS: from now on nothing
+// becomes durable, the DB is closed under the workers' feet, the file
+// system is reset to its synced state, and the DB is reopened and checked
+// against the history with the crash checker.
+func (r *runner) crash() *Divergence {
+	r.closing.Store(true)
+	defer r.closing.Store(false)
+	cutoff := r.tick()
+	r.mem.SetIgnoreSyncs(true)
+	// r.db only changes under eventMu, which we hold.
+	old := r.db
+	r.flips.stats.MemtableCorruptions += old.Metrics().MemTable.Corruptions
+	r.maint.Lock()
+	old.Close()
+	r.maint.Unlock()
+
+	r.gate.Lock()
+	defer r.gate.Unlock()
+	r.flips.settle(nil)
+	r.epoch++
+	r.stats.crashes.Add(1)
+	r.mem.ResetToSyncedState()
+	r.mem.SetIgnoreSyncs(false)
+	r.setFaults(false)
+	defer func() { r.setFaults(!r.stopped()) }()
+	d := durability{cutoff: cutoff, syncedWAL: !r.plan.DisableWAL, what: "crash"}
+	db, err := r.open(true)
+	if err != nil {
+		r.db = nil
+		return &Divergence{Op: "reopen after crash", Got: err.Error(), Detail: "the DB did not recover"}
+	}
+	r.db = db
+	r.verbosef("crashed and recovered")
+	return r.verify(db, d)
+}
+
+// machinery reports a failure of the runner itself (its op log could not
+// be written): not the DB's fault, but the run cannot go on.
+func (r *runner) machinery(err error) *Divergence {
+	return &Divergence{Op: "stress runner failure (not a DB divergence)", Detail: err.Error()}
+}
+
+// verify reads the whole DB and checks it: against the crash checker when
+// writes may be in doubt, else exactly against the oracle; then runs
+// DB.Verify, and makes the state found the oracle's new truth.
+func (r *runner) verify(db store, d durability) *Divergence {
+	r.stats.verifications.Add(1)
+	rec, div := readAll(db, r.kc, r.vc, r.eventRng, "verification after "+d.what)
+	if div != nil {
+		return div
+	}
+	if r.log != nil {
+		ops := r.log.take()
+		st, err := solveCrash(r.kc, r.base, rec, ops, d)
+		if err != nil {
+			return &Divergence{Op: "verification after " + d.what, Detail: err.Error()}
+		}
+		r.stats.lostUnsynced.Add(int64(st.lostAcked))
+	} else {
+		var v keyView
+		for k := range rec {
+			r.or.view(k, &v)
+			if check(&v, &v, rec[k]) == verdictWrong {
+				return &Divergence{Op: "verification after " + d.what, Key: r.kc.keyName(k),
+					Expected: expected(&v, &v), Got: rec[k].String()}
+			}
+		}
+	}
+	if err := db.Verify(); err != nil {
+		return &Divergence{Op: "DB.Verify after " + d.what, Got: err.Error()}
+	}
+	for k := range rec {
+		r.or.resolve(k, rec[k])
+	}
+	r.or.clearUnresolved()
+	r.base = rec
+	// Writes that failed before this verification are settled now.
+	r.needReopen.Store(false)
+	return nil
+}
+
+// readAll reads every key of the DB three ways — a forward scan, a
+// backward scan, and Gets (of every key, or of a sample of large key
+// spaces) — checks that they agree and that every key and value is one
+// the runner wrote, and returns each key's state.
+func readAll(db store, kc keyCodec, vc valueCodec, rng *rand.Rand, what string) ([]kstate, *Divergence) {
+	rec := make([]kstate, kc.n)
+	for i := range rec {
+		rec[i] = kstate{del: true}
+	}
+	bad := func(op, key, got, detail string) ([]kstate, *Divergence) {
+		return nil, &Divergence{Op: what + ": " + op, Key: key, Got: got, Detail: detail}
+	}
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return bad("NewIter", "", err.Error(), "")
+	}
+	var order []int
+	prev := -1
+	for ok := it.First(); ok; ok = it.Next() {
+		k, err := kc.decode(it.Key())
+		if err != nil {
+			it.Close()
+			return bad("forward scan", fmt.Sprintf("%q", it.Key()), "a key the runner never wrote", err.Error())
+		}
+		if k <= prev {
+			it.Close()
+			return bad("forward scan", kc.keyName(k), "keys out of order", fmt.Sprintf("%s came after %s", kc.keyName(k), kc.keyName(prev)))
+		}
+		dv, err := vc.decodeValue(it.Value())
+		if err == nil && (dv.key != k || dv.transient) {
+			err = valueMismatch(dv, k)
+		}
+		if err != nil {
+			it.Close()
+			return bad("forward scan", kc.keyName(k), "a wrong value", err.Error())
+		}
+		rec[k] = kstate{ver: dv.version}
+		order = append(order, k)
+		prev = k
+	}
+	if err := it.Close(); err != nil {
+		return bad("forward scan", "", err.Error(), "the scan ended with an error")
+	}
+
+	it, err = db.NewIter(nil)
+	if err != nil {
+		return bad("NewIter", "", err.Error(), "")
+	}
+	i := len(order) - 1
+	for ok := it.Last(); ok; ok = it.Prev() {
+		k, err := kc.decode(it.Key())
+		if err != nil || i < 0 || order[i] != k {
+			it.Close()
+			want := "the end"
+			if i >= 0 {
+				want = kc.keyName(order[i])
+			}
+			return bad("backward scan", fmt.Sprintf("%q", it.Key()), "a key the forward scan did not return here",
+				fmt.Sprintf("forward scan has %s at this position", want))
+		}
+		dv, err := vc.decodeValue(it.Value())
+		if err != nil || dv.key != k || dv.transient || dv.version != rec[k].ver {
+			it.Close()
+			return bad("backward scan", kc.keyName(k), fmt.Sprintf("value %+v (err %v)", dv, err), fmt.Sprintf("forward scan read %v", rec[k]))
+		}
+		i--
+	}
+	if err := it.Close(); err != nil {
+		return bad("backward scan", "", err.Error(), "the scan ended with an error")
+	}
+	if i != -1 {
+		return bad("backward scan", kc.keyName(order[i]), "end of keys", "the backward scan stopped before this key, which the forward scan returned")
+	}
+
+	keys := make([]int, 0, min(kc.n, 4096))
+	if kc.n <= 4096 {
+		for k := 0; k < kc.n; k++ {
+			keys = append(keys, k)
+		}
+	} else {
+		for j := 0; j < 4096; j++ {
+			keys = append(keys, rng.IntN(kc.n))
+		}
+	}
+	for _, k := range keys {
+		v, err := db.Get(kc.key(k))
+		got := kstate{del: true}
+		if err != nil && !errors.Is(err, vigil.ErrNotFound) {
+			return bad("Get", kc.keyName(k), err.Error(), "")
+		}
+		if err == nil {
+			dv, err := vc.decodeValue(v)
+			if err == nil && (dv.key != k || dv.transient) {
+				err = valueMismatch(dv, k)
+			}
+			if err != nil {
+				return bad("Get", kc.keyName(k), "a wrong value", err.Error())
+			}
+			got = kstate{ver: dv.version}
+		}
+		if !got.same(rec[k]) {
+			return bad("Get", kc.keyName(k), got.String(), fmt.Sprintf("the scans read %v", rec[k]))
+		}
+	}
+	return rec, nil
+}
+
+// valueMismatch describes a well-formed value found under the wrong key or
+// left over from inside a batch.
+func valueMismatch(dv decodedValue, k int) error {
+	if dv.transient {
+		return fmt.Errorf("transient value (key %d version %d) that a later write of the same batch overwrote: a batch was applied out of order or in part", dv.key, dv.version)
+	}
+	return fmt.Errorf("the value of key %d (version %d) under key %d", dv.key, dv.version, k)
+}

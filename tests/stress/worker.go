@@ -1,0 +1,712 @@
+package stress
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/vigildb/vigil"
+)
+
+// worker is one goroutine issuing random operations and checking every
+// result against the oracle. Not safe for concurrent use (one goroutine).
+type worker struct {
+	r   *runner
+	id  int
+	rng *rand.Rand
+
+	keyBuf, key2Buf, valBuf []byte
+	batch                   *vigil.Batch
+	pre, post               []keyView
+	seen                    []kstate
+	seenSet                 []bool
+
+	snaps     []heldSnapshot
+	snapEpoch uint64
+}
+
+func newWorker(r *runner, id int) *worker {
+	return &worker{r: r, id: id, rng: rand.New(rand.NewPCG(r.plan.Seed, uint64(id)+1)), batch: new(vigil.Batch)}
+}
+
+// heldSnapshot is a snapshot taken while its keys were locked, so their
+// states at that moment are known: later reads through the snapshot must
+// return exactly those, whatever was written, flushed or compacted since.
+type heldSnapshot struct {
+	s      snapshot
+	lo, hi int
+	views  []keyView
+	epoch  uint64
+}
+
+func (w *worker) run() {
+	r := w.r
+	for !r.stopped() {
+		if r.closing.Load() {
+			// A crash is closing the DB: operations already under way race
+			// with Close; new ones would only fail with ErrClosed.
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		r.gate.RLock()
+		if r.db == nil || r.stopped() {
+			// A failed reopen left no DB; the run is over.
+			r.gate.RUnlock()
+			break
+		}
+		if w.snapEpoch != r.epoch {
+			w.dropSnapshots()
+			w.snapEpoch = r.epoch
+		}
+		div := w.step(r.db)
+		r.gate.RUnlock()
+		if div != nil {
+			div.Op = fmt.Sprintf("%s (worker %d)", div.Op, w.id)
+			r.fail(div)
+			return
+		}
+		n := r.stats.ops.Add(1)
+		if r.cfg.Ops > 0 && n >= r.cfg.Ops {
+			r.stop()
+		}
+		r.maybeEvent()
+	}
+	r.gate.RLock()
+	if r.db != nil {
+		w.dropSnapshots()
+	}
+	r.gate.RUnlock()
+}
+
+func (w *worker) dropSnapshots() {
+	for _, s := range w.snaps {
+		// The snapshot may belong to a DB closed by a crash; Close then
+		// fails, which is fine.
+		_ = s.s.Close()
+	}
+	w.snaps = w.snaps[:0]
+}
+
+// step runs one random operation. The mix follows db_stress's defaults
+// loosely: mostly reads and writes, some scans, a few of everything else.
+func (w *worker) step(db store) *Divergence {
+	x := w.rng.IntN(1000)
+	switch {
+	case x < 300:
+		return w.get(db)
+	case x < 500:
+		return w.put(db)
+	case x < 560:
+		return w.del(db)
+	case x < 580:
+		return w.delRange(db)
+	case x < 660:
+		return w.writeBatch(db)
+	case x < 820:
+		return w.scan(db)
+	case x < 850:
+		return w.snapshotOp(db)
+	case x < 853:
+		return w.flush(db)
+	case x < 855:
+		return w.compact(db)
+	case x < 856:
+		return w.verifyOp(db)
+	default:
+		return w.get(db)
+	}
+}
+
+func (w *worker) randKey() int { return w.rng.IntN(w.r.plan.Keys) }
+
+func (w *worker) writeOptions() *vigil.WriteOptions {
+	if w.rng.IntN(100) < w.r.plan.SyncPct {
+		return vigil.Sync
+	}
+	return vigil.NoSync
+}
+
+// wop is one write inside an operation: set or delete key a, or delete
+// the keys [a, b).
+type wop struct {
+	kind byte // 's', 'd', 'r'
+	a, b int
+}
+
+func (w *worker) put(db store) *Divergence {
+	return w.write(db, namePut, []wop{{kind: 's', a: w.randKey()}})
+}
+
+func (w *worker) del(db store) *Divergence {
+	return w.write(db, nameDelete, []wop{{kind: 'd', a: w.randKey()}})
+}
+
+// rangeOf returns a random range [a, b) of 1..16 keys.
+func (w *worker) rangeOf() (int, int) {
+	n := w.r.plan.Keys
+	width := 1 + w.rng.IntN(min(16, n))
+	a := w.rng.IntN(n - width + 1)
+	return a, a + width
+}
+
+func (w *worker) delRange(db store) *Divergence {
+	a, b := w.rangeOf()
+	return w.write(db, nameDeleteRange, []wop{{kind: 'r', a: a, b: b}})
+}
+
+func (w *worker) writeBatch(db store) *Divergence {
+	n := 1 + w.rng.IntN(8)
+	ops := make([]wop, 0, n)
+	// Half the batches stay near one key, so that their writes overlap
+	// (a set then a delete of the same key, a range over earlier sets).
+	near := -1
+	if w.rng.IntN(2) == 0 {
+		near = w.randKey()
+	}
+	for i := 0; i < n; i++ {
+		k := w.randKey()
+		if near >= 0 {
+			k = min(w.r.plan.Keys-1, near+w.rng.IntN(4))
+		}
+		switch x := w.rng.IntN(10); {
+		case x < 6:
+			ops = append(ops, wop{kind: 's', a: k})
+		case x < 9:
+			ops = append(ops, wop{kind: 'd', a: k})
+		default:
+			b := min(w.r.plan.Keys, k+1+w.rng.IntN(8))
+			ops = append(ops, wop{kind: 'r', a: k, b: b})
+		}
+	}
+	return w.write(db, nameBatch, ops)
+}
+
+// write performs one write operation: lock the keys, give each key it
+// leaves changed its next version, log the intent, call the DB, log the
+// answer, commit (or leave pending on error).
+func (w *worker) write(db store, name opName, ops []wop) *Divergence {
+	r := w.r
+	// The last write to each key decides its state; earlier sets of the
+	// same key in a batch write transient values nobody may ever see.
+	last := map[int]int{}
+	var keys []int
+	for i, o := range ops {
+		switch o.kind {
+		case 's', 'd':
+			if _, ok := last[o.a]; !ok {
+				keys = append(keys, o.a)
+			}
+			last[o.a] = i
+		case 'r':
+			for k := o.a; k < o.b; k++ {
+				if _, ok := last[k]; !ok {
+					keys = append(keys, k)
+				}
+				last[k] = i
+			}
+		}
+	}
+	unlock := r.or.lock(keys)
+	defer unlock()
+	rec := &opRec{name: name}
+	rec.writes = make([]keyWrite, len(keys))
+	vers := make(map[int]uint32, len(keys))
+	for i, k := range keys {
+		st := r.or.begin(k, ops[last[k]].kind != 's')
+		rec.writes[i] = keyWrite{key: uint32(k), st: st}
+		vers[k] = st.ver
+	}
+	wo := w.writeOptions()
+	rec.synced = wo.Sync
+	if r.log != nil {
+		if err := r.log.begin(rec, r.tick); err != nil {
+			return r.machinery(err)
+		}
+	}
+	var err error
+	switch name {
+	case namePut:
+		k := ops[0].a
+		w.keyBuf = r.kc.appendKey(w.keyBuf[:0], k)
+		w.valBuf = r.vc.appendValue(w.valBuf[:0], k, vers[k], false)
+		err = db.Put(w.keyBuf, w.valBuf, wo)
+	case nameDelete:
+		w.keyBuf = r.kc.appendKey(w.keyBuf[:0], ops[0].a)
+		err = db.Delete(w.keyBuf, wo)
+	case nameDeleteRange:
+		w.keyBuf = r.kc.appendKey(w.keyBuf[:0], ops[0].a)
+		w.key2Buf = r.kc.appendKey(w.key2Buf[:0], ops[0].b)
+		err = db.DeleteRange(w.keyBuf, w.key2Buf, wo)
+	default:
+		b := w.batch
+		b.Reset()
+		for i, o := range ops {
+			w.keyBuf = r.kc.appendKey(w.keyBuf[:0], o.a)
+			switch o.kind {
+			case 's':
+				w.valBuf = r.vc.appendValue(w.valBuf[:0], o.a, vers[o.a], last[o.a] != i)
+				b.Put(w.keyBuf, w.valBuf)
+			case 'd':
+				b.Delete(w.keyBuf)
+			case 'r':
+				w.key2Buf = r.kc.appendKey(w.key2Buf[:0], o.b)
+				b.DeleteRange(w.keyBuf, w.key2Buf)
+			}
+		}
+		err = db.Apply(b, wo)
+	}
+	if r.log != nil {
+		if lerr := r.log.end(rec, err == nil, r.tick); lerr != nil {
+			return r.machinery(lerr)
+		}
+	}
+	r.stats.writes.Add(1)
+	if err != nil {
+		if !r.tolerate(err) {
+			return &Divergence{Op: fmt.Sprintf("%v", rec), Got: err.Error(), Detail: "the write failed with no fault, crash or corruption to explain it"}
+		}
+		r.or.fail()
+		r.needReopen.Store(true)
+		return nil
+	}
+	for _, kw := range rec.writes {
+		r.or.commit(int(kw.key), kw.st)
+		r.noteWritten(int(kw.key))
+	}
+	return nil
+}
+
+// observe decodes what a read returned for key k into a state, or explains
+// why the value is not one the runner wrote for k.
+func (w *worker) observe(k int, value []byte, err error) (kstate, error) {
+	if errors.Is(err, vigil.ErrNotFound) {
+		return kstate{del: true}, nil
+	}
+	dv, derr := w.r.vc.decodeValue(value)
+	if derr == nil && (dv.key != k || dv.transient) {
+		derr = valueMismatch(dv, k)
+	}
+	if derr != nil {
+		return kstate{}, derr
+	}
+	return kstate{ver: dv.version}, nil
+}
+
+func (w *worker) get(db store) *Divergence {
+	r := w.r
+	r.stats.reads.Add(1)
+	k := w.randKey()
+	w.keyBuf = r.kc.appendKey(w.keyBuf[:0], k)
+	var pre, post keyView
+	r.or.view(k, &pre)
+	v, err := db.Get(w.keyBuf)
+	r.or.view(k, &post)
+	if err != nil && !errors.Is(err, vigil.ErrNotFound) {
+		if r.tolerate(err) {
+			return nil
+		}
+		return &Divergence{Op: "get", Key: r.kc.keyName(k), Expected: expected(&pre, &post), Got: "error: " + err.Error()}
+	}
+	got, derr := w.observe(k, v, err)
+	if derr != nil {
+		r.flips.noteMissed("get", derr.Error())
+		return &Divergence{Op: "get", Key: r.kc.keyName(k), Expected: expected(&pre, &post), Got: "a wrong value", Detail: derr.Error()}
+	}
+	return w.judge("get", k, &pre, &post, got)
+}
+
+// judge checks one observation and turns a wrong one into a divergence.
+func (w *worker) judge(op string, k int, pre, post *keyView, got kstate) *Divergence {
+	switch check(pre, post, got) {
+	case verdictUnverifiable:
+		w.r.stats.unverifiable.Add(1)
+	case verdictWrong:
+		w.r.flips.noteMissed(op, fmt.Sprintf("key %d: %v", k, got))
+		return &Divergence{Op: op, Key: w.r.kc.keyName(k), Expected: expected(pre, post), Got: got.String()}
+	}
+	return nil
+}
+
+func (w *worker) flush(db store) *Divergence {
+	r := w.r
+	r.stats.flushes.Add(1)
+	rec := &opRec{name: nameFlush}
+	if r.log != nil {
+		if err := r.log.begin(rec, r.tick); err != nil {
+			return r.machinery(err)
+		}
+	}
+	r.maint.RLock()
+	err := db.Flush()
+	r.maint.RUnlock()
+	if r.log != nil {
+		if lerr := r.log.end(rec, err == nil, r.tick); lerr != nil {
+			return r.machinery(lerr)
+		}
+	}
+	if err != nil && !r.tolerate(err) {
+		return &Divergence{Op: "flush", Got: err.Error()}
+	}
+	if err != nil {
+		r.needReopen.Store(true)
+	}
+	return nil
+}
+
+func (w *worker) compact(db store) *Divergence {
+	r := w.r
+	r.stats.compactions.Add(1)
+	var err error
+	r.maint.RLock()
+	if w.rng.IntN(3) == 0 {
+		err = db.Compact(nil, nil)
+	} else {
+		a, b := w.rangeOf()
+		err = db.Compact(r.kc.key(a), r.kc.key(b))
+	}
+	r.maint.RUnlock()
+	if err != nil && !r.tolerate(err) {
+		return &Divergence{Op: "compact", Got: err.Error()}
+	}
+	if err != nil {
+		r.needReopen.Store(true)
+	}
+	return nil
+}
+
+func (w *worker) verifyOp(db store) *Divergence {
+	if err := db.Verify(); err != nil && !w.r.tolerate(err) {
+		return &Divergence{Op: "DB.Verify", Got: err.Error()}
+	}
+	return nil
+}
+
+// scan checks an iterator over a window [lo, hi) of the key space. Oracle
+// views of every key in the window are taken before and after the
+// iterator is created (it reads at one sequence number, fixed then), so
+// each key's result is judged like a Get's. The walk starts at First,
+// Last, SeekGE or SeekLT, moves up to 2×width steps with Next and Prev
+// (turning around now and then), and checks, at every position, the key's
+// value, that every key skipped over was absent, and that a key seen
+// twice looked the same both times.
+func (w *worker) scan(db store) *Divergence {
+	r := w.r
+	r.stats.scans.Add(1)
+	n := r.plan.Keys
+	var lo, hi int
+	if n <= 256 && w.rng.IntN(2) == 0 {
+		lo, hi = 0, n
+	} else {
+		width := 1 + w.rng.IntN(min(n, 200))
+		lo = w.rng.IntN(n - width + 1)
+		hi = lo + width
+	}
+	bounded := w.rng.IntN(3) != 0
+	var opts *vigil.IterOptions
+	if bounded {
+		opts = &vigil.IterOptions{LowerBound: r.kc.key(lo), UpperBound: r.kc.key(hi)}
+	}
+	width := hi - lo
+	w.pre = growViews(w.pre, width)
+	w.post = growViews(w.post, width)
+	if cap(w.seen) < width {
+		w.seen = make([]kstate, width)
+		w.seenSet = make([]bool, width)
+	}
+	w.seen, w.seenSet = w.seen[:width], w.seenSet[:width]
+	clear(w.seenSet)
+	for k := lo; k < hi; k++ {
+		r.or.view(k, &w.pre[k-lo])
+	}
+	it, err := db.NewIter(opts)
+	for k := lo; k < hi; k++ {
+		r.or.view(k, &w.post[k-lo])
+	}
+	if err != nil {
+		if r.tolerate(err) {
+			return nil
+		}
+		return &Divergence{Op: "NewIter", Got: err.Error()}
+	}
+	sc := &scanCheck{w: w, it: it, lo: lo, hi: hi, bounded: bounded || (lo == 0 && hi == n)}
+	div := sc.walk()
+	cerr := it.Close()
+	if div != nil {
+		return div
+	}
+	if cerr != nil && !sc.errSeen && !r.tolerate(cerr) {
+		return &Divergence{Op: "iterator Close", Got: cerr.Error()}
+	}
+	return nil
+}
+
+func growViews(v []keyView, n int) []keyView {
+	if cap(v) < n {
+		return make([]keyView, n)
+	}
+	return v[:n]
+}
+
+// scanCheck walks one iterator over [lo, hi).
+type scanCheck struct {
+	w       *worker
+	it      iterator
+	lo, hi  int
+	bounded bool // nothing outside [lo, hi) can appear (bounds set, or the window is the key space)
+	pos     int  // current key, valid after a successful positioning
+	errSeen bool
+	desc    string // the moves so far, for reports
+}
+
+func (s *scanCheck) walk() *Divergence {
+	w := s.w
+	width := s.hi - s.lo
+	var ok bool
+	var from int // first key that must be accounted for
+	forward := true
+	switch x := w.rng.IntN(4); {
+	case x == 0 && s.bounded:
+		s.desc = "First"
+		ok, from = s.it.First(), s.lo
+	case x == 1 && s.bounded:
+		s.desc = "Last"
+		ok, from, forward = s.it.Last(), s.hi-1, false
+	case x == 2:
+		t := s.lo + w.rng.IntN(width+1)
+		s.desc = fmt.Sprintf("SeekLT(%d)", t)
+		ok, from, forward = s.it.SeekLT(w.r.kc.key(t)), t-1, false
+	default:
+		t := s.lo + w.rng.IntN(width+1)
+		s.desc = fmt.Sprintf("SeekGE(%d)", t)
+		ok, from = s.it.SeekGE(w.r.kc.key(t)), t
+	}
+	steps := 1 + w.rng.IntN(2*width+1)
+	for i := 0; ; i++ {
+		cont, div := s.land(ok, from, forward)
+		if div != nil || !cont || i == steps {
+			return div
+		}
+		if w.rng.IntN(8) == 0 {
+			forward = !forward
+		}
+		if forward {
+			s.desc += " Next"
+			ok, from = s.it.Next(), s.pos+1
+		} else {
+			s.desc += " Prev"
+			ok, from = s.it.Prev(), s.pos-1
+		}
+	}
+}
+
+// land checks a positioning that moved in direction forward and had to
+// account for every key from `from` on (inclusive) up to where it landed.
+// It returns whether the walk can go on.
+func (s *scanCheck) land(ok bool, from int, forward bool) (bool, *Divergence) {
+	w := s.w
+	r := w.r
+	if !ok {
+		if err := s.it.Error(); err != nil {
+			s.errSeen = true
+			if r.tolerate(err) {
+				return false, nil
+			}
+			return false, &Divergence{Op: "scan " + s.desc, Got: "error: " + err.Error()}
+		}
+		// Exhausted: every key from `from` to the window's edge is absent.
+		if forward {
+			return false, s.absent(from, s.hi-1)
+		}
+		return false, s.absent(s.lo, from)
+	}
+	k, err := r.kc.decode(s.it.Key())
+	if err != nil {
+		r.flips.noteMissed("scan", err.Error())
+		return false, &Divergence{Op: "scan " + s.desc, Key: fmt.Sprintf("%q", s.it.Key()), Got: "a key the runner never wrote", Detail: err.Error()}
+	}
+	if k < s.lo || k >= s.hi {
+		if s.bounded {
+			return false, &Divergence{Op: "scan " + s.desc, Key: r.kc.keyName(k), Got: "a key outside the iterator's bounds",
+				Detail: fmt.Sprintf("bounds [%s, %s)", r.kc.keyName(s.lo), r.kc.keyName(s.hi))}
+		}
+		// Left the window: the keys up to its edge were absent, and the
+		// key must lie beyond that edge.
+		if forward && k >= s.hi {
+			return false, s.absent(from, s.hi-1)
+		}
+		if !forward && k < s.lo {
+			return false, s.absent(s.lo, from)
+		}
+		return false, &Divergence{Op: "scan " + s.desc, Key: r.kc.keyName(k), Got: "a key in the wrong direction",
+			Detail: fmt.Sprintf("moving %s from %d", dir(forward), from)}
+	}
+	if (forward && k < from) || (!forward && k > from) {
+		return false, &Divergence{Op: "scan " + s.desc, Key: r.kc.keyName(k), Got: "a key out of order",
+			Detail: fmt.Sprintf("moving %s, the next key must be %s %s", dir(forward), map[bool]string{true: ">=", false: "<="}[forward], r.kc.keyName(from))}
+	}
+	if forward {
+		if div := s.absent(from, k-1); div != nil {
+			return false, div
+		}
+	} else if div := s.absent(k+1, from); div != nil {
+		return false, div
+	}
+	got, derr := w.observe(k, s.it.Value(), nil)
+	if derr != nil {
+		r.flips.noteMissed("scan", derr.Error())
+		return false, &Divergence{Op: "scan " + s.desc, Key: r.kc.keyName(k), Got: "a wrong value", Detail: derr.Error()}
+	}
+	if div := s.seeState(k, got); div != nil {
+		return false, div
+	}
+	s.pos = k
+	return true, nil
+}
+
+func dir(forward bool) string {
+	if forward {
+		return "forward"
+	}
+	return "backward"
+}
+
+// absent checks that every key in [a, b] may be absent.
+func (s *scanCheck) absent(a, b int) *Divergence {
+	for k := max(a, s.lo); k <= min(b, s.hi-1); k++ {
+		if div := s.seeState(k, kstate{del: true}); div != nil {
+			return div
+		}
+	}
+	return nil
+}
+
+// seeState judges one key's observed state and checks it against earlier
+// observations by the same iterator.
+func (s *scanCheck) seeState(k int, got kstate) *Divergence {
+	w := s.w
+	i := k - s.lo
+	if w.seenSet[i] {
+		if !w.seen[i].same(got) {
+			return &Divergence{Op: "scan " + s.desc, Key: w.r.kc.keyName(k), Expected: w.seen[i].String() + " (as the same iterator saw it before)",
+				Got: got.String(), Detail: "an iterator's view changed while it was open"}
+		}
+		return nil
+	}
+	w.seenSet[i], w.seen[i] = true, got
+	if div := w.judge("scan "+s.desc, k, &w.pre[i], &w.post[i], got); div != nil {
+		return div
+	}
+	return nil
+}
+
+// snapshotOp takes a snapshot of a small locked range, or checks and
+// releases one taken earlier.
+func (w *worker) snapshotOp(db store) *Divergence {
+	r := w.r
+	if len(w.snaps) > 0 && (len(w.snaps) >= 3 || w.rng.IntN(2) == 0) {
+		i := w.rng.IntN(len(w.snaps))
+		h := w.snaps[i]
+		w.snaps = append(w.snaps[:i], w.snaps[i+1:]...)
+		div := w.checkSnapshot(h)
+		if err := h.s.Close(); err != nil && div == nil && !r.tolerate(err) {
+			div = &Divergence{Op: "snapshot Close", Got: err.Error()}
+		}
+		return div
+	}
+	r.stats.snapshots.Add(1)
+	lo, hi := w.rangeOf()
+	keys := make([]int, 0, hi-lo)
+	for k := lo; k < hi; k++ {
+		keys = append(keys, k)
+	}
+	unlock := r.or.lock(keys)
+	h := heldSnapshot{lo: lo, hi: hi, views: make([]keyView, hi-lo), epoch: r.epoch}
+	for k := lo; k < hi; k++ {
+		r.or.view(k, &h.views[k-lo])
+	}
+	h.s = db.NewSnapshot()
+	unlock()
+	w.snaps = append(w.snaps, h)
+	return nil
+}
+
+// checkSnapshot reads a held snapshot's range with Get and with an
+// iterator in both directions: each key must be in the state it had when
+// the snapshot was taken, and the three reads must agree.
+func (w *worker) checkSnapshot(h heldSnapshot) *Divergence {
+	r := w.r
+	got := make([]kstate, h.hi-h.lo)
+	for k := h.lo; k < h.hi; k++ {
+		v, err := h.s.Get(r.kc.key(k))
+		if err != nil && !errors.Is(err, vigil.ErrNotFound) {
+			if r.tolerate(err) {
+				return nil
+			}
+			return &Divergence{Op: "snapshot get", Key: r.kc.keyName(k), Got: "error: " + err.Error()}
+		}
+		st, derr := w.observe(k, v, err)
+		if derr != nil {
+			return &Divergence{Op: "snapshot get", Key: r.kc.keyName(k), Got: "a wrong value", Detail: derr.Error()}
+		}
+		if div := w.judge("snapshot get", k, &h.views[k-h.lo], &h.views[k-h.lo], st); div != nil {
+			return div
+		}
+		got[k-h.lo] = st
+	}
+	for _, forward := range []bool{true, false} {
+		it, err := h.s.NewIter(&vigil.IterOptions{LowerBound: r.kc.key(h.lo), UpperBound: r.kc.key(h.hi)})
+		if err != nil {
+			if r.tolerate(err) {
+				return nil
+			}
+			return &Divergence{Op: "snapshot NewIter", Got: err.Error()}
+		}
+		seen := make([]kstate, len(got))
+		for i := range seen {
+			seen[i] = kstate{del: true}
+		}
+		var ok bool
+		if forward {
+			ok = it.First()
+		} else {
+			ok = it.Last()
+		}
+		prev := -1
+		for ; ok; ok = step(it, forward) {
+			k, err := r.kc.decode(it.Key())
+			if err != nil || k < h.lo || k >= h.hi || (prev >= 0 && (k > prev) != forward) || k == prev {
+				it.Close()
+				return &Divergence{Op: "snapshot scan " + dir(forward), Key: fmt.Sprintf("%q", it.Key()), Got: "a key out of place",
+					Detail: fmt.Sprintf("range [%d, %d), previous key %d, err %v", h.lo, h.hi, prev, err)}
+			}
+			st, derr := w.observe(k, it.Value(), nil)
+			if derr != nil {
+				it.Close()
+				return &Divergence{Op: "snapshot scan " + dir(forward), Key: r.kc.keyName(k), Got: "a wrong value", Detail: derr.Error()}
+			}
+			seen[k-h.lo] = st
+			prev = k
+		}
+		if err := it.Close(); err != nil {
+			if r.tolerate(err) {
+				return nil
+			}
+			return &Divergence{Op: "snapshot scan " + dir(forward), Got: "error: " + err.Error()}
+		}
+		for i := range seen {
+			if !seen[i].same(got[i]) {
+				return &Divergence{Op: "snapshot scan " + dir(forward), Key: r.kc.keyName(h.lo + i),
+					Expected: got[i].String() + " (as Get through the same snapshot read it)", Got: seen[i].String()}
+			}
+		}
+	}
+	return nil
+}
+
+func step(it iterator, forward bool) bool {
+	if forward {
+		return it.Next()
+	}
+	return it.Prev()
+}
