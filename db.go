@@ -227,14 +227,28 @@ func (d *DB) Get(key []byte) ([]byte, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
 	}
-	return d.get(key, d.visibleSeq.Load())
+	return d.get(nil, key, d.visibleSeq.Load())
+}
+
+// GetAppend is Get appending the value to dst: with a reused buffer, a read
+// allocates nothing (db_bench's readrandom reuses its value string the same
+// way). It returns the extended buffer, or dst unchanged and ErrNotFound.
+func (d *DB) GetAppend(dst, key []byte) ([]byte, error) {
+	if d.closed.Load() {
+		return dst, ErrClosed
+	}
+	v, err := d.get(dst, key, d.visibleSeq.Load())
+	if err != nil {
+		return dst, err
+	}
+	return v, nil
 }
 
 // get looks key up at snapshot seq: memtables newest first, then L0 files
 // newest first, then one file per level L1..L6, stopping at the first
 // version found. A range tombstone seen in a source hides older versions in
 // that source and every older source.
-func (d *DB) get(key []byte, snap uint64) ([]byte, error) {
+func (d *DB) get(dst, key []byte, snap uint64) ([]byte, error) {
 	rs := d.loadReadState()
 	defer rs.unref()
 
@@ -258,7 +272,7 @@ func (d *DB) get(key []byte, snap uint64) ([]byte, error) {
 			return nil, d.memCorruption(err)
 		}
 		if found {
-			return getResult(value, seq, kind, cover)
+			return getResult(dst, value, seq, kind, cover)
 		}
 		if cover > 0 {
 			return nil, ErrNotFound
@@ -281,7 +295,7 @@ func (d *DB) get(key []byte, snap uint64) ([]byte, error) {
 				}
 				cover = c
 				if found {
-					return getResult(value, seq, kind, cover)
+					return getResult(dst, value, seq, kind, cover)
 				}
 				if cover > 0 {
 					return nil, ErrNotFound
@@ -299,7 +313,7 @@ func (d *DB) get(key []byte, snap uint64) ([]byte, error) {
 		}
 		cover = c
 		if found {
-			return getResult(value, seq, kind, cover)
+			return getResult(dst, value, seq, kind, cover)
 		}
 		if cover > 0 {
 			return nil, ErrNotFound
@@ -308,14 +322,17 @@ func (d *DB) get(key []byte, snap uint64) ([]byte, error) {
 	return nil, ErrNotFound
 }
 
-// getResult turns the version Get found into its answer: a copy of the value
-// for a live Set, ErrNotFound for a deletion or a version under a range
-// tombstone.
-func getResult(value []byte, seq uint64, kind base.Kind, cover uint64) ([]byte, error) {
+// getResult turns the version Get found into its answer: the value appended
+// to dst (a fresh copy when dst is nil) for a live Set, ErrNotFound for a
+// deletion or a version under a range tombstone.
+func getResult(dst, value []byte, seq uint64, kind base.Kind, cover uint64) ([]byte, error) {
 	if seq < cover || kind != base.KindSet {
 		return nil, ErrNotFound
 	}
-	return append(make([]byte, 0, len(value)), value...), nil
+	if dst == nil {
+		return append(make([]byte, 0, len(value)), value...), nil
+	}
+	return append(dst, value...), nil
 }
 
 // raiseCover returns the larger of cover and the largest seq of a tombstone

@@ -7,8 +7,11 @@ type Engine interface {
 	Put(key, value []byte, sync bool) error
 	// Delete removes key.
 	Delete(key []byte, sync bool) error
-	// Get reads key; found reports presence, n the value's length.
-	Get(key []byte) (found bool, n int, err error)
+	// Get reads key; found reports presence, n the value's length. buf is
+	// the calling thread's scratch buffer, which an engine may use to read
+	// without allocating (as db_bench reuses its value string); nil is
+	// allowed.
+	Get(key []byte, buf *[]byte) (found bool, n int, err error)
 	// NewIter returns an iterator over the whole store.
 	NewIter() (Iter, error)
 	// Flush writes memtables to disk and waits.

@@ -77,8 +77,15 @@ func (e *vigilEngine) Delete(key []byte, sync bool) error {
 	return e.db.Delete(key, writeOpts(sync))
 }
 
-func (e *vigilEngine) Get(key []byte) (bool, int, error) {
-	v, err := e.db.Get(key)
+func (e *vigilEngine) Get(key []byte, buf *[]byte) (bool, int, error) {
+	var v []byte
+	var err error
+	if buf != nil {
+		v, err = e.db.GetAppend((*buf)[:0], key)
+		*buf = v
+	} else {
+		v, err = e.db.Get(key)
+	}
 	if errors.Is(err, vigil.ErrNotFound) {
 		return false, 0, nil
 	}

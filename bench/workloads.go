@@ -21,6 +21,7 @@ type threadState struct {
 	values   *ValueGenerator
 	err      error
 	onOp     func(n int64) // progress
+	valBuf   []byte        // reused by Get
 	deadline time.Time
 }
 
@@ -129,7 +130,7 @@ func readRandom(r *Runner, e Engine, t *threadState) error {
 	num := uint64(max(r.cfg.Num, 1))
 	t.loop(r.reads(), func(int64) error {
 		k := MakeKey(t.key, t.rng.Uint64()%num)
-		found, n, err := e.Get(k)
+		found, n, err := e.Get(k, &t.valBuf)
 		if err != nil {
 			return fmt.Errorf("get: %w", err)
 		}

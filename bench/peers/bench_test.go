@@ -51,9 +51,10 @@ func BenchmarkEngines(b *testing.B) {
 			}
 			get := func(b *testing.B) {
 				x := uint64(1)
+				var buf []byte
 				for b.Loop() {
 					x = x*6364136223846793005 + 1442695040888963407
-					found, _, err := e.Get(bench.MakeKey(key, (x>>33)%benchKeys))
+					found, _, err := e.Get(bench.MakeKey(key, (x>>33)%benchKeys), &buf)
 					if err != nil || !found {
 						b.Fatalf("get: %v %v", found, err)
 					}

@@ -232,7 +232,7 @@ func (e *PebbleEngine) Delete(key []byte, sync bool) error {
 // Get looks key up. Pebble returns a view of the value pinned until the
 // closer is closed (no copy), whereas Vigil's Get returns a copy: each
 // engine is measured through its own public API.
-func (e *PebbleEngine) Get(key []byte) (bool, int, error) {
+func (e *PebbleEngine) Get(key []byte, _ *[]byte) (bool, int, error) {
 	v, closer, err := e.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return false, 0, nil

@@ -157,7 +157,7 @@ func TestPebbleEngine(t *testing.T) {
 			found bool
 			n     int
 		}{{"k007", true, 7}, {"k099", true, 99}, {"k050", false, 0}, {"k100", false, 0}, {"a", false, 0}} {
-			found, n, err := e.Get([]byte(tc.key))
+			found, n, err := e.Get([]byte(tc.key), nil)
 			if err != nil || found != tc.found || n != tc.n {
 				t.Errorf("%s: Get(%s) = %v, %d, %v; want %v, %d", stage, tc.key, found, n, err, tc.found, tc.n)
 			}
@@ -260,8 +260,8 @@ func TestEnginesAgree(t *testing.T) {
 	defer pi.Close()
 	for i := uint64(0); i <= num; i++ {
 		bench.MakeKey(key, i)
-		vf, vn, verr := v.Get(key)
-		pf, pn, perr := p.Get(key)
+		vf, vn, verr := v.Get(key, nil)
+		pf, pn, perr := p.Get(key, nil)
 		if verr != nil || perr != nil || vf != pf || vn != pn {
 			t.Fatalf("Get(%x): vigil %v %d %v, pebble %v %d %v", key, vf, vn, verr, pf, pn, perr)
 		}
