@@ -77,8 +77,11 @@ type Config struct {
 	ChildCommand func(configPath string) *exec.Cmd
 
 	// testFault, if set, wraps the DB to misbehave in a known way, so that
-	// tests can check the runner notices (see faultStore).
+	// tests can check the runner notices (see testFaults).
 	testFault string
+	// planHook lets tests adjust the drawn plan (force synced writes,
+	// frequent crashes, a protection-bytes value).
+	planHook func(*plan)
 }
 
 // DefaultDuration is the length of a run given neither Duration nor Ops.
@@ -209,6 +212,9 @@ func drawPlan(cfg *Config) plan {
 			p.NoAutoCompact = true
 			p.Notes = append(p.Notes, "automatic compactions off: race detector build (flips in cached blocks would race with them)")
 		}
+	}
+	if cfg.planHook != nil {
+		cfg.planHook(&p)
 	}
 	if p.NoAutoCompact {
 		// Nothing would drain L0: never stall on it (workers compact by

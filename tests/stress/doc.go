@@ -62,8 +62,8 @@
 // All these conditions and the recovered state's constraints ("key k holds
 // what write w left, so w happened and the next write of k did not") are
 // implications between two writes or facts about one, so checking them is
-// unit propagation: linear, exact, and on failure it prints the chain of
-// reasons on both sides (see solver.go).
+// unit propagation: linear, never a false alarm, and on failure it prints
+// the chain of reasons on both sides (see solver.go).
 //
 // # Crash modes
 //

@@ -218,6 +218,11 @@ func (k *killParent) runChild(ctx context.Context, run int, deadline time.Time) 
 	if err := writeState(k.fs, stateFile, k.states, k.next); err != nil {
 		return nil, err
 	}
+	// A child killed before it creates its op log must not leave the
+	// previous run's log in place to be read as its own.
+	if err := k.fs.Remove(opLog); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("removing the previous op log: %w", err)
+	}
 	cc := childConfig{Plan: k.plan, Run: run, DBDir: k.path("db"), StateFile: stateFile, OpLog: opLog,
 		MaxLife: 10 * time.Minute, TestFault: k.cfg.testFault}
 	data, err := json.Marshal(cc)
@@ -280,6 +285,9 @@ func (k *killParent) verify(run int, opLogName, childOut string) (*Divergence, e
 		} else {
 			return nil, fmt.Errorf("child run %d: %w", run, err)
 		}
+	}
+	if contents.numKeys != k.plan.Keys && (contents.numKeys != 0 || len(contents.ops) != 0) {
+		return nil, fmt.Errorf("child run %d: op log for %d keys, plan has %d", run, contents.numKeys, k.plan.Keys)
 	}
 	k.ops += int64(contents.progress.ops)
 	k.stats.reads.Add(int64(contents.progress.reads))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/cockroachdb/pebble/vfs"
@@ -202,8 +203,8 @@ func (l *opLog) len() int {
 //	         progress for the parent)
 //
 // Integers are little-endian. A record cut short at the end of the file
-// (the process died mid-append) ends the log; anything else malformed is
-// corruption.
+// (the process died mid-append) ends the log, and a file cut inside its
+// header is an empty log; anything else malformed is corruption.
 
 const (
 	opLogMagic     = "VGSOPLG1"
@@ -314,6 +315,11 @@ type opLogContents struct {
 // length is checked before use; malformed input is an error wrapping
 // base.ErrCorruption that names the file and offset.
 func decodeOpLog(data []byte, name string) (*opLogContents, error) {
+	if len(data) < opLogHeaderLen && strings.HasPrefix(opLogMagic, string(data[:min(len(data), 8)])) {
+		// The child died between creating the file and writing its
+		// header: an empty log.
+		return &opLogContents{tornTail: true}, nil
+	}
 	if len(data) < opLogHeaderLen || string(data[:8]) != opLogMagic {
 		return nil, base.CorruptionErrorf("op log %s: bad header (%d bytes)", name, len(data))
 	}

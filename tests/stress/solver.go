@@ -26,20 +26,24 @@ import (
 // Operations that were in flight or failed may be in P or not. Everything
 // here is an implication between two operations ("if x happened then y
 // happened") or a fact ("x happened", "x did not happen"):
-//   - a later write of a key happened ⇒ the earlier one did (writers of a
-//     key are serialized, so their commit order is their version order);
-//   - the key's recovered state is not what write w_c left ⇒ the cut is not
-//     at w_c: w_c happened ⇒ w_{c+1} happened; and facts when the state is
-//     not the verified one (w_1 happened) or not what the last write left
-//     (the last write did not happen);
+//   - a later write of a key happened ⇒ the earlier acknowledged ones did
+//     (writers of a key are serialized, so their commit order is their
+//     version order; a failed write may not have committed at all);
+//   - the key holds version v ⇒ the write of v happened and no later
+//     write of the key did; the key is absent ⇒ the last write of it that
+//     happened deleted it (see keyConstraints);
 //   - b happened ⇒ every a acknowledged before b was issued happened;
 //   - durable operations happened.
 //
 // A set of such clauses is satisfiable exactly when propagating the facts
 // (forward through implications for "happened", backward for "did not")
-// never marks an operation both ways; then "everything not forced happened"
-// is false for the rest, a valid P. So the check is linear, exact for these
-// rules, and its failure comes with the chain of reasons on both sides.
+// never marks an operation both ways; then "did not happen" for the rest
+// is a valid P. So the check is linear, and its failure comes with the
+// chain of reasons on both sides. Every clause holds for any real outcome,
+// so it never rejects a valid state; the one rule that is not of this
+// shape ("some later write of the key happened", when the next write
+// failed and may not have) is left out, which only makes the check less
+// sharp next to failed writes (see keyConstraints).
 
 // durability says which acknowledged operations must have survived.
 type durability struct {
@@ -68,6 +72,8 @@ const (
 	rKeyOrder
 	rCutGap
 	rPrecedes
+	rHolds
+	rHoldsOlder
 )
 
 // reason records why an operation was forced in or out: what, and through
@@ -166,6 +172,24 @@ type keyWriteRef struct {
 
 // keyConstraints adds the per-key implications and facts, or returns an
 // error if a key holds a state no write left.
+//
+// For key k with writes w_1..w_m in version order (its writers are
+// serialized, so this is their commit order among those that committed):
+//   - w_j happened ⇒ every acknowledged w_i, i < j, happened. A failed or
+//     unanswered w_i may never have happened at all, so it is not a
+//     predecessor; the implication goes to the nearest acknowledged
+//     earlier write (and on from there).
+//   - k holds version v (a set: versions are unique): the write of v
+//     happened and every later write of k did not — or, if v is the
+//     verified state, no write of k happened.
+//   - k is absent: the last write of k that happened deleted it. So the
+//     last write, if it set k, did not happen; a base that set k needs a
+//     write, and w_c setting k needs a later write — which, when w_1 or
+//     w_{c+1} was acknowledged, means exactly that write (any later one
+//     implies it). When it was not, "some later write" is a disjunction
+//     the propagation cannot express, and the clause is left out: the
+//     check stays sound (it never rejects a valid state), only less
+//     sharp around failed writes.
 func (s *solver) keyConstraints() error {
 	perKey := map[uint32][]keyWriteRef{}
 	for i, o := range s.ops {
@@ -191,14 +215,14 @@ func (s *solver) keyConstraints() error {
 			}
 			return ws[c-1].st
 		}
-		any := false
+		cand := -1
 		for c := 0; c <= m; c++ {
 			if state(c).same(r) {
-				any = true
+				cand = c
 				break
 			}
 		}
-		if !any {
+		if cand < 0 {
 			var cands []string
 			for _, w := range ws {
 				cands = append(cands, fmt.Sprintf("%v by op #%d", w.st, s.ops[w.op].id))
@@ -207,17 +231,33 @@ func (s *solver) keyConstraints() error {
 				s.d.what, s.kc.keyName(k), r, s.base[k], strings.Join(cands, ", "))
 		}
 		key := uint32(k)
-		for c := 2; c <= m; c++ {
-			s.addEdge(ws[c-1].op, ws[c-2].op, rKeyOrder, key)
+		acked := func(i int) bool { return s.ops[ws[i].op].status == opOK }
+		lastAcked := -1
+		for i := 0; i < m; i++ {
+			if lastAcked >= 0 {
+				s.addEdge(ws[i].op, ws[lastAcked].op, rKeyOrder, key)
+			}
+			if acked(i) {
+				lastAcked = i
+			}
 		}
-		if !state(0).same(r) {
+		if !r.del {
+			if cand > 0 {
+				s.setIn(ws[cand-1].op, reason{kind: rHolds, from: -1, key: key})
+			}
+			for j := cand; j < m; j++ {
+				s.setOut(ws[j].op, reason{kind: rHoldsOlder, from: -1, key: key})
+			}
+			continue
+		}
+		if !state(0).same(r) && acked(0) {
 			s.setIn(ws[0].op, reason{kind: rNotBase, from: -1, key: key})
 		}
 		if !state(m).same(r) {
 			s.setOut(ws[m-1].op, reason{kind: rNotLast, from: -1, key: key})
 		}
 		for c := 1; c < m; c++ {
-			if !state(c).same(r) {
+			if !state(c).same(r) && acked(c) {
 				s.addEdge(ws[c-1].op, ws[c].op, rCutGap, key)
 			}
 		}
@@ -342,11 +382,15 @@ func (s *solver) describe(i int, r reason, in bool) string {
 			key(), rec(), s.base[r.key], o)
 	case rNotLast:
 		return fmt.Sprintf("key %s holds %s, not what its last write %v left, so that write did not happen", key(), rec(), o)
+	case rHolds:
+		return fmt.Sprintf("key %s holds %s, which %v wrote, so that write happened", key(), rec(), o)
+	case rHoldsOlder:
+		return fmt.Sprintf("key %s holds %s, written before %v, so that write did not happen", key(), rec(), o)
 	case rKeyOrder:
 		if in {
-			return fmt.Sprintf("%v happened because a later write of key %s, %s, did", o, key(), from())
+			return fmt.Sprintf("%v (acknowledged) happened because a later write of key %s, %s, did", o, key(), from())
 		}
-		return fmt.Sprintf("%v did not happen because an earlier write of key %s, %s, did not", o, key(), from())
+		return fmt.Sprintf("%v did not happen because an earlier acknowledged write of key %s, %s, did not", o, key(), from())
 	case rCutGap:
 		if in {
 			return fmt.Sprintf("%v happened: the previous write of key %s, %s, did, and the key holds %s, not what that write left", o, key(), from(), rec())

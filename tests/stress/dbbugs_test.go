@@ -1,0 +1,267 @@
+package stress
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/cockroachdb/pebble/vfs/errorfs"
+	"github.com/vigildb/vigil"
+)
+
+// DB bugs found by the stress runner, each as a minimal test that fails
+// while the bug is there. They are skipped so that the package's tests
+// pass; set VIGIL_STRESS_DB_BUGS=1 to run them (for the DB's owners, to
+// check a fix).
+
+func skipKnownBug(t *testing.T, bug string) {
+	t.Helper()
+	if os.Getenv("VIGIL_STRESS_DB_BUGS") == "" {
+		t.Skipf("known DB bug (set VIGIL_STRESS_DB_BUGS=1 to run): %s", bug)
+	}
+}
+
+// TestDBBugFlushRacingClose: DB.Flush racing DB.Close panics. flushAndWait
+// takes commitMu and mu without checking closed, so when it gets them after
+// Close has set d.walW = nil, rotateMemtableLocked calls d.walW.Close() on
+// nil. The runner hit it in an in-process crash (--seed=3
+// --crash=inprocess, 8 s):
+//
+//	panic: runtime error: invalid memory address or nil pointer dereference
+//	wal.(*Writer).Close(...)        wal/writer.go:393
+//	vigil.(*DB).rotateMemtableLocked commit.go:248
+//	vigil.(*DB).flushAndWait         flush.go:50
+//	vigil.(*DB).Flush                flush.go:33
+//	vigil.(*DB).Compact              compaction.go:203
+//
+// Fix: check d.closed under commitMu in flushAndWait (except for Close's
+// own flush). The runner works around it (runner.maint). This
+// reproduction is probabilistic — the Flush must be preempted between its
+// closed check and commitMu for all of Close — so it rarely fires; the
+// code path is plain from reading flushAndWait.
+func TestDBBugFlushRacingClose(t *testing.T) {
+	skipKnownBug(t, "DB.Flush racing DB.Close dereferences the nil WAL writer Close leaves (flushAndWait does not check closed)")
+	for i := 0; i < 200; i++ {
+		db, err := vigil.Open("db", &vigil.Options{FS: vfs.NewMem()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		panicked := make(chan any, 8)
+		start := make(chan struct{})
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() {
+					if p := recover(); p != nil {
+						panicked <- p
+					}
+				}()
+				<-start
+				for j := 0; ; j++ {
+					if db.Put([]byte(fmt.Sprint("k", g, j)), []byte("v"), nil) != nil {
+						return
+					}
+					if err := db.Flush(); errors.Is(err, vigil.ErrClosed) {
+						return
+					}
+				}
+			}()
+		}
+		// Spinners keep the CPUs busy, so that a Flush preempted between
+		// its closed check and commitMu stays off the CPU while Close
+		// runs to the end.
+		stop := make(chan struct{})
+		var spin sync.WaitGroup
+		for s := 0; s < 2*runtime.GOMAXPROCS(0); s++ {
+			spin.Add(1)
+			go func() {
+				defer spin.Done()
+				for x := 0; ; x++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+				}
+			}()
+		}
+		close(start)
+		runtime.Gosched()
+		db.Close()
+		close(stop)
+		spin.Wait()
+		wg.Wait()
+		select {
+		case p := <-panicked:
+			t.Fatalf("iteration %d: Flush racing Close panicked: %v", i, p)
+		default:
+		}
+	}
+}
+
+// TestDBBugCloseDropsUnflushedWrites: with DisableWAL, Close flushes the
+// memtable unless a background error stopped the DB — then it drops the
+// acknowledged writes in the memtable and returns nil, so a clean Close
+// silently loses data. Close should return an error saying the unflushed
+// writes are lost. The runner treats such a close as a crash.
+func TestDBBugCloseDropsUnflushedWrites(t *testing.T) {
+	skipKnownBug(t, "with DisableWAL, Close after a background error drops the memtable and returns nil")
+	mem := vfs.NewMem()
+	var failTables bool
+	var mu sync.Mutex
+	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failTables && op == errorfs.OpCreate && strings.HasSuffix(path, ".sst") {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))
+	opts := &vigil.Options{FS: fs, DisableWAL: true}
+	db, err := vigil.Open("db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Put([]byte("acked"), []byte("v"), vigil.Sync); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	failTables = true
+	mu.Unlock()
+	if err := db.Flush(); err == nil {
+		t.Fatal("Flush succeeded despite the injected error")
+	}
+	cerr := db.Close()
+	mu.Lock()
+	failTables = false
+	mu.Unlock()
+	db, err = vigil.Open("db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Get([]byte("acked")); errors.Is(err, vigil.ErrNotFound) && cerr == nil {
+		t.Fatalf("Close returned nil, but the acknowledged write is gone after reopening")
+	}
+}
+
+// TestDBBugSeekLTMissesKeyFlip: a bit flip that moves a memtable entry's
+// key upward (here "a5" -> "q5", out of order with its successors) is not
+// detected by SeekLT, even with paranoid checks and 8 protection bytes:
+// the search stops at the flipped node's predecessor (the flipped key
+// compares >= the target) without verifying the node that stopped it, so
+// it returns "a4" as the last key before "a7" and the newer entries "a5"
+// and "a6" are silently skipped. SeekGE and Get verify the node they land
+// on and catch it. Fix idea: in a validating search, verify (or
+// order-check against its successor) the node that ends the search at
+// level 0. `vigil stress --corrupt-memory` finds this as missed flips in
+// backward scans.
+func TestDBBugSeekLTMissesKeyFlip(t *testing.T) {
+	skipKnownBug(t, "SeekLT skips a memtable entry whose key a bit flip moved upward, without an error (paranoid checks, 8 protection bytes)")
+	db, err := vigil.Open("db", &vigil.Options{FS: vfs.NewMem(), ParanoidMemoryChecks: true, MemtableProtectionBytesPerKey: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := 0; i < 10; i++ {
+		if err := db.Put([]byte(fmt.Sprint("a", i)), []byte(fmt.Sprint("v", i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !db.MemtableEntryForTesting([]byte("a5"), func(k, v []byte) { k[0] ^= 0x10 }) {
+		t.Fatal("no memtable entry for a5")
+	}
+	it, err := db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	if it.SeekLT([]byte("a7")) && string(it.Key()) != "a6" {
+		t.Fatalf("SeekLT(a7) returned %q without an error: a5 (corrupt) and a6 were skipped silently", it.Key())
+	}
+	if !it.Valid() && it.Error() == nil {
+		t.Fatal("SeekLT(a7) found nothing, without an error")
+	}
+}
+
+// TestDBBugErrorLosesCause: after a memtable rotation fails to create the
+// new WAL (an I/O error), the DB is read-only, but a write that still fits
+// the old memtable skips the background-error check (the Reserve fast path
+// in makeRoomForWrite) and fails on the closed WAL writer instead: the
+// error says "WAL write failed: writer is closed" and does not wrap the
+// I/O error that stopped the DB. No data is at risk (the write is refused),
+// but the caller cannot tell why. The runner accepts ErrReadOnly when the
+// DB's BackgroundError wraps an injected fault.
+func TestDBBugErrorLosesCause(t *testing.T) {
+	skipKnownBug(t, "a write after a failed memtable rotation reports the closed WAL writer, not the background error that caused it")
+	// Small writers race with the big writes that fill the memtable: one
+	// of them passes the read-only check before the rotation fails, then
+	// takes the fast path into the old memtable and its closed WAL. Racy,
+	// so tried on several DBs.
+	for round := 0; round < 30; round++ {
+		if err := errorLosesCauseRound(t, round); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func errorLosesCauseRound(t *testing.T, round int) error {
+	mem := vfs.NewMem()
+	var logs int
+	var mu sync.Mutex
+	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if op == errorfs.OpCreate && strings.HasSuffix(path, ".log") {
+			logs++
+			if logs == 2 { // the first is Open's WAL, the second the rotation's
+				return errorfs.ErrInjected
+			}
+		}
+		return nil
+	}))
+	db, err := vigil.Open("db", &vigil.Options{FS: fs, WriteBufferSize: 64 << 10})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 1000)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			big := make([]byte, 4<<10)
+			for j := 0; j < 400; j++ {
+				v := []byte("v")
+				if g == 0 {
+					v = big
+				}
+				if err := db.Put([]byte(fmt.Sprint("k", g, j)), v, nil); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		n++
+		if !errors.Is(err, errorfs.ErrInjected) {
+			return fmt.Errorf("round %d: a write failed with %v; want an error wrapping the injected fault that stopped the DB (background error: %v)", round, err, db.BackgroundError())
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("round %d: the rotation never failed", round)
+	}
+	return nil
+}
