@@ -89,6 +89,12 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 		d.commitMu.Unlock()
 		return ErrClosed
 	}
+	// Again under commitMu: a rotation that failed while we waited for it
+	// leaves the old memtable with room but its WAL closed.
+	if err := d.writable(); err != nil {
+		d.commitMu.Unlock()
+		return err
+	}
 	mem, err := d.makeRoomForWrite(b.memSize)
 	if err != nil {
 		d.commitMu.Unlock()

@@ -387,13 +387,23 @@ func (d *DB) Close() error {
 	d.commitMu.Unlock()
 
 	if d.opts.DisableWAL && !d.opts.ReadOnly {
+		// Without a WAL the memtables are the only copy of recent writes:
+		// flush them, and if that is impossible say so rather than drop
+		// acknowledged writes silently.
 		d.mu.Lock()
 		bgErr := d.bgErr
+		unflushed := d.mem.mt.Count()
+		for _, e := range d.imm {
+			unflushed += e.mt.Count()
+		}
 		d.mu.Unlock()
 		if bgErr == nil {
 			if err := d.flushAndWait(true); err != nil {
 				errs = append(errs, fmt.Errorf("flush at close (WAL disabled): %w", err))
 			}
+		} else if unflushed > 0 {
+			errs = append(errs, fmt.Errorf("%w: WAL disabled and a background error stopped flushes: %d unflushed writes are lost: %w",
+				ErrReadOnly, unflushed, bgErr))
 		}
 	}
 

@@ -37,6 +37,11 @@ func (d *DB) Flush() error {
 // memtable up to it to be flushed.
 func (d *DB) flushAndWait(closing bool) error {
 	d.commitMu.Lock()
+	if !closing && d.closed.Load() {
+		// Close may already have released the WAL and MANIFEST.
+		d.commitMu.Unlock()
+		return ErrClosed
+	}
 	d.mu.Lock()
 	if d.bgErr != nil {
 		err := d.bgErr
