@@ -107,6 +107,13 @@ type plan struct {
 	CrashEvery  int64 `json:"crash_every"`
 	ReopenEvery int64 `json:"reopen_every"`
 	FlipEvery   int64 `json:"flip_every"`
+	// FlushOneIn and CompactOneIn: a worker operation is an explicit
+	// Flush (Compact) with probability 1/FlushOneIn (1/CompactOneIn).
+	// Scaled with the write buffer: each Flush allocates a new memtable
+	// of WriteBufferSize, so with large buffers frequent flushes would
+	// spend the run zeroing memory.
+	FlushOneIn   int `json:"flush_one_in"`
+	CompactOneIn int `json:"compact_one_in"`
 	// DB options.
 	Checksum      vigil.ChecksumType    `json:"checksum"`
 	Paranoid      bool                  `json:"paranoid"`
@@ -184,6 +191,8 @@ func drawPlan(cfg *Config) plan {
 	p.CrashEvery = pick(rng, int64(300), 2000, 10000, 50000)
 	p.ReopenEvery = pick(rng, int64(5000), 30000, 150000)
 	p.FlipEvery = pick(rng, int64(50), 200, 1000)
+	p.FlushOneIn = min(300*(p.WriteBuffer/(64<<10)), 20000)
+	p.CompactOneIn = 2 * p.FlushOneIn
 
 	if p.Checksum == vigil.ChecksumNone && p.Protection > 0 {
 		p.Protection = 0
@@ -262,12 +271,7 @@ func (p *plan) describe(cfg *Config) string {
 	}
 	fmt.Fprintf(&b, "vigil stress: seed=%d crash=%s faults=%g corrupt-memory=%v threads=%d %s\n",
 		p.Seed, p.Crash, p.FaultRate, p.Corrupt, p.Threads, limit)
-	fmt.Fprintf(&b, "  replay: vigil stress --seed=%d --crash=%s --faults=%g --corrupt-memory=%v --threads=%d --%s",
-		p.Seed, p.Crash, p.FaultRate, p.Corrupt, p.Threads, limit)
-	if cfg.Keys > 0 {
-		fmt.Fprintf(&b, " --keys=%d", cfg.Keys)
-	}
-	b.WriteByte('\n')
+	fmt.Fprintf(&b, "  replay: %s\n", p.replay(cfg))
 	fmt.Fprintf(&b, "  workload: keys=%d key_pad<%d value_filler<=%d sync=%d%%", p.Keys, max(p.Pad, 1), p.Value, p.SyncPct)
 	switch p.Crash {
 	case CrashInProcess:
@@ -275,7 +279,7 @@ func (p *plan) describe(cfg *Config) string {
 	case CrashKill:
 		fmt.Fprintf(&b, " (kills at random moments)")
 	}
-	fmt.Fprintf(&b, " reopen_every~%d ops", p.ReopenEvery)
+	fmt.Fprintf(&b, " reopen_every~%d ops flush_one_in=%d compact_one_in=%d", p.ReopenEvery, p.FlushOneIn, p.CompactOneIn)
 	if p.Corrupt {
 		fmt.Fprintf(&b, " flip_every~%d ops", p.FlipEvery)
 	}

@@ -98,7 +98,7 @@ func (f *flipState) tolerates(err error) bool {
 
 // noteMissed records a worker read that returned wrong data while a flip
 // was released. The run fails on it anyway; this keeps the count honest.
-func (f *flipState) noteMissed(op, detail string) {
+func (f *flipState) noteMissed() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.released {

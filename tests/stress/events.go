@@ -171,10 +171,14 @@ func (r *runner) verify(db store, d durability) *Divergence {
 	if err := db.Verify(); err != nil {
 		return &Divergence{Op: "DB.Verify after " + d.what, Got: err.Error()}
 	}
+	if r.log != nil {
+		if err := r.log.verified(rec); err != nil {
+			return r.machinery(err)
+		}
+	}
 	for k := range rec {
 		r.or.resolve(k, rec[k])
 	}
-	r.or.clearUnresolved()
 	r.base = rec
 	// Writes that failed before this verification are settled now.
 	r.needReopen.Store(false)

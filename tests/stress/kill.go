@@ -135,6 +135,7 @@ type killParent struct {
 	next   []uint32
 	stats  counters
 	ops    int64
+	faults int64
 }
 
 func runKillParent(ctx context.Context, cfg Config, p plan) (*Result, error) {
@@ -186,7 +187,7 @@ func (k *killParent) logf(format string, args ...any) {
 func (k *killParent) result(fail *Divergence) *Result {
 	s := &k.stats
 	return &Result{Seed: k.plan.Seed, Ops: k.ops, Reads: s.reads.Load(), Writes: s.writes.Load(), Scans: s.scans.Load(),
-		Kills: s.kills.Load(), Verifications: s.verifications.Load(), LostUnsynced: s.lostUnsynced.Load(),
+		Kills: s.kills.Load(), Verifications: s.verifications.Load(), LostUnsynced: s.lostUnsynced.Load(), InjectedFaults: k.faults,
 		StrictRecoveryRefusals: s.strictRefusals.Load(), Failure: fail, Elapsed: time.Since(k.start)}
 }
 
@@ -293,6 +294,7 @@ func (k *killParent) verify(run int, opLogName, childOut string) (*Divergence, e
 	k.stats.reads.Add(int64(contents.progress.reads))
 	k.stats.writes.Add(int64(contents.progress.writes))
 	k.stats.scans.Add(int64(contents.progress.scans))
+	k.faults += int64(contents.progress.faults)
 	opts := k.plan.options(k.fs)
 	db, err := vigil.Open(k.path("db"), opts)
 	if err != nil && errors.Is(err, vigil.ErrCorruption) &&
@@ -315,7 +317,15 @@ func (k *killParent) verify(run int, opLogName, childOut string) (*Divergence, e
 		return div, nil
 	}
 	d := durability{cutoff: ^uint64(0), syncedWAL: !k.plan.DisableWAL, what: fmt.Sprintf("kill of child run %d", run)}
-	st, err := solveCrash(k.kc, k.states, rec, contents.ops, d)
+	base := k.states
+	if contents.verified != nil {
+		// The child reopened the DB and verified it: its operations
+		// before that are settled, and may have lost writes (a close that
+		// failed under faults counts as a crash), so the prefix rule
+		// starts again from the state it verified.
+		base = contents.verified
+	}
+	st, err := solveCrash(k.kc, base, rec, contents.ops, d)
 	if err != nil {
 		return &Divergence{Op: "verification after a kill", Detail: err.Error() + "\nchild output:\n" + childOut}, nil
 	}
@@ -323,7 +333,7 @@ func (k *killParent) verify(run int, opLogName, childOut string) (*Divergence, e
 	if err := db.Verify(); err != nil {
 		return &Divergence{Op: "DB.Verify after a kill", Got: err.Error()}, nil
 	}
-	for _, o := range contents.ops {
+	for _, o := range append(contents.settled, contents.ops...) {
 		for _, w := range o.writes {
 			if w.st.ver >= k.next[w.key] {
 				k.next[w.key] = w.st.ver + 1

@@ -161,7 +161,18 @@ func (l *opLog) progress(p progressCounts) error {
 
 // progressCounts are a child's operation counts so far.
 type progressCounts struct {
-	ops, reads, writes, scans uint64
+	ops, reads, writes, scans, faults uint64
+}
+
+// verified appends, in a kill-mode child, the state a verification found:
+// the parent checks only the operations after it, against it.
+func (l *opLog) verified(states []kstate) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file == nil {
+		return nil
+	}
+	return l.file.appendVerified(states)
 }
 
 // take returns the epoch's operations and starts a new epoch.
@@ -199,8 +210,11 @@ func (l *opLog) len() int {
 //	intent:  1 | id u64 | inv u64 | name u8 | flags u8 (1 = sync) |
 //	         count u32 | count × (key u32 | version u32 | del u8)
 //	answer:  2 | id u64 | ack u64 | status u8 (1 = ok, 2 = failed)
-//	counts:  3 | ops u64 | reads u64 | writes u64 | scans u64 (so far;
-//	         progress for the parent)
+//	counts:  3 | ops u64 | reads u64 | writes u64 | scans u64 | faults u64
+//	         (so far; progress for the parent)
+//	verified: 4 | numKeys × (version u32 | del u8): the state the child
+//	         verified after reopening the DB itself; the operations before
+//	         it are settled by that verification
 //
 // Integers are little-endian. A record cut short at the end of the file
 // (the process died mid-append) ends the log, and a file cut inside its
@@ -212,13 +226,11 @@ const (
 	recIntent      = 1
 	recAck         = 2
 	recProgress    = 3
+	recVerified    = 4
 	intentFixedLen = 1 + 8 + 8 + 1 + 1 + 4
 	writeLen       = 9
 	ackLen         = 1 + 8 + 8 + 1
-	progressLen    = 1 + 4*8
-	// maxRecordLen bounds a record: an intent of the widest batch. A
-	// larger length field is corruption, not an allocation.
-	maxRecordLen = 1 << 24
+	progressLen    = 1 + 5*8
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -292,8 +304,26 @@ func (l *opLogFile) appendAck(o *opRec) error {
 func (l *opLogFile) appendProgress(p progressCounts) error {
 	return l.record(func(b []byte) []byte {
 		b = append(b, recProgress)
-		for _, v := range []uint64{p.ops, p.reads, p.writes, p.scans} {
+		for _, v := range []uint64{p.ops, p.reads, p.writes, p.scans, p.faults} {
 			b = binary.LittleEndian.AppendUint64(b, v)
+		}
+		return b
+	})
+}
+
+// stateEntryLenV is the size of one key's state in a verified record.
+const stateEntryLenV = 5
+
+func (l *opLogFile) appendVerified(states []kstate) error {
+	return l.record(func(b []byte) []byte {
+		b = append(b, recVerified)
+		for _, st := range states {
+			b = binary.LittleEndian.AppendUint32(b, st.ver)
+			del := byte(0)
+			if st.del {
+				del = 1
+			}
+			b = append(b, del)
 		}
 		return b
 	})
@@ -304,7 +334,13 @@ func (l *opLogFile) close() error { return l.f.Close() }
 // opLogContents is a decoded op log.
 type opLogContents struct {
 	numKeys int
-	ops     []*opRec
+	// ops are the operations after the last verified record (all of
+	// them if there is none); verified is that record's state, nil if
+	// none; settled are the operations before it, which it settled (they
+	// matter only for the versions they used).
+	ops      []*opRec
+	verified []kstate
+	settled  []*opRec
 	// progress is the last progress record the child logged.
 	progress progressCounts
 	// tornTail is set when the last record was cut short.
@@ -336,7 +372,11 @@ func decodeOpLog(data []byte, name string) (*opLogContents, error) {
 		}
 		n := int(binary.LittleEndian.Uint32(data[off:]))
 		sum := binary.LittleEndian.Uint32(data[off+4:])
-		if n > maxRecordLen {
+		// No record is longer than an intent writing every key (a
+		// verified state is smaller): a larger length is corruption, not a
+		// torn tail. Nothing is allocated from a length anyway before it
+		// is checked against the bytes present.
+		if uint64(n) > intentFixedLen+writeLen*uint64(c.numKeys) {
 			return nil, base.CorruptionErrorf("op log %s: record at offset %d has length %d", name, off, n)
 		}
 		if n > len(data)-off-8 {
@@ -423,6 +463,26 @@ func (c *opLogContents) decodeRecord(p []byte, byID map[uint64]*opRec) error {
 		default:
 			return fmt.Errorf("answer for operation %d has unknown status %d", id, p[17])
 		}
+	case recVerified:
+		if uint64(len(p)-1) != uint64(c.numKeys)*stateEntryLenV {
+			return fmt.Errorf("verified state of %d bytes for %d keys", len(p)-1, c.numKeys)
+		}
+		st := make([]kstate, c.numKeys)
+		for i := range st {
+			e := p[1+i*stateEntryLenV:]
+			if e[4] > 1 || (e[4] == 0 && binary.LittleEndian.Uint32(e) == 0) {
+				return fmt.Errorf("verified state: key %d has version %d, del %d", i, binary.LittleEndian.Uint32(e), e[4])
+			}
+			st[i] = kstate{ver: binary.LittleEndian.Uint32(e), del: e[4] == 1}
+		}
+		for _, o := range c.ops {
+			if o.status == opPending {
+				return fmt.Errorf("verified state while operation %d has no answer", o.id)
+			}
+		}
+		c.settled = append(c.settled, c.ops...)
+		c.ops = nil
+		c.verified = st
 	case recProgress:
 		if len(p) != progressLen {
 			return fmt.Errorf("progress record of %d bytes", len(p))
@@ -432,6 +492,7 @@ func (c *opLogContents) decodeRecord(p []byte, byID map[uint64]*opRec) error {
 			reads:  binary.LittleEndian.Uint64(p[9:]),
 			writes: binary.LittleEndian.Uint64(p[17:]),
 			scans:  binary.LittleEndian.Uint64(p[25:]),
+			faults: binary.LittleEndian.Uint64(p[33:]),
 		}
 	default:
 		return fmt.Errorf("unknown record type %d", p[0])

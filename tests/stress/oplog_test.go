@@ -21,7 +21,7 @@ func goldenOps() ([]*opRec, progressCounts) {
 		{id: 1, name: namePut, synced: true, status: opOK, inv: 3, ack: 4, writes: []keyWrite{{key: 2, st: set(7)}}},
 		{id: 2, name: nameBatch, status: opFailed, inv: 5, ack: 9, writes: []keyWrite{{key: 0, st: del(1)}, {key: 4, st: set(2)}}},
 		{id: 3, name: nameFlush, status: opPending, inv: 11},
-	}, progressCounts{ops: 10, reads: 4, writes: 3, scans: 2}
+	}, progressCounts{ops: 10, reads: 4, writes: 3, scans: 2, faults: 1}
 }
 
 func writeGoldenOps(t *testing.T, fs vfs.FS, name string) {
@@ -194,7 +194,7 @@ func TestOpLogRejects(t *testing.T) {
 	} {
 		data := append(append([]byte{}, hdr...), body...)
 		if name != "huge length" {
-			data = append(data, rec([]byte{recProgress, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})...)
+			data = append(data, rec(append([]byte{recProgress}, make([]byte, 5*8)...))...)
 		}
 		if _, err := decodeOpLog(data, "bad"); !errors.Is(err, base.ErrCorruption) {
 			t.Errorf("%s: %v, want corruption", name, err)
@@ -305,5 +305,67 @@ func BenchmarkOpLogAppend(b *testing.B) {
 		if len(l.ops) > 4096 {
 			l.take()
 		}
+	}
+}
+
+// TestOpLogVerifiedGolden pins the verified record (bytes from the same
+// independent script as oplog.golden) and its meaning: operations before
+// it are settled, the state it carries is the base for those after it.
+func TestOpLogVerifiedGolden(t *testing.T) {
+	want, err := os.ReadFile("testdata/oplog_verified.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := vfs.NewMem()
+	f, err := createOpLog(fs, "oplog", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &opLog{file: f}
+	ops := []*opRec{
+		{id: 1, name: namePut, status: opOK, inv: 1, ack: 2, writes: []keyWrite{{key: 0, st: set(1)}}},
+		{id: 2, name: nameClose, status: opFailed, inv: 3, ack: 4},
+		{id: 3, name: namePut, synced: true, status: opPending, inv: 6, writes: []keyWrite{{key: 1, st: set(1)}}},
+	}
+	verified := []kstate{set(1), del(0), del(0)}
+	for _, o := range ops {
+		if err := f.appendIntent(o); err != nil {
+			t.Fatal(err)
+		}
+		if o.status != opPending {
+			if err := f.appendAck(o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if o.id == 2 {
+			if err := l.verified(verified); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got, err := readFile(fs, "oplog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("op log bytes changed:\n got %x\nwant %x", got, want)
+	}
+	c, err := decodeOpLog(want, "golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.settled, ops[:2]) || !reflect.DeepEqual(c.ops, ops[2:]) || !reflect.DeepEqual(c.verified, verified) {
+		t.Fatalf("decoded settled %v, ops %v, verified %v", c.settled, c.ops, c.verified)
+	}
+	// A verified record while an operation has no answer cannot happen
+	// (the child verifies with every worker stopped): corruption.
+	pendingThenVerified := append(append([]byte{}, want[:opLogHeaderLen]...), want[len(want)-(8+intentFixedLen+writeLen):]...)
+	c, err = decodeOpLog(pendingThenVerified, "x")
+	if err != nil || len(c.ops) != 1 {
+		t.Fatalf("a lone pending intent: %+v, %v", c, err)
+	}
+	verifiedRec := want[len(want)-(8+intentFixedLen+writeLen)-(8+1+3*stateEntryLenV) : len(want)-(8+intentFixedLen+writeLen)]
+	if _, err := decodeOpLog(append(pendingThenVerified, verifiedRec...), "x"); !errors.Is(err, base.ErrCorruption) {
+		t.Fatalf("verified record after an unanswered intent: %v, want corruption", err)
 	}
 }

@@ -110,9 +110,6 @@ type stripe struct {
 type oracle struct {
 	keys    []keyOracle
 	stripes []stripe
-	// unresolved counts failed writes awaiting a verification.
-	unresolved int64
-	unresMu    sync.Mutex
 }
 
 func newOracle(n int) *oracle {
@@ -176,7 +173,9 @@ func (o *oracle) begin(k int, del bool) kstate {
 }
 
 // commit records that the write st of key k was acknowledged: it is now the
-// key's state.
+// key's state. A write that failed is simply never committed: it stays
+// pending, as the DB may or may not hold it, until a verification settles
+// the key (resolve).
 func (o *oracle) commit(k int, st kstate) {
 	s := o.stripeOf(k)
 	s.mu.Lock()
@@ -191,21 +190,6 @@ func (o *oracle) commit(k int, st kstate) {
 	ko.commits++
 	ko.ring[ko.commits%ringLen] = st
 	s.mu.Unlock()
-}
-
-// fail records that a write returned an error: its keys stay pending, as
-// the DB may or may not hold it, until a verification settles them.
-func (o *oracle) fail() {
-	o.unresMu.Lock()
-	o.unresolved++
-	o.unresMu.Unlock()
-}
-
-// hasUnresolved reports whether a failed write awaits a verification.
-func (o *oracle) hasUnresolved() bool {
-	o.unresMu.Lock()
-	defer o.unresMu.Unlock()
-	return o.unresolved > 0
 }
 
 // view copies the state of key k.
@@ -245,27 +229,11 @@ func (o *oracle) resolve(k int, st kstate) {
 	}
 }
 
-// clearUnresolved is called after a verification settled every key.
-func (o *oracle) clearUnresolved() {
-	o.unresMu.Lock()
-	o.unresolved = 0
-	o.unresMu.Unlock()
-}
-
 // current returns the committed state of every key (workers stopped).
 func (o *oracle) current() []kstate {
 	out := make([]kstate, len(o.keys))
 	for i := range o.keys {
 		out[i] = o.keys[i].ring[o.keys[i].commits%ringLen]
-	}
-	return out
-}
-
-// nextVersions returns every key's next version (workers stopped).
-func (o *oracle) nextVersions() []uint32 {
-	out := make([]uint32, len(o.keys))
-	for i := range o.keys {
-		out[i] = o.keys[i].nextVer
 	}
 	return out
 }

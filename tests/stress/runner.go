@@ -503,6 +503,9 @@ func (r *runner) watch(ctx context.Context, done <-chan struct{}) {
 				// The parent reads progress from the op log.
 				pc := progressCounts{ops: uint64(ops), reads: uint64(r.stats.reads.Load()),
 					writes: uint64(r.stats.writes.Load()), scans: uint64(r.stats.scans.Load())}
+				if r.inj != nil {
+					pc.faults = uint64(r.inj.injected.Load())
+				}
 				if err := r.log.progress(pc); err != nil {
 					r.fail(r.machinery(err))
 				}
@@ -536,6 +539,15 @@ func (r *runner) finish() {
 	defer r.gate.Unlock()
 	r.setFaults(false)
 	r.closing.Store(false)
+	if r.plan.Corrupt {
+		// A memtable flip left for the workers stays in the memtable until
+		// a reopen rebuilds it from the WAL: settle it first.
+		if div := r.reopenLocked("settle the last flips"); div != nil {
+			r.fail(div)
+			return
+		}
+		r.setFaults(false)
+	}
 	d := durability{cutoff: r.tick(), everything: true, syncedWAL: !r.plan.DisableWAL, what: "the end of the run (live DB)"}
 	if div := r.verify(r.db, d); div != nil {
 		r.fail(div)

@@ -37,7 +37,6 @@ type heldSnapshot struct {
 	s      snapshot
 	lo, hi int
 	views  []keyView
-	epoch  uint64
 }
 
 func (w *worker) run() {
@@ -89,8 +88,16 @@ func (w *worker) dropSnapshots() {
 }
 
 // step runs one random operation. The mix follows db_stress's defaults
-// loosely: mostly reads and writes, some scans, a few of everything else.
+// loosely: mostly reads and writes, some scans, a few of everything else;
+// explicit flushes and compactions at the plan's rates.
 func (w *worker) step(db store) *Divergence {
+	p := &w.r.plan
+	if p.FlushOneIn > 0 && w.rng.IntN(p.FlushOneIn) == 0 {
+		return w.flush(db)
+	}
+	if p.CompactOneIn > 0 && w.rng.IntN(p.CompactOneIn) == 0 {
+		return w.compact(db)
+	}
 	x := w.rng.IntN(1000)
 	switch {
 	case x < 300:
@@ -107,11 +114,7 @@ func (w *worker) step(db store) *Divergence {
 		return w.scan(db)
 	case x < 850:
 		return w.snapshotOp(db)
-	case x < 853:
-		return w.flush(db)
-	case x < 855:
-		return w.compact(db)
-	case x < 856:
+	case x < 851:
 		return w.verifyOp(db)
 	default:
 		return w.get(db)
@@ -266,7 +269,6 @@ func (w *worker) write(db store, name opName, ops []wop) *Divergence {
 		if !r.tolerate(err) {
 			return &Divergence{Op: fmt.Sprintf("%v", rec), Got: err.Error(), Detail: "the write failed with no fault, crash or corruption to explain it"}
 		}
-		r.or.fail()
 		r.needReopen.Store(true)
 		return nil
 	}
@@ -310,7 +312,7 @@ func (w *worker) get(db store) *Divergence {
 	}
 	got, derr := w.observe(k, v, err)
 	if derr != nil {
-		r.flips.noteMissed("get", derr.Error())
+		r.flips.noteMissed()
 		return &Divergence{Op: "get", Key: r.kc.keyName(k), Expected: expected(&pre, &post), Got: "a wrong value", Detail: derr.Error()}
 	}
 	return w.judge("get", k, &pre, &post, got)
@@ -322,7 +324,7 @@ func (w *worker) judge(op string, k int, pre, post *keyView, got kstate) *Diverg
 	case verdictUnverifiable:
 		w.r.stats.unverifiable.Add(1)
 	case verdictWrong:
-		w.r.flips.noteMissed(op, fmt.Sprintf("key %d: %v", k, got))
+		w.r.flips.noteMissed()
 		return &Divergence{Op: op, Key: w.r.kc.keyName(k), Expected: expected(pre, post), Got: got.String()}
 	}
 	return nil
@@ -522,7 +524,7 @@ func (s *scanCheck) land(ok bool, from int, forward bool) (bool, *Divergence) {
 	}
 	k, err := r.kc.decode(s.it.Key())
 	if err != nil {
-		r.flips.noteMissed("scan", err.Error())
+		r.flips.noteMissed()
 		return false, &Divergence{Op: "scan " + s.desc, Key: fmt.Sprintf("%q", s.it.Key()), Got: "a key the runner never wrote", Detail: err.Error()}
 	}
 	if k < s.lo || k >= s.hi {
@@ -554,7 +556,7 @@ func (s *scanCheck) land(ok bool, from int, forward bool) (bool, *Divergence) {
 	}
 	got, derr := w.observe(k, s.it.Value(), nil)
 	if derr != nil {
-		r.flips.noteMissed("scan", derr.Error())
+		r.flips.noteMissed()
 		return false, &Divergence{Op: "scan " + s.desc, Key: r.kc.keyName(k), Got: "a wrong value", Detail: derr.Error()}
 	}
 	if div := s.seeState(k, got); div != nil {
@@ -621,7 +623,7 @@ func (w *worker) snapshotOp(db store) *Divergence {
 		keys = append(keys, k)
 	}
 	unlock := r.or.lock(keys)
-	h := heldSnapshot{lo: lo, hi: hi, views: make([]keyView, hi-lo), epoch: r.epoch}
+	h := heldSnapshot{lo: lo, hi: hi, views: make([]keyView, hi-lo)}
 	for k := lo; k < hi; k++ {
 		r.or.view(k, &h.views[k-lo])
 	}
