@@ -2,13 +2,15 @@ package skiplist
 
 import (
 	"fmt"
+	"math"
 	"sync/atomic"
 	"unsafe"
 )
 
 // MaxArenaSize is the largest arena: node and key offsets are uint32, and the
-// last 8-byte key-prefix load of a node must still be addressable.
-const MaxArenaSize = 1<<32 - 64
+// last 8-byte key-prefix load of a node must still be addressable. On 32-bit
+// platforms an int bounds it further.
+const MaxArenaSize = min(1<<32-64, math.MaxInt)
 
 // arenaStart is the first offset handed out. Offset 0 means "no node", so it
 // is never a valid allocation; starting at 8 keeps allocations 4-aligned with

@@ -213,7 +213,7 @@ type Skiplist struct {
 	height atomic.Uint32 // current list height, 1..maxHeight
 
 	order        order
-	abbrevSuffix int // key bytes after the abbreviated prefix (0, 8, or noAbbrev)
+	abbrevSuffix int64 // key bytes after the abbreviated prefix (0, 8, or noAbbrev)
 	cmp          func(a, b []byte) int
 	validate     bool
 	maxHeight    int
@@ -353,11 +353,11 @@ func (l *Skiplist) abbrevAt(off uint32) uint64 {
 	p := unsafe.Add(l.base, off)
 	kl := *(*uint32)(unsafe.Add(p, offKeyLen))
 	v := binary.BigEndian.Uint64((*[8]byte)(unsafe.Add(p, offKey))[:])
-	return v & prefixMask(int(kl)-l.abbrevSuffix)
+	return v & prefixMask(int64(kl)-l.abbrevSuffix)
 }
 
 // prefixMask keeps the first n bytes of a big-endian abbreviation.
-func prefixMask(n int) uint64 {
+func prefixMask(n int64) uint64 {
 	if n >= 8 {
 		return ^uint64(0)
 	}
