@@ -422,5 +422,19 @@ func (l *Skiplist) findValidated(prefix []byte, trailer uint64) (lt uint32, ltAb
 			x, xa = nx, na
 		}
 	}
+	// The node that ended the walk (ge) was only compared with the probe.
+	// A key corrupted upward there (now above its successor) would make
+	// SeekLT step over it and Get miss it, silently; one look ahead at
+	// level 0 closes that gap.
+	if nx != l.tail {
+		if nn := l.loadNext(nx, 0); nn != l.tail {
+			if !l.inBounds(nn) {
+				return 0, 0, 0, 0, l.linkError(nx, nn, 0)
+			}
+			if err := l.checkPair(nx, ba, nn, l.abbrevAt(nn), "search end"); err != nil {
+				return 0, 0, 0, 0, err
+			}
+		}
+	}
 	return x, xa, nx, ba, nil
 }
