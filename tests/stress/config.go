@@ -107,6 +107,9 @@ type plan struct {
 	CrashEvery  int64 `json:"crash_every"`
 	ReopenEvery int64 `json:"reopen_every"`
 	FlipEvery   int64 `json:"flip_every"`
+	// NoKeyFlips limits memtable flips to value bytes (tests use it to
+	// cover the 8-protection-byte path apart from the open SeekLT bug).
+	NoKeyFlips bool `json:"no_key_flips,omitempty"`
 	// FlushOneIn and CompactOneIn: a worker operation is an explicit
 	// Flush (Compact) with probability 1/FlushOneIn (1/CompactOneIn).
 	// Scaled with the write buffer: each Flush allocates a new memtable

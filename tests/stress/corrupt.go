@@ -106,16 +106,19 @@ func (f *flipState) noteMissed() {
 	}
 }
 
-// count files one flip's outcome under its target. mu is held.
+// count files one flip's outcome under its target: missed, detected at
+// read, or no effect by its reads, and independently whether a flush or
+// compaction reported it. mu is held.
 func (f *flipState) count(c *FlipCounts, v flipVerdict, flushDetected bool) {
-	switch {
-	case v == flipMissed:
+	switch v {
+	case flipMissed:
 		c.Missed++
-	case v == flipDetectedAtRead:
+	case flipDetectedAtRead:
 		c.DetectedAtRead++
-	case flushDetected:
+	}
+	if flushDetected {
 		c.DetectedAtFlush++
-	default:
+	} else if v == flipNoEffect {
 		c.NoEffect++
 	}
 }
@@ -200,7 +203,10 @@ func (r *runner) flipMemtable() *Divergence {
 			if raceEnabled && !within(kb, mutable) {
 				return
 			}
-			inKey = len(vb) == 0 || r.eventRng.IntN(2) == 0
+			if r.plan.NoKeyFlips && len(vb) == 0 {
+				return
+			}
+			inKey = !r.plan.NoKeyFlips && (len(vb) == 0 || r.eventRng.IntN(2) == 0)
 			target := vb
 			if inKey {
 				target = kb

@@ -15,9 +15,9 @@ import (
 )
 
 // DB bugs found by the stress runner, each as a minimal test that fails
-// while the bug is there. They are skipped so that the package's tests
-// pass; set VIGIL_STRESS_DB_BUGS=1 to run them (for the DB's owners, to
-// check a fix).
+// while the bug is there. Open bugs are skipped so that the package's tests
+// pass (set VIGIL_STRESS_DB_BUGS=1 to run them, to check a fix); fixed
+// ones run as regression tests.
 
 func skipKnownBug(t *testing.T, bug string) {
 	t.Helper()
@@ -39,14 +39,17 @@ func skipKnownBug(t *testing.T, bug string) {
 //	vigil.(*DB).Flush                flush.go:33
 //	vigil.(*DB).Compact              compaction.go:203
 //
-// Fix: check d.closed under commitMu in flushAndWait (except for Close's
-// own flush). The runner works around it (runner.maint). This
-// reproduction is probabilistic — the Flush must be preempted between its
-// closed check and commitMu for all of Close — so it rarely fires; the
-// code path is plain from reading flushAndWait.
+// Fixed in 876ae43 (flushAndWait checks closed under commitMu); a
+// regression test since. The reproduction is probabilistic — the Flush
+// must be preempted between its closed check and commitMu for all of
+// Close — so it rarely fired even before the fix; the code path was plain
+// from reading flushAndWait.
 func TestDBBugFlushRacingClose(t *testing.T) {
-	skipKnownBug(t, "DB.Flush racing DB.Close dereferences the nil WAL writer Close leaves (flushAndWait does not check closed)")
-	for i := 0; i < 200; i++ {
+	iters := 20
+	if testing.Short() {
+		iters = 5
+	}
+	for i := 0; i < iters; i++ {
 		db, err := vigil.Open("db", &vigil.Options{FS: vfs.NewMem()})
 		if err != nil {
 			t.Fatal(err)
@@ -108,11 +111,10 @@ func TestDBBugFlushRacingClose(t *testing.T) {
 
 // TestDBBugCloseDropsUnflushedWrites: with DisableWAL, Close flushes the
 // memtable unless a background error stopped the DB — then it drops the
-// acknowledged writes in the memtable and returns nil, so a clean Close
-// silently loses data. Close should return an error saying the unflushed
-// writes are lost. The runner treats such a close as a crash.
+// acknowledged writes in the memtable and returned nil, so a clean Close
+// silently lost data. Fixed in 876ae43 (Close now returns an error saying
+// the unflushed writes are lost); a regression test since.
 func TestDBBugCloseDropsUnflushedWrites(t *testing.T) {
-	skipKnownBug(t, "with DisableWAL, Close after a background error drops the memtable and returns nil")
 	mem := vfs.NewMem()
 	var failTables bool
 	var mu sync.Mutex
@@ -196,11 +198,10 @@ func TestDBBugSeekLTMissesKeyFlip(t *testing.T) {
 // the old memtable skips the background-error check (the Reserve fast path
 // in makeRoomForWrite) and fails on the closed WAL writer instead: the
 // error says "WAL write failed: writer is closed" and does not wrap the
-// I/O error that stopped the DB. No data is at risk (the write is refused),
-// but the caller cannot tell why. The runner accepts ErrReadOnly when the
-// DB's BackgroundError wraps an injected fault.
+// I/O error that stopped the DB. No data was at risk (the write is
+// refused), but the caller could not tell why. Fixed in 876ae43 (Apply
+// re-checks the background error under commitMu); a regression test since.
 func TestDBBugErrorLosesCause(t *testing.T) {
-	skipKnownBug(t, "a write after a failed memtable rotation reports the closed WAL writer, not the background error that caused it")
 	// Small writers race with the big writes that fill the memtable: one
 	// of them passes the read-only check before the rotation fails, then
 	// takes the fast path into the old memtable and its closed WAL. Racy,

@@ -105,22 +105,22 @@
 // run with 8 protection bytes; with fewer, a flip escapes the per-entry
 // checksum with probability 2^-8N by design, so misses are only counted.
 //
-// # Known DB issues
+// # DB bugs found
 //
-// The runner found these; each has a skipped test in dbbugs_test.go that
-// fails while the bug is there, and the runner works around the first two
-// so that runs can go on:
+// Each has a test in dbbugs_test.go that fails while the bug is there:
 //
-//   - DB.Flush (and Compact) racing DB.Close dereferences the nil WAL
-//     writer Close leaves: crashes close the DB only while no Flush or
-//     Compact is running.
-//   - With DisableWAL, Close after a background error drops the memtable
-//     and returns nil: such a close is checked as a crash.
-//   - A memtable key bit flip that moves an entry's key upward is not
+//   - Open: a memtable key bit flip that moves an entry's key upward is not
 //     detected by SeekLT (a backward scan): the search stops before the
 //     out-of-order node without verifying it, so newer memtable entries
 //     are skipped and older versions returned, even with 8 protection
-//     bytes and paranoid checks. --corrupt-memory fails on it.
+//     bytes and paranoid checks. --corrupt-memory fails on it; its test is
+//     skipped.
+//   - Fixed: DB.Flush racing DB.Close dereferenced the nil WAL writer
+//     Close leaves; with DisableWAL, Close after a background error
+//     dropped the memtable and returned nil; a write racing a failed
+//     memtable rotation reported the closed WAL instead of the background
+//     error. Their tests now guard against regressions, and the runner no
+//     longer works around them.
 //
 // # Concurrency
 //

@@ -55,13 +55,7 @@ func (r *runner) reopenLocked(why string) *Divergence {
 	r.closing.Store(true)
 	defer r.closing.Store(false)
 	r.flips.settle(r.db)
-	m := r.db.Metrics()
-	r.flips.stats.MemtableCorruptions += m.MemTable.Corruptions
-	// With DisableWAL, Close flushes the memtable unless a background
-	// error stopped the DB, in which case it drops it and still returns
-	// nil (see TestDBBugCloseDropsUnflushedWrites). Such a close is not
-	// clean: only flushed writes survive it.
-	lossyClose := r.plan.DisableWAL && m.BackgroundError != nil
+	r.flips.stats.MemtableCorruptions += r.db.Metrics().MemTable.Corruptions
 	var rec *opRec
 	if r.log != nil {
 		rec = &opRec{name: nameClose}
@@ -72,17 +66,17 @@ func (r *runner) reopenLocked(why string) *Divergence {
 	cerr := r.db.Close()
 	r.epoch++
 	if rec != nil {
-		if err := r.log.end(rec, cerr == nil && !lossyClose, r.tick); err != nil {
+		if err := r.log.end(rec, cerr == nil, r.tick); err != nil {
 			return r.machinery(err)
 		}
 	}
 	r.stats.reopens.Add(1)
 	r.setFaults(false)
 	defer func() { r.setFaults(!r.stopped()) }()
-	d := durability{cutoff: r.tick(), everything: cerr == nil && !lossyClose, syncedWAL: !r.plan.DisableWAL, what: "clean close"}
-	if lossyClose && cerr == nil {
-		d.what = fmt.Sprintf("close of a DB without WAL stopped by a background error (%v)", m.BackgroundError)
-	}
+	// A Close that returned nil promises everything acknowledged; one that
+	// failed (an I/O fault, or a DB without WAL stopped by a background
+	// error before it could flush) promises only what was durable.
+	d := durability{cutoff: r.tick(), everything: cerr == nil, syncedWAL: !r.plan.DisableWAL, what: "clean close"}
 	if cerr != nil {
 		if !r.tolerate(cerr) {
 			return &Divergence{Op: "close", Got: cerr.Error(), Detail: "Close failed with no fault or corruption to explain it"}
@@ -112,9 +106,7 @@ func (r *runner) crash() *Divergence {
 	// r.db only changes under eventMu, which we hold.
 	old := r.db
 	r.flips.stats.MemtableCorruptions += old.Metrics().MemTable.Corruptions
-	r.maint.Lock()
 	old.Close()
-	r.maint.Unlock()
 
 	r.gate.Lock()
 	defer r.gate.Unlock()

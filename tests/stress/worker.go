@@ -339,9 +339,7 @@ func (w *worker) flush(db store) *Divergence {
 			return r.machinery(err)
 		}
 	}
-	r.maint.RLock()
 	err := db.Flush()
-	r.maint.RUnlock()
 	if r.log != nil {
 		if lerr := r.log.end(rec, err == nil, r.tick); lerr != nil {
 			return r.machinery(lerr)
@@ -360,14 +358,12 @@ func (w *worker) compact(db store) *Divergence {
 	r := w.r
 	r.stats.compactions.Add(1)
 	var err error
-	r.maint.RLock()
 	if w.rng.IntN(3) == 0 {
 		err = db.Compact(nil, nil)
 	} else {
 		a, b := w.rangeOf()
 		err = db.Compact(r.kc.key(a), r.kc.key(b))
 	}
-	r.maint.RUnlock()
 	if err != nil && !r.tolerate(err) {
 		return &Divergence{Op: "compact", Got: err.Error()}
 	}
