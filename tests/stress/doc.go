@@ -109,18 +109,23 @@
 //
 // Each has a test in dbbugs_test.go that fails while the bug is there:
 //
-//   - Open: a memtable key bit flip that moves an entry's key upward is not
-//     detected by SeekLT (a backward scan): the search stops before the
-//     out-of-order node without verifying it, so newer memtable entries
-//     are skipped and older versions returned, even with 8 protection
-//     bytes and paranoid checks. --corrupt-memory fails on it; its test is
-//     skipped.
+//   - Open: memtable key bit flips that keep the skiplist in order are
+//     missed, even with paranoid checks and 8 protection bytes, because a
+//     search compares the keys of the nodes it passes or stops at without
+//     verifying their protection bytes. A key flipped upward in the last
+//     node vanishes from SeekLT (TestDBBugSeekLTMissesKeyFlipAtTail); a
+//     newest version flipped downward makes Get return the previous
+//     version (TestDBBugGetPassesKeyFlippedDown). Both tests are skipped;
+//     --corrupt-memory runs that draw 8 protection bytes fail on these
+//     and on related misses workers see in scans and snapshot reads
+//     (e.g. --seed=5 --corrupt-memory, within seconds).
 //   - Fixed: DB.Flush racing DB.Close dereferenced the nil WAL writer
 //     Close leaves; with DisableWAL, Close after a background error
 //     dropped the memtable and returned nil; a write racing a failed
 //     memtable rotation reported the closed WAL instead of the background
-//     error. Their tests now guard against regressions, and the runner no
-//     longer works around them.
+//     error; SeekLT stepped over a key corrupted upward mid-list. Their
+//     tests now guard against regressions, and the runner no longer works
+//     around them.
 //
 // # Concurrency
 //
