@@ -146,7 +146,12 @@ func TestCorruptValue(t *testing.T) {
 		if it.SeekGE([]byte("k5")) || !isCorrupt(it.Error()) {
 			t.Fatalf("SeekGE(k5): %v", it.Error())
 		}
-		if !it.SeekGE([]byte("k6")) || it.Prev() || !isCorrupt(it.Error()) {
+		// A seek also verifies the entry on the other side of where it
+		// stops: SeekGE(k6) checks k5.
+		if it.SeekGE([]byte("k6")) || !isCorrupt(it.Error()) {
+			t.Fatalf("SeekGE(k6) next to the damage: %v", it.Error())
+		}
+		if !it.SeekGE([]byte("k7")) || !it.Prev() || it.Prev() || !isCorrupt(it.Error()) {
 			t.Fatalf("Prev onto k5: %v", it.Error())
 		}
 		if _, _, _, found, err := m.Get([]byte("k4"), base.SeqNumMax); !found || err != nil {

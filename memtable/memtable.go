@@ -313,6 +313,43 @@ func (m *MemTable) decode(k, v []byte) (base.InternalKey, []byte, error) {
 	return ik, val, nil
 }
 
+// verifyBoundary checks the protection bytes of the entry on the other side
+// of where a seek stopped: the predecessor of the landing entry after
+// SeekGE or Get (dir -1), its successor after SeekLT (dir +1); when the seek
+// found nothing, the last or first entry. A search compares that entry with
+// the probe but does not read it whole, so a bit flip that moves its key
+// without breaking the order (a newest version flipped just below its key,
+// or the last entry flipped upward) would otherwise make the read skip it
+// silently. One more checksum per seek, only with protection bytes on.
+func (m *MemTable) verifyBoundary(sit skiplist.Iterator, landed bool, dir int) error {
+	if m.protBytes == 0 {
+		return nil
+	}
+	var ok bool
+	switch {
+	case landed && dir < 0:
+		ok = sit.Prev()
+	case landed:
+		ok = sit.Next()
+	case dir < 0:
+		ok = sit.Last()
+	default:
+		ok = sit.First()
+	}
+	if !ok {
+		if err := sit.Error(); err != nil {
+			return base.CorruptionErrorf("memtable: checking the entry next to a seek: %w", err)
+		}
+		return nil
+	}
+	k, v, err := sit.Entry()
+	if err != nil {
+		return base.CorruptionErrorf("memtable: checking the entry next to a seek: %w", err)
+	}
+	_, _, err = m.decode(k, v)
+	return err
+}
+
 // Get returns the newest point entry of userKey with seqnum <= snapSeq: its
 // value (aliasing the arena), seqnum and kind (Set or Delete). found is false
 // if there is none. With paranoid checks the search validates every link it
@@ -324,10 +361,14 @@ func (m *MemTable) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64
 		snapSeq = base.SeqNumMax
 	}
 	it := m.points.NewIter(m.paranoid)
-	if !it.SeekGESplit(userKey, base.MakeTrailer(snapSeq, base.KindMax)) {
-		if err := it.Error(); err != nil {
-			return nil, 0, 0, false, base.CorruptionErrorf("memtable: get %s: %w", base.HexKey(userKey), err)
-		}
+	landed := it.SeekGESplit(userKey, base.MakeTrailer(snapSeq, base.KindMax))
+	if err := it.Error(); err != nil {
+		return nil, 0, 0, false, base.CorruptionErrorf("memtable: get %s: %w", base.HexKey(userKey), err)
+	}
+	if err := m.verifyBoundary(it, landed, -1); err != nil {
+		return nil, 0, 0, false, fmt.Errorf("memtable: get %s: %w", base.HexKey(userKey), err)
+	}
+	if !landed {
 		return nil, 0, 0, false, nil
 	}
 	k, v, err := it.Entry()
@@ -500,12 +541,30 @@ func (it *iterator) land(ok bool) bool {
 
 func (it *iterator) SeekGE(userKey []byte) bool {
 	it.err = nil
-	return it.land(it.sit.SeekGESplit(userKey, ^uint64(0)))
+	ok := it.sit.SeekGESplit(userKey, ^uint64(0))
+	if err := it.boundary(ok, -1); err != nil {
+		it.valid, it.err = false, err
+		return false
+	}
+	return it.land(ok)
 }
 
 func (it *iterator) SeekLT(userKey []byte) bool {
 	it.err = nil
-	return it.land(it.sit.SeekLTSplit(userKey, ^uint64(0)))
+	ok := it.sit.SeekLTSplit(userKey, ^uint64(0))
+	if err := it.boundary(ok, +1); err != nil {
+		it.valid, it.err = false, err
+		return false
+	}
+	return it.land(ok)
+}
+
+// boundary runs verifyBoundary after a seek that did not fail.
+func (it *iterator) boundary(landed bool, dir int) error {
+	if it.m.protBytes == 0 || it.sit.Error() != nil {
+		return nil
+	}
+	return it.m.verifyBoundary(it.sit, landed, dir)
 }
 
 func (it *iterator) First() bool {
