@@ -15,7 +15,8 @@ import (
 	"github.com/vigildb/vigil"
 )
 
-// Result summarizes a run.
+// Result summarizes a run. Plain data: Run returns it when the run is
+// over.
 type Result struct {
 	Seed uint64
 	// Plan is the text printed at the start: seed, options, workload.
@@ -90,7 +91,7 @@ func (f FlipStats) Total() FlipCounts {
 }
 
 // Divergence is a failed check: the DB did something the oracle says it
-// must not.
+// must not. Plain data, like Result.
 type Divergence struct {
 	Seed uint64
 	// Replay is the command line that reruns the plan.
@@ -102,6 +103,8 @@ type Divergence struct {
 	Detail   string
 }
 
+// Error renders the divergence on one line (plus its detail), so that a
+// *Divergence can travel as an error.
 func (d *Divergence) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "divergence (seed %d): %s", d.Seed, d.Op)
@@ -232,6 +235,11 @@ func (r *runner) stop() { r.stopFlag.Store(true) }
 // fail records the first divergence and stops the run.
 func (r *runner) fail(d *Divergence) {
 	d.Seed = r.plan.Seed
+	if r.plan.Corrupt {
+		if c := r.flips.context(); c != "" {
+			d.Detail = strings.TrimLeft(d.Detail+"\n"+c, "\n")
+		}
+	}
 	if r.failure.CompareAndSwap(nil, d) {
 		r.logf("divergence: %s", d.Op)
 	}
