@@ -130,10 +130,21 @@ func (c valueCodec) appendValue(dst []byte, key int, version uint32, transient b
 	dst = binary.BigEndian.AppendUint32(dst, version)
 	h := mix64(uint64(key), uint64(version))
 	n := c.fillerLen(h)
-	for j := 0; j < n; j++ {
+	j := 0
+	for ; j+8 <= n; j += 8 {
+		dst = binary.LittleEndian.AppendUint64(dst, fillerWord(h, j))
+	}
+	for ; j < n; j++ {
 		dst = append(dst, byte(h>>(8*(j%8)))^byte(j))
 	}
 	return dst
+}
+
+// fillerWord returns filler bytes j..j+7 (j a multiple of 8) as a
+// little-endian word: byte i is byte(h>>(8*i)) ^ byte(j+i). byte(j+i) is
+// byte(j)+i without a carry between bytes, since byte(j) <= 248 and i < 8.
+func fillerWord(h uint64, j int) uint64 {
+	return h ^ (uint64(byte(j))*0x0101010101010101 + 0x0706050403020100)
 }
 
 // decodedValue is what a value says about itself.
@@ -169,9 +180,16 @@ func (c valueCodec) decodeValue(v []byte) (decodedValue, error) {
 	if len(v) != valueHeaderLen+n {
 		return d, fmt.Errorf("value of key %d version %d is %d bytes, want %d", d.key, d.version, len(v), valueHeaderLen+n)
 	}
-	for j, b := range v[valueHeaderLen:] {
-		if want := byte(h>>(8*(j%8))) ^ byte(j); b != want {
-			return d, fmt.Errorf("value of key %d version %d differs at byte %d: 0x%02x, want 0x%02x", d.key, d.version, valueHeaderLen+j, b, want)
+	f := v[valueHeaderLen:]
+	j := 0
+	for ; j+8 <= len(f); j += 8 {
+		if binary.LittleEndian.Uint64(f[j:]) != fillerWord(h, j) {
+			break // the byte loop below names the first difference
+		}
+	}
+	for ; j < len(f); j++ {
+		if want := byte(h>>(8*(j%8))) ^ byte(j); f[j] != want {
+			return d, fmt.Errorf("value of key %d version %d differs at byte %d: 0x%02x, want 0x%02x", d.key, d.version, valueHeaderLen+j, f[j], want)
 		}
 	}
 	return d, nil

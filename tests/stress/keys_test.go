@@ -3,6 +3,7 @@ package stress
 import (
 	"bytes"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -151,15 +152,21 @@ func FuzzDecodeKey(f *testing.F) {
 	})
 }
 
+// BenchmarkValue generates and fully checks one value: the runner's cost
+// per value read or written.
 func BenchmarkValue(b *testing.B) {
-	c := valueCodec{maxFiller: 100}
-	rng := rand.New(rand.NewPCG(1, 2))
-	var buf []byte
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		buf = c.appendValue(buf[:0], rng.IntN(100000), uint32(i), false)
-		if _, err := c.decodeValue(buf); err != nil {
-			b.Fatal(err)
-		}
+	for _, filler := range []int{100, 9000} {
+		b.Run(fmt.Sprintf("filler=%d", filler), func(b *testing.B) {
+			c := valueCodec{maxFiller: filler}
+			rng := rand.New(rand.NewPCG(1, 2))
+			var buf []byte
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				buf = c.appendValue(buf[:0], rng.IntN(100000), uint32(i), false)
+				if _, err := c.decodeValue(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
