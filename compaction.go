@@ -32,8 +32,10 @@ import (
 // (when no older data for their keys exists below the output level and no
 // snapshot predates them).
 //
-// Integrity: inputs are read through the table readers, which verify every
-// block checksum; the output writer rejects keys out of order; and the
+// Integrity: inputs are read from disk, bypassing the block cache, through
+// the table readers, which verify every block checksum (so a bit flip in a
+// cached block cannot slip into an output under a fresh checksum); the
+// output writer rejects keys out of order; and the
 // entries written must equal the entries read minus those dropped. Any
 // error stops the compaction, deletes its outputs, keeps its inputs, and
 // (for corruption) turns the DB read-only with the error reported in the
@@ -385,7 +387,7 @@ func (d *DB) compactFiles(c *compaction, v *version, snaps []uint64) (outputs []
 				return nil, st, err
 			}
 			tombs = append(tombs, h.reader.RangeDels()...)
-			children = append(children, &tableIter{InternalIterator: h.reader.NewIter(nil, nil), h: h})
+			children = append(children, &tableIter{InternalIterator: h.reader.NewUncachedIter(), h: h})
 			expectEntries += f.numEntries
 		}
 	}

@@ -41,6 +41,9 @@ type tableIter struct {
 	ikey         base.InternalKey
 	err          error
 	raw, dec     []byte // scratch block buffers when there is no cache
+	// noCache reads every block from the file into the scratch buffers,
+	// verifying its checksum, and leaves the cache alone.
+	noCache bool
 }
 
 // NewIter returns an iterator over the table's point entries with user keys
@@ -53,6 +56,19 @@ func (r *Reader) NewIter(lower, upper []byte) base.InternalIterator {
 	// Keep the block iterator's buffers (key, reverse cache) but nothing else.
 	i.bi.keyBuf, i.bi.cached, i.bi.cacheBuf = bi.keyBuf[:0], bi.cached[:0], bi.cacheBuf[:0]
 	return i
+}
+
+// NewUncachedIter is NewIter for a whole-table scan that reads every data
+// block from the file, verifying its checksum, into the iterator's own
+// buffers, bypassing the block cache. Compactions use it: a scan of a table
+// about to be replaced would only evict blocks readers need, and a block
+// read straight from disk cannot carry a bit flip that hit its cached copy
+// after that copy was checked — which would otherwise be written into the
+// compaction's output under a fresh, valid checksum.
+func (r *Reader) NewUncachedIter() base.InternalIterator {
+	it := r.NewIter(nil, nil).(*tableIter)
+	it.noCache = true
+	return it
 }
 
 func (i *tableIter) invalidate() bool {
@@ -73,7 +89,13 @@ func (i *tableIter) loadBlock(idx int) bool {
 	}
 	r := i.r
 	e := &r.index[idx]
-	data, err := r.dataBlock(e.h, &i.raw, &i.dec)
+	var data []byte
+	var err error
+	if i.noCache {
+		data, err = r.readBlock(e.h, BlockKindData, &i.raw, &i.dec)
+	} else {
+		data, err = r.dataBlock(e.h, &i.raw, &i.dec)
+	}
 	if err != nil {
 		i.blockIdx = -1
 		return i.fail(err)
