@@ -335,8 +335,17 @@ func TestGroupCommit(t *testing.T) {
 func TestWriterStickyWriteError(t *testing.T) {
 	fs := vfs.NewMem()
 	f, _ := fs.Create("log")
-	cf := &countingFile{File: f, failWrite: errTestIO}
+	cf := &countingFile{File: f}
 	w, _ := NewWriter(cf, "000007.log", 7, checksum.XXH3)
+	// Let the header reach the file first: the flusher writes it right
+	// away, and a failure there would make the writer fail before the
+	// record below is even appended.
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cf.mu.Lock()
+	cf.failWrite = errTestIO
+	cf.mu.Unlock()
 	end, err := w.WriteRecord([]byte("buffered, so no error yet"))
 	if err != nil {
 		t.Fatalf("WriteRecord made a system call? %v", err)
