@@ -119,6 +119,12 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 	d.commitMu.Unlock()
 
 	applyErr := d.applyToMemtable(mem, b)
+	if applyErr != nil {
+		// Part of the batch may be in the memtable. Poison it before the
+		// batch's seqnums become visible, so no reader sees half a batch;
+		// the WAL holds the whole batch for the next Open.
+		mem.poison(applyErr)
+	}
 	mem.writers.Done()
 	d.pub.publish(ticket, &d.visibleSeq)
 	if applyErr != nil {

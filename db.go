@@ -131,6 +131,22 @@ type memTableEntry struct {
 	// rangeDels counts range tombstones applied, so that Get skips the
 	// tombstone scan of memtables without any.
 	rangeDels atomic.Int64
+	// poisoned is set when a batch failed halfway into this memtable
+	// (which takes corruption in the memtable): every later read of it
+	// fails, so that the partial batch is never visible.
+	poisoned atomic.Pointer[error]
+}
+
+func (e *memTableEntry) poison(err error) {
+	e.poisoned.CompareAndSwap(nil, &err)
+}
+
+// readable returns an error if the memtable is poisoned.
+func (e *memTableEntry) readable() error {
+	if p := e.poisoned.Load(); p != nil {
+		return base.CorruptionErrorf("memtable (WAL %06d) holds a partly applied batch and cannot be read until the DB is reopened: %w", e.logNum, *p)
+	}
+	return nil
 }
 
 // readState is what a reader needs: the memtables and the version, captured
@@ -259,6 +275,9 @@ func (d *DB) get(dst, key []byte, snap uint64) ([]byte, error) {
 		e := rs.mem
 		if i >= 0 {
 			e = rs.imms[i]
+		}
+		if err := e.readable(); err != nil {
+			return nil, err
 		}
 		if e.rangeDels.Load() > 0 {
 			ts, err := e.mt.RangeDels(snap)

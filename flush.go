@@ -144,7 +144,7 @@ func (d *DB) flushOne() (did bool, err error) {
 		h.beforeFlush(e.mt)
 	}
 	var meta *fileMetadata
-	if fileNum != 0 {
+	if err = e.readable(); err == nil && fileNum != 0 {
 		meta, err = d.writeMemtableTable(e.mt, fileNum, "flush")
 	}
 

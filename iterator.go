@@ -69,6 +69,9 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 	var children []base.InternalIterator
 	var tombs []base.RangeTombstone
 	addMem := func(e *memTableEntry) error {
+		if err := e.readable(); err != nil {
+			return err
+		}
 		children = append(children, e.mt.NewIter(memtable.IterOptions{}))
 		if e.rangeDels.Load() > 0 {
 			ts, err := e.mt.RangeDels(snap)

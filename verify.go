@@ -26,6 +26,9 @@ func (d *DB) Verify() error {
 			e = rs.imms[i]
 		}
 		e.writers.Wait()
+		if err := e.readable(); err != nil {
+			errs = append(errs, err)
+		}
 		if err := e.mt.Validate(); err != nil {
 			errs = append(errs, d.memCorruption(err))
 		}

@@ -315,3 +315,44 @@ func TestBitFlipSweep(t *testing.T) {
 		}
 	}
 }
+
+// TestCorruptNeighborStopsInsert: a key flipped upward (out of place but
+// compared only with the probe) would steer a new entry to the wrong place,
+// where later reads miss it without an error. With protection bytes, an
+// insert verifies the two entries it goes between and fails instead.
+func TestCorruptNeighborStopsInsert(t *testing.T) {
+	for _, prot := range []int{0, 8} {
+		o := Options{ProtectionBytesPerKey: prot, maxHeight: 1}
+		if prot > 0 {
+			o.ChecksumType = checksum.XXH3
+		}
+		m := mustNew(t, o)
+		for i := 0; i < 10; i += 2 {
+			if err := m.Add(uint64(i+1), base.KindSet, []byte(fmt.Sprintf("k%d", i)), []byte("v")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// k2 -> k6 (bit 2 of '2'): k0, k6*, k4, k6, k8.
+		ko, _, _, _, _ := m.EntryForTesting([]byte("k2"))
+		m.ArenaForTesting()[ko+1] ^= 0x04
+		err := m.Add(20, base.KindSet, []byte("k5"), []byte("new"))
+		if prot == 0 {
+			// k5 is steered between k0 and the corrupt node, in front of
+			// k4, which a Get now misses silently (that is what
+			// protection bytes buy).
+			if err != nil {
+				t.Fatalf("unprotected Add: %v", err)
+			}
+			if _, _, _, found, err := m.Get([]byte("k4"), base.SeqNumMax); found || err != nil {
+				t.Fatalf("expected k4 to be missed silently without protection: found=%v err=%v", found, err)
+			}
+			continue
+		}
+		if !isCorrupt(err) {
+			t.Fatalf("Add next to a corrupt entry: %v, want ErrCorruption", err)
+		}
+		if n := m.Count(); n != 5 {
+			t.Fatalf("count %d after the refused insert, want 5", n)
+		}
+	}
+}

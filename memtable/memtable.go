@@ -154,6 +154,14 @@ func New(o Options) (*MemTable, error) {
 		protBytes: o.ProtectionBytesPerKey,
 		paranoid:  o.ParanoidMemoryChecks,
 	}
+	if m.protBytes > 0 {
+		// Verify the entries an insert goes between (see
+		// skiplist.Options.CheckNeighbor): two checksums per Add.
+		so.CheckNeighbor = func(k, v []byte) error {
+			_, _, err := m.decode(k, v)
+			return err
+		}
+	}
 	if m.points, err = skiplist.New(arena, so); err != nil {
 		return nil, fmt.Errorf("memtable: %w", err)
 	}

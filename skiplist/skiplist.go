@@ -194,6 +194,14 @@ type Options struct {
 	// MaxHeight. Tests use 1 to get a plain linked list whose neighbours are
 	// predictable.
 	MaxHeight int
+	// CheckNeighbor, if set, is called on the key and value of the nodes
+	// an insert is about to link its node between at level 0, before it
+	// does; an error aborts the insert. The memtable verifies their
+	// per-entry checksums there: an insert's search compares those nodes
+	// with the new key without reading them whole, so a corrupted key
+	// could otherwise steer the new node to a wrong place, where later
+	// reads would miss it without any error.
+	CheckNeighbor func(key, value []byte) error
 }
 
 // Skiplist is an ordered set of key/value pairs in an Arena. See the package
@@ -217,6 +225,7 @@ type Skiplist struct {
 	cmp          func(a, b []byte) int
 	validate     bool
 	maxHeight    int
+	checkNeigh   func(key, value []byte) error
 
 	// testYield, when set by tests, runs between the steps of an insert to
 	// widen the race windows the help-along protocol must cover.
@@ -240,8 +249,9 @@ func New(arena *Arena, o Options) (*Skiplist, error) {
 		arena:     arena,
 		buf:       arena.buf,
 		base:      arena.base,
-		validate:  o.Validate,
-		maxHeight: o.MaxHeight,
+		validate:   o.Validate,
+		maxHeight:  o.MaxHeight,
+		checkNeigh: o.CheckNeighbor,
 	}
 	if l.maxHeight == 0 {
 		l.maxHeight = MaxHeight
@@ -707,6 +717,14 @@ func (l *Skiplist) link(pn Pending, ins *Inserter) error {
 				l.testYield()
 			}
 			*l.nextPtr(nd, i) = next
+			if i == 0 && l.checkNeigh != nil {
+				if err := l.checkNeighbors(prev, next); err != nil {
+					if ins != nil {
+						ins.height = 0
+					}
+					return err
+				}
+			}
 			if i == 0 {
 				*l.prevPtr(nd) = prev
 				np := l.loadPrev(next)
@@ -744,6 +762,26 @@ func (l *Skiplist) link(pn Pending, ins *Inserter) error {
 			prev, next = p, n
 		}
 		spl[i] = splice{nd, next}
+	}
+	return nil
+}
+
+// checkNeighbors runs Options.CheckNeighbor on the nodes a new node goes
+// between at level 0 (sentinels excepted).
+func (l *Skiplist) checkNeighbors(prev, next uint32) error {
+	for _, x := range [2]uint32{prev, next} {
+		if x == l.head || x == l.tail {
+			continue
+		}
+		if !l.inBounds(x) {
+			return l.linkError(prev, next, 0)
+		}
+		if err := l.checkExtent(x); err != nil {
+			return err
+		}
+		if err := l.checkNeigh(l.keyAt(x), l.valueAt(x)); err != nil {
+			return fmt.Errorf("%w: neighbour of an insert at offset %d: %w", ErrCorruption, x, err)
+		}
 	}
 	return nil
 }

@@ -148,3 +148,44 @@ func mustGetT(t *testing.T, db *vigil.DB, k []byte, want string) {
 		t.Fatalf("Get(%s) = %q, %v; want %q", k, v, err, want)
 	}
 }
+
+// TestHalfAppliedBatchIsNeverVisible: a batch whose second write fails
+// inside the memtable (its insert lands next to a corrupted entry, which the
+// insert's neighbour check catches) must not be half visible: the memtable
+// is poisoned before the batch is published, reads fail with ErrCorruption,
+// and a reopen replays the whole batch from the WAL.
+func TestHalfAppliedBatchIsNeverVisible(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := &vigil.Options{FS: fs, MemtableProtectionBytesPerKey: 8}
+	db, err := vigil.Open("db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"k0", "k2", "k4", "k6", "k8"} {
+		db.Put([]byte(k), []byte("v-"+k), nil)
+	}
+	if !db.MemtableEntryForTesting([]byte("k2"), func(k, v []byte) { v[0] ^= 1 }) {
+		t.Fatal("no entry")
+	}
+	b := db.NewBatch()
+	b.Put([]byte("k9"), []byte("new-k9")) // goes in next to k8: fine
+	b.Put([]byte("k1"), []byte("new-k1")) // next to the corrupt k2: refused
+	if err := db.Apply(b, nil); !errors.Is(err, vigil.ErrCorruption) {
+		t.Fatalf("Apply = %v, want ErrCorruption", err)
+	}
+	if v, err := db.Get([]byte("k9")); !errors.Is(err, vigil.ErrCorruption) {
+		t.Fatalf("Get(k9) = %q, %v: half of a batch is visible", v, err)
+	}
+	if _, err := db.NewIter(nil); !errors.Is(err, vigil.ErrCorruption) {
+		t.Fatalf("NewIter over a poisoned memtable = %v", err)
+	}
+	db.Close()
+	db, err = vigil.Open("db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for k, want := range map[string]string{"k1": "new-k1", "k9": "new-k9", "k2": "v-k2"} {
+		mustGetT(t, db, []byte(k), want)
+	}
+}
