@@ -246,9 +246,9 @@ func New(arena *Arena, o Options) (*Skiplist, error) {
 		return nil, fmt.Errorf("%w: MaxHeight %d outside [0, %d]", ErrInvalidArgument, o.MaxHeight, MaxHeight)
 	}
 	l := &Skiplist{
-		arena:     arena,
-		buf:       arena.buf,
-		base:      arena.base,
+		arena:      arena,
+		buf:        arena.buf,
+		base:       arena.base,
 		validate:   o.Validate,
 		maxHeight:  o.MaxHeight,
 		checkNeigh: o.CheckNeighbor,
