@@ -7,6 +7,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/memtable"
 )
 
 // ChecksumType selects the checksum guarding SST blocks, footers, WAL records
@@ -262,8 +263,8 @@ func (o *Options) Clone() *Options {
 // minWriteBufferSize keeps a memtable big enough for its own bookkeeping.
 const minWriteBufferSize = 64 << 10
 
-// maxWriteBufferSize: arena offsets are 32-bit.
-const maxWriteBufferSize = 3 << 30
+// maxWriteBufferSize: arena offsets are 32-bit (and int may be too).
+const maxWriteBufferSize = min(3<<30, memtable.MaxSize)
 
 // Validate reports every problem with o at once, as one error wrapping
 // ErrInvalidArgument. It does not apply defaults: call EnsureDefaults first

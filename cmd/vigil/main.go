@@ -34,6 +34,7 @@ func newRootCmd() *cobra.Command {
 whose every byte, in memory and on disk, is guarded by a checksum you choose.
 
   vigil kvbench   db_bench-compatible benchmarks (run with no flags for a short default suite)
+  vigil stress    crash, fault and corruption stress runner
   vigil sst       dump or verify an SST file
   vigil wal       dump a WAL or MANIFEST
   vigil db        get/put/delete/scan/verify/metrics on a database
