@@ -14,8 +14,7 @@
 # STRESS_FAULTS); and memory bit flips. Each run prints its seed and DB
 # options first and its summary last; it stops at the first divergence,
 # exits 1, and the report's replay line reruns it (vigil stress --seed=N
-# ...). Note: the corrupt-memory soak still fails now and then on two
-# open DB issues described in tests/stress/doc.go ("DB bugs found").
+# ...).
 
 GO              ?= go
 STRESS_BIN      ?= /tmp/vigil-stress-bin

@@ -80,7 +80,7 @@ func (f *flipState) context() string {
 	if len(f.recent) == 0 {
 		return ""
 	}
-	return "last bit flips before this (a flip into a cached block while a background compaction iterates it, after the cache check, reaches the compaction's output with fresh checksums — see the package doc):\n  " + strings.Join(f.recent, "\n  ")
+	return "last bit flips before this:\n  " + strings.Join(f.recent, "\n  ")
 }
 
 // flipVerdict is what the probe reads made of a flip.

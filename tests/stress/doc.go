@@ -119,20 +119,19 @@
 //     missed by searches that compared the flipped node without verifying
 //     it (SeekLT stepping over a key flipped upward, mid-list or at the
 //     tail; Get passing the newest version flipped downward).
-//   - Open, no minimal test yet: with 8 protection bytes, a memtable key
-//     flip left for the workers is still occasionally missed by their
-//     scans under concurrent writes (--seed=5 --corrupt-memory, or
-//     --seed=3, within seconds); the probe reads right after each flip no
-//     longer miss any.
-//   - Open, a design gap: compaction does not check its output against
-//     its input. A flip in a cached block after a compaction's cache hit
-//     verified it, while the compaction iterates the block, goes into the
-//     output with fresh checksums; reads then return wrong data or lose a
-//     deletion, silently. --corrupt-memory runs with automatic compactions
-//     (non-race builds) fail on it now and then (3 runs of 12 in one
-//     measurement, none with automatic compactions off); the failure
-//     report lists the flips that preceded it. The window is too narrow
-//     for a deterministic test without a hook inside compaction.
+//   - Fixed since: a memtable key flip left for the workers was still
+//     missed now and then under concurrent writes. An insert whose search
+//     compared the flipped key placed its new node by it, in the wrong
+//     place, hiding other keys (--seed=5 --corrupt-memory); and when such
+//     an insert failed halfway through a batch, the batch's first writes
+//     were visible without the rest (--seed=7). Inserts now verify the
+//     entries they go between, and a memtable a batch failed into is
+//     poisoned before the batch is published (tests: memtable
+//     TestCorruptNeighborStopsInsert, tests/ TestHalfAppliedBatchIsNeverVisible).
+//   - Fixed since: a flip in a cached block after a compaction's cache hit
+//     verified it, while the compaction iterated the block, went into the
+//     output with fresh checksums. Compactions now read their inputs from
+//     the file, bypassing the cache (sst TestUncachedIterBypassesCache).
 //
 // # Concurrency
 //
