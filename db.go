@@ -303,39 +303,29 @@ func (d *DB) get(dst, key []byte, snap uint64) ([]byte, error) {
 		if len(files) == 0 {
 			continue
 		}
-		if level == 0 {
-			for _, f := range files {
-				if f.smallestSeq > snap || !f.containsUserKey(key) {
-					continue
-				}
-				value, seq, kind, found, c, err := d.getFromTable(f, key, snap, cover)
-				if err != nil {
-					return nil, err
-				}
-				cover = c
-				if found {
-					return getResult(dst, value, seq, kind, cover)
-				}
-				if cover > 0 {
-					return nil, ErrNotFound
-				}
+		if level > 0 {
+			// One file per sorted level can hold the key.
+			i := findFile(files, key)
+			if i == len(files) {
+				continue
 			}
-			continue
+			files = files[i : i+1]
 		}
-		i := findFile(files, key)
-		if i == len(files) || !files[i].containsUserKey(key) {
-			continue
-		}
-		value, seq, kind, found, c, err := d.getFromTable(files[i], key, snap, cover)
-		if err != nil {
-			return nil, err
-		}
-		cover = c
-		if found {
-			return getResult(dst, value, seq, kind, cover)
-		}
-		if cover > 0 {
-			return nil, ErrNotFound
+		for _, f := range files {
+			if f.smallestSeq > snap || !f.containsUserKey(key) {
+				continue
+			}
+			value, seq, kind, found, c, err := d.getFromTable(f, key, snap, cover)
+			if err != nil {
+				return nil, err
+			}
+			cover = c
+			if found {
+				return getResult(dst, value, seq, kind, cover)
+			}
+			if cover > 0 {
+				return nil, ErrNotFound
+			}
 		}
 	}
 	return nil, ErrNotFound

@@ -106,47 +106,32 @@ func (m *mergingIter) setCur() bool {
 }
 
 func (m *mergingIter) SeekGE(key []byte) bool {
-	m.err = nil
-	if len(m.children) == 1 {
-		return m.single(m.children[0].SeekGE(key))
-	}
-	for _, c := range m.children {
-		c.SeekGE(key)
-	}
-	return m.rebuild(true)
+	return m.position(true, func(c base.InternalIterator) bool { return c.SeekGE(key) })
 }
 
 func (m *mergingIter) SeekLT(key []byte) bool {
-	m.err = nil
-	if len(m.children) == 1 {
-		return m.single(m.children[0].SeekLT(key))
-	}
-	for _, c := range m.children {
-		c.SeekLT(key)
-	}
-	return m.rebuild(false)
+	return m.position(false, func(c base.InternalIterator) bool { return c.SeekLT(key) })
 }
 
 func (m *mergingIter) First() bool {
-	m.err = nil
-	if len(m.children) == 1 {
-		return m.single(m.children[0].First())
-	}
-	for _, c := range m.children {
-		c.First()
-	}
-	return m.rebuild(true)
+	return m.position(true, base.InternalIterator.First)
 }
 
 func (m *mergingIter) Last() bool {
+	return m.position(false, base.InternalIterator.Last)
+}
+
+// position applies an absolute positioning call to every child and builds
+// the heap for the direction it leaves the iterator in.
+func (m *mergingIter) position(forward bool, fn func(base.InternalIterator) bool) bool {
 	m.err = nil
 	if len(m.children) == 1 {
-		return m.single(m.children[0].Last())
+		return m.single(fn(m.children[0]))
 	}
 	for _, c := range m.children {
-		c.Last()
+		fn(c)
 	}
-	return m.rebuild(false)
+	return m.rebuild(forward)
 }
 
 // single handles the one-child case.
