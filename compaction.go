@@ -139,9 +139,11 @@ func (d *DB) compactionLoop() {
 func (d *DB) pickCompactionLocked() *compaction {
 	v := d.vs.current
 	scores := d.levelScores(v)
-	best, bestScore := -1, 1.0
+	// The highest score >= 1 wins; on a tie the upper level does, so L0
+	// (whose backlog stalls writes) goes first.
+	best, bestScore := -1, 0.0
 	for l := 0; l < numLevels-1; l++ {
-		if scores[l] >= bestScore && len(v.levels[l]) > 0 {
+		if scores[l] >= 1 && scores[l] > bestScore && len(v.levels[l]) > 0 {
 			best, bestScore = l, scores[l]
 		}
 	}

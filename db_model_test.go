@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"math/rand/v2"
 	"sort"
 	"testing"
@@ -146,7 +147,14 @@ func TestModel(t *testing.T) {
 	if testing.Short() {
 		seeds, ops = 6, 1500
 	}
-	for seed := 1; seed <= seeds; seed++ {
+	first := 1
+	// VIGIL_MODEL_SEEDS=first:count runs other seeds, for soak runs.
+	if env := os.Getenv("VIGIL_MODEL_SEEDS"); env != "" {
+		if _, err := fmt.Sscanf(env, "%d:%d", &first, &seeds); err != nil {
+			t.Fatalf("VIGIL_MODEL_SEEDS=%q: want first:count", env)
+		}
+	}
+	for seed := first; seed < first+seeds; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			runModel(t, uint64(seed), ops)
 		})
