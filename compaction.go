@@ -243,6 +243,7 @@ func (d *DB) Compact(start, end []byte) error {
 			// L0 files overlap one another: take all that overlap the
 			// range's closure, to keep newer-over-older order.
 			c = d.newCompaction(v, 0, expandL0(v.levels[0], inputs), "manual")
+			c.noMove = true
 		case level < last:
 			c = d.newCompaction(v, level, inputs, "manual")
 			c.noMove = true
@@ -265,6 +266,20 @@ func (d *DB) Compact(start, end []byte) error {
 		prevOutput = c.outputLevel
 	}
 	return nil
+}
+
+// disjoint reports whether no two files' key ranges overlap.
+func disjoint(files []*fileMetadata) bool {
+	sorted := slices.Clone(files)
+	slices.SortFunc(sorted, func(a, b *fileMetadata) int { return base.CompareInternal(a.smallest, b.smallest) })
+	for i := 1; i < len(sorted); i++ {
+		p, f := sorted[i-1], sorted[i]
+		c := bytes.Compare(p.largest.UserKey, f.smallest.UserKey)
+		if c > 0 || (c == 0 && !p.largestIsExclusive()) {
+			return false
+		}
+	}
+	return true
 }
 
 // expandL0 grows a set of L0 files until no other L0 file overlaps its key
@@ -292,12 +307,17 @@ func (d *DB) runCompaction(c *compaction) error {
 	start := time.Now()
 	d.log.Infof("compaction starting: %s", c)
 
-	// Trivial move: one input file, nothing to merge with below.
-	if len(c.inputs[0]) == 1 && len(c.inputs[1]) == 0 && c.level > 0 && !c.noMove {
-		f := c.inputs[0][0]
+	// Trivial move: nothing to merge with below, and the inputs do not
+	// overlap one another (one file of a sorted level, or L0 files from a
+	// sequential load): the files move down as they are.
+	if len(c.inputs[1]) == 0 && !c.noMove && c.outputLevel > c.level && disjoint(c.inputs[0]) {
 		e := &versionEdit{}
-		e.deleted = append(e.deleted, deletedFileEntry{level: c.level, fileNum: f.fileNum})
-		e.added = append(e.added, newFileEntry{level: c.outputLevel, meta: f})
+		var nums []uint64
+		for _, f := range c.inputs[0] {
+			e.deleted = append(e.deleted, deletedFileEntry{level: c.level, fileNum: f.fileNum})
+			e.added = append(e.added, newFileEntry{level: c.outputLevel, meta: f})
+			nums = append(nums, f.fileNum)
+		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if err := d.vs.logAndApply(e); err != nil {
@@ -306,8 +326,9 @@ func (d *DB) runCompaction(c *compaction) error {
 		}
 		d.updateReadStateLocked()
 		d.stats.compactions.Add(1)
-		d.log.Infof("compaction moved %06d from L%d to L%d", f.fileNum, c.level, c.outputLevel)
+		d.log.Infof("compaction moved %v from L%d to L%d", nums, c.level, c.outputLevel)
 		d.stallCond.Broadcast()
+		d.maybeScheduleCompactionLocked()
 		return nil
 	}
 
