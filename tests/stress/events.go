@@ -144,12 +144,23 @@ func (r *runner) verify(db store, d durability) *Divergence {
 		return div
 	}
 	if r.log != nil {
-		ops := r.log.take()
+		var ops []*opRec
+		if d.live {
+			ops = r.log.snapshot() // kept for the check after the close
+		} else {
+			ops = r.log.take()
+		}
 		st, err := solveCrash(r.kc, r.base, rec, ops, d)
 		if err != nil {
 			return &Divergence{Op: "verification after " + d.what, Detail: err.Error()}
 		}
 		r.stats.lostUnsynced.Add(int64(st.lostAcked))
+		if d.live {
+			if err := db.Verify(); err != nil {
+				return &Divergence{Op: "DB.Verify after " + d.what, Got: err.Error()}
+			}
+			return nil
+		}
 	} else {
 		var v keyView
 		for k := range rec {

@@ -545,7 +545,7 @@ func (r *runner) finish() {
 		}
 		r.setFaults(false)
 	}
-	d := durability{cutoff: r.tick(), everything: true, syncedWAL: !r.plan.DisableWAL, what: "the end of the run (live DB)"}
+	d := durability{cutoff: r.tick(), everything: true, syncedWAL: !r.plan.DisableWAL, what: "the end of the run (live DB)", live: true}
 	if div := r.verify(r.db, d); div != nil {
 		r.fail(div)
 		return

@@ -58,6 +58,12 @@ type durability struct {
 	syncedWAL bool
 	// what names the event for reports ("crash", "clean close", "kill").
 	what string
+	// live: the check reads a DB that stays open (the end of the run). It
+	// sees writes that are not durable yet, so its result must not become
+	// the base of the next check: if the close that follows fails, those
+	// writes may be lost (a failed WAL write or, without WAL, a failed
+	// flush), and the next check must start from the last durable base.
+	live bool
 }
 
 type reasonKind uint8
