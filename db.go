@@ -180,10 +180,15 @@ func (s *readState) unref() {
 }
 
 // loadReadState returns the current read state with a reference; callers
-// unref it when done.
+// unref it when done. It returns nil once Close has released the state: a
+// reader that passed its closed check just before Close must still get
+// ErrClosed, not a nil dereference.
 func (d *DB) loadReadState() *readState {
 	for {
 		s := d.readState.Load()
+		if s == nil {
+			return nil
+		}
 		if s.tryRef() {
 			return s
 		}
@@ -266,6 +271,9 @@ func (d *DB) GetAppend(dst, key []byte) ([]byte, error) {
 // that source and every older source.
 func (d *DB) get(dst, key []byte, snap uint64) ([]byte, error) {
 	rs := d.loadReadState()
+	if rs == nil {
+		return dst, ErrClosed
+	}
 	defer rs.unref()
 
 	// cover is the largest seq of a visible range tombstone covering key

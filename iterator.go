@@ -57,6 +57,9 @@ func (d *DB) NewIter(o *IterOptions) (*Iterator, error) {
 
 func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 	rs := d.loadReadState()
+	if rs == nil {
+		return nil, ErrClosed
+	}
 	it := &Iterator{d: d, rs: rs, snap: snap, paranoid: d.opts.ParanoidMemoryChecks}
 	if o != nil {
 		it.lower = cloneOrNil(o.LowerBound)

@@ -21,6 +21,9 @@ type testingHooks struct {
 // reports whether an entry was found.
 func (d *DB) MemtableEntryForTesting(key []byte, fn func(keyBytes, valueBytes []byte)) bool {
 	rs := d.loadReadState()
+	if rs == nil {
+		return false
+	}
 	defer rs.unref()
 	for i := -1; i < len(rs.imms); i++ {
 		e := rs.mem
@@ -42,6 +45,9 @@ func (d *DB) MemtableEntryForTesting(key []byte, fn func(keyBytes, valueBytes []
 // memtable's arena.
 func (d *DB) ForEachMemtableArenaForTesting(fn func(arena []byte)) {
 	rs := d.loadReadState()
+	if rs == nil {
+		return
+	}
 	defer rs.unref()
 	for i := -1; i < len(rs.imms); i++ {
 		e := rs.mem

@@ -18,6 +18,10 @@ func (d *DB) Verify() error {
 	// for the ones being applied.
 	d.commitMu.Lock()
 	rs := d.loadReadState()
+	if rs == nil {
+		d.commitMu.Unlock()
+		return ErrClosed
+	}
 	defer rs.unref()
 	var errs []error
 	for i := -1; i < len(rs.imms); i++ {
