@@ -219,50 +219,12 @@ func (it *Iterator) Last() bool {
 	return true
 }
 
-// Next moves to the following key. It is a small dispatcher so that it
-// inlines into callers and each mode costs one call.
+// Next moves to the following key. Both modes share one body, so a
+// validated step costs no extra call: after the plain step's link load it
+// adds a bounds check of the link and an abbreviated-key compare, and leaves
+// everything else (the full compare of equal prefixes, errors) to a
+// function called only then.
 func (it *Iterator) Next() bool {
-	if it.validate {
-		return it.nextValidated()
-	}
-	return it.nextPlain()
-}
-
-// Prev moves to the preceding key, in O(1) through the back link.
-func (it *Iterator) Prev() bool {
-	if it.validate {
-		return it.prevValidated()
-	}
-	return it.prevPlain()
-}
-
-func (it *Iterator) nextPlain() bool {
-	if it.nd == 0 {
-		return false
-	}
-	nd := it.list.loadNext(it.nd, 0)
-	if nd == it.list.tail {
-		it.nd = 0
-		return false
-	}
-	it.nd = nd
-	return true
-}
-
-func (it *Iterator) prevPlain() bool {
-	if it.nd == 0 {
-		return false
-	}
-	nd := it.list.loadPrev(it.nd)
-	if nd == it.list.head {
-		it.nd = 0
-		return false
-	}
-	it.nd = nd
-	return true
-}
-
-func (it *Iterator) nextValidated() bool {
 	l := it.list
 	cur := it.nd
 	if cur == 0 {
@@ -273,11 +235,79 @@ func (it *Iterator) nextValidated() bool {
 		it.nd = 0
 		return false
 	}
+	if it.validate {
+		if !l.inBounds(nd) {
+			return it.nextFailed(cur, nd, 0)
+		}
+		na := l.abbrevAt(nd)
+		if it.ndAbbrev >= na {
+			// Equal prefixes need the full compare; a larger one is
+			// corruption.
+			return it.nextFailed(cur, nd, na)
+		}
+		it.checked, it.checkedAbbrev = cur, it.ndAbbrev
+		it.ndAbbrev = na
+	}
+	it.nd = nd
+	return true
+}
+
+// Prev moves to the preceding key, in O(1) through the back link. As with
+// Next, both modes share one body; a validated step adds bounds checks and
+// abbreviated-key compares of the node it lands on against the node it left
+// (unless already checked) and against its own predecessor (see
+// prevValidated), and calls prevValidated itself only when one of those
+// quick checks does not pass.
+func (it *Iterator) Prev() bool {
+	l := it.list
+	cur := it.nd
+	if cur == 0 {
+		return false
+	}
+	nd := l.loadPrev(cur)
+	if nd == l.head {
+		it.nd = 0
+		return false
+	}
+	if it.validate {
+		if !l.inBounds(nd) {
+			return it.prevValidated()
+		}
+		var na uint64
+		if nd == it.checked {
+			na = it.checkedAbbrev
+		} else if na = l.abbrevAt(nd); na >= it.ndAbbrev {
+			return it.prevValidated()
+		}
+		p := l.loadPrev(nd)
+		if p == l.head {
+			it.checked = 0
+		} else if !l.inBounds(p) {
+			return it.prevValidated()
+		} else {
+			pa := l.abbrevAt(p)
+			if pa >= na {
+				return it.prevValidated()
+			}
+			it.checked, it.checkedAbbrev = p, pa
+		}
+		it.ndAbbrev = na
+	}
+	it.nd = nd
+	return true
+}
+
+// nextFailed finishes a validated Next step whose quick checks did not pass:
+// nd is out of the arena (na unused), or its abbreviation na does not sort
+// above the current node's, so the keys are compared in full.
+//
+//go:noinline
+func (it *Iterator) nextFailed(cur, nd uint32, na uint64) bool {
+	l := it.list
 	if !l.inBounds(nd) {
 		return it.fail(l.linkError(cur, nd, 0))
 	}
-	na := l.abbrevAt(nd)
-	if err := l.checkPair(cur, it.ndAbbrev, nd, na, "next"); err != nil {
+	if err := l.checkPairSlow(cur, it.ndAbbrev, nd, na, "next"); err != nil {
 		return it.fail(err)
 	}
 	it.checked, it.checkedAbbrev = cur, it.ndAbbrev
@@ -289,7 +319,11 @@ func (it *Iterator) nextValidated() bool {
 // neighbours: the one it left (unless already checked) and, looking one
 // step further back, its own predecessor. The look-behind is what lets
 // Last+Prev see a node that is out of order with the node before it; it
-// costs one compare per step because the next Prev reuses it.
+// costs one compare per step because the next Prev reuses it. Prev runs the
+// quick form of these checks inline and falls back to this full form (with
+// the compare of equal prefixes, and the errors) only when one does not pass.
+//
+//go:noinline
 func (it *Iterator) prevValidated() bool {
 	l := it.list
 	cur := it.nd
