@@ -281,6 +281,10 @@ func (m *MemTable) Add(seq uint64, kind base.Kind, key, value []byte) error {
 
 // putProtection stores the low len(dst) bytes of sum, little-endian.
 func putProtection(dst []byte, sum uint64) {
+	if len(dst) == 8 {
+		binary.LittleEndian.PutUint64(dst, sum)
+		return
+	}
 	for i := range dst {
 		dst[i] = byte(sum >> (8 * i))
 	}
@@ -288,6 +292,9 @@ func putProtection(dst []byte, sum uint64) {
 
 // getProtection reads back what putProtection stored.
 func getProtection(src []byte) uint64 {
+	if len(src) == 8 {
+		return binary.LittleEndian.Uint64(src)
+	}
 	var v uint64
 	for i, b := range src {
 		v |= uint64(b) << (8 * i)
