@@ -131,6 +131,9 @@ type memTableEntry struct {
 	// rangeDels counts range tombstones applied, so that Get skips the
 	// tombstone scan of memtables without any.
 	rangeDels atomic.Int64
+	// tombs caches the decoded, fragmented range tombstones (see
+	// memtable_tombstones.go).
+	tombs atomic.Pointer[memTombCache]
 	// poisoned is set when a batch failed halfway into this memtable
 	// (which takes corruption in the memtable): every later read of it
 	// fails, so that the partial batch is never visible.
@@ -288,11 +291,11 @@ func (d *DB) get(dst, key []byte, snap uint64) ([]byte, error) {
 			return nil, err
 		}
 		if e.rangeDels.Load() > 0 {
-			ts, err := e.mt.RangeDels(snap)
+			c, err := e.raiseTombCover(key, snap, cover)
 			if err != nil {
 				return nil, d.memCorruption(err)
 			}
-			cover = raiseCover(ts, key, snap, cover)
+			cover = c
 		}
 		value, seq, kind, found, err := e.mt.Get(key, snap)
 		if err != nil {

@@ -77,7 +77,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 		}
 		children = append(children, e.mt.NewIter(memtable.IterOptions{}))
 		if e.rangeDels.Load() > 0 {
-			ts, err := e.mt.RangeDels(snap)
+			ts, err := e.rangeTombstones(snap)
 			if err != nil {
 				return d.memCorruption(err)
 			}
@@ -454,6 +454,18 @@ func buildFragments(ts []base.RangeTombstone, snap uint64) fragments {
 		f.seqs = append(f.seqs, s)
 	}
 	return f
+}
+
+// coverSeq returns the seq of the fragment covering key, or 0 if none does.
+func (f *fragments) coverSeq(key []byte) uint64 {
+	if len(f.starts) == 0 {
+		return 0
+	}
+	i := sort.Search(len(f.starts), func(i int) bool { return bytes.Compare(f.starts[i], key) > 0 }) - 1
+	if i >= 0 && bytes.Compare(key, f.ends[i]) < 0 {
+		return f.seqs[i]
+	}
+	return 0
 }
 
 // covers reports whether a tombstone deletes the version (key, seq).

@@ -1,0 +1,98 @@
+package vigil
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cockroachdb/pebble/vfs"
+)
+
+// TestMemtableTombstoneCache interleaves DeleteRanges, Puts and snapshots in
+// one memtable (so the tombstone cache is built, goes stale and is rebuilt)
+// and checks Get and iterators, at the latest state and at every snapshot,
+// against a model.
+func TestMemtableTombstoneCache(t *testing.T) {
+	db := openMem(t, vfs.NewMem(), &Options{WriteBufferSize: 64 << 20, DisableAutomaticCompactions: true})
+	defer db.Close()
+	const keys = 200
+	key := func(i int) []byte { return []byte(fmt.Sprintf("k%04d", i)) }
+	rng := rand.New(rand.NewPCG(7, 11))
+	model := map[int]string{}
+	type snap struct {
+		s     *Snapshot
+		state map[int]string
+	}
+	var snaps []snap
+	check := func(step int, get func([]byte) ([]byte, error), newIter func(*IterOptions) (*Iterator, error), want map[int]string, what string) {
+		t.Helper()
+		for i := 0; i < keys; i++ {
+			v, err := get(key(i))
+			w, ok := want[i]
+			switch {
+			case ok && (err != nil || string(v) != w):
+				t.Fatalf("step %d %s: Get(%s) = %q, %v; want %q", step, what, key(i), v, err, w)
+			case !ok && !errors.Is(err, ErrNotFound):
+				t.Fatalf("step %d %s: Get(%s) = %q, %v; want ErrNotFound", step, what, key(i), v, err)
+			}
+		}
+		it, err := newIter(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for ok := it.First(); ok; ok = it.Next() {
+			n++
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n != len(want) {
+			t.Fatalf("step %d %s: iterator saw %d keys, want %d", step, what, n, len(want))
+		}
+	}
+	for step := 0; step < 120; step++ {
+		switch r := rng.IntN(10); {
+		case r < 4:
+			a := rng.IntN(keys)
+			b := a + 1 + rng.IntN(20)
+			if err := db.DeleteRange(key(a), key(b), nil); err != nil {
+				t.Fatal(err)
+			}
+			for i := a; i < b; i++ {
+				delete(model, i)
+			}
+		case r < 9:
+			for j := 0; j < 5; j++ {
+				i := rng.IntN(keys)
+				v := fmt.Sprintf("v%d-%d", step, j)
+				if err := db.Put(key(i), []byte(v), nil); err != nil {
+					t.Fatal(err)
+				}
+				model[i] = v
+			}
+		default:
+			st := make(map[int]string, len(model))
+			for k, v := range model {
+				st[k] = v
+			}
+			snaps = append(snaps, snap{db.NewSnapshot(), st})
+		}
+		if step%10 == 9 {
+			check(step, db.Get, db.NewIter, model, "latest")
+			for i, s := range snaps {
+				check(step, s.s.Get, s.s.NewIter, s.state, fmt.Sprintf("snapshot %d", i))
+			}
+		}
+	}
+	if n := db.mem.rangeDels.Load(); n < memTombCacheMin {
+		t.Fatalf("only %d range tombstones in the memtable; the cache was never used", n)
+	}
+	if db.mem.tombs.Load() == nil {
+		t.Fatal("no tombstone cache was built")
+	}
+	for _, s := range snaps {
+		s.s.Close()
+	}
+}
