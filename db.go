@@ -384,7 +384,11 @@ func (d *DB) getFromTable(f *fileMetadata, key []byte, snap, cover uint64) ([]by
 	}
 	defer h.release()
 	if f.numRangeDels > 0 {
-		cover = raiseCover(h.reader.RangeDels(), key, snap, cover)
+		if snap >= h.tombMaxSeq {
+			cover = max(cover, h.tombs.coverSeq(key))
+		} else {
+			cover = raiseCover(h.reader.RangeDels(), key, snap, cover)
+		}
 	}
 	value, seq, kind, found, err := h.reader.Get(key, snap)
 	if err != nil {

@@ -161,3 +161,34 @@ func BenchmarkGetRangeDels(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGetRangeDelsDisk is BenchmarkGetRangeDels after a flush: the
+// tombstones sit in an L0 table next to the keys.
+func BenchmarkGetRangeDelsDisk(b *testing.B) {
+	for _, n := range []int{4, 2048} {
+		b.Run(fmt.Sprintf("tombstones=%d", n), func(b *testing.B) {
+			db := openBenchDB(b, 100_000, nil, false)
+			defer db.Close()
+			key, end := make([]byte, 16), make([]byte, 16)
+			for i := 0; i < n; i++ {
+				k := uint64(200_000 + 2*i)
+				if err := db.DeleteRange(benchKey(key, k), benchKey(end, k+1), nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := db.Flush(); err != nil {
+				b.Fatal(err)
+			}
+			x := uint64(1)
+			var buf []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				x = x*6364136223846793005 + 1442695040888963407
+				var err error
+				if buf, err = db.GetAppend(buf[:0], benchKey(key, (x>>33)%100_000)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -14,6 +14,17 @@ import (
 // and checks Get and iterators, at the latest state and at every snapshot,
 // against a model.
 func TestMemtableTombstoneCache(t *testing.T) {
+	testTombstoneReads(t, 0)
+}
+
+// TestTableTombstoneFragments is the same with a flush every 30 steps, so
+// reads also go through tables' fragmented tombstones (L0 files, no
+// compaction), at the latest state and at snapshots older than them.
+func TestTableTombstoneFragments(t *testing.T) {
+	testTombstoneReads(t, 30)
+}
+
+func testTombstoneReads(t *testing.T, flushEvery int) {
 	db := openMem(t, vfs.NewMem(), &Options{WriteBufferSize: 64 << 20, DisableAutomaticCompactions: true})
 	defer db.Close()
 	const keys = 200
@@ -79,12 +90,26 @@ func TestMemtableTombstoneCache(t *testing.T) {
 			}
 			snaps = append(snaps, snap{db.NewSnapshot(), st})
 		}
+		if flushEvery > 0 && step%flushEvery == flushEvery-1 {
+			if err := db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if step%10 == 9 {
 			check(step, db.Get, db.NewIter, model, "latest")
 			for i, s := range snaps {
 				check(step, s.s.Get, s.s.NewIter, s.state, fmt.Sprintf("snapshot %d", i))
 			}
 		}
+	}
+	if flushEvery > 0 {
+		if m := db.Metrics(); m.Levels[0].NumFiles < 3 {
+			t.Fatalf("%d L0 files, want several", m.Levels[0].NumFiles)
+		}
+		for _, s := range snaps {
+			s.s.Close()
+		}
+		return
 	}
 	if n := db.mem.rangeDels.Load(); n < memTombCacheMin {
 		t.Fatalf("only %d range tombstones in the memtable; the cache was never used", n)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/sst"
 )
 
@@ -38,7 +39,12 @@ type tableEntry struct {
 	ready   chan struct{}
 	reader  *sst.Reader
 	err     error
-	elem    *list.Element
+	// tombs holds the table's range tombstones fragmented, so that a Get
+	// at a snapshot at or above tombMaxSeq is one binary search instead of
+	// a pass over every tombstone; built once, when the table opens.
+	tombs      fragments
+	tombMaxSeq uint64
+	elem       *list.Element
 	evicted bool
 }
 
@@ -75,6 +81,14 @@ func (c *tableCache) get(f *fileMetadata) (*tableEntry, error) {
 	c.mu.Unlock()
 
 	e.reader, e.err = c.open(f)
+	if e.err == nil {
+		if ts := e.reader.RangeDels(); len(ts) > 0 {
+			for _, t := range ts {
+				e.tombMaxSeq = max(e.tombMaxSeq, t.Seq)
+			}
+			e.tombs = buildFragments(ts, base.SeqNumMax)
+		}
+	}
 	close(e.ready)
 	if e.err != nil {
 		// Don't cache failures: the next get retries (the error may be
