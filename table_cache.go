@@ -45,7 +45,7 @@ type tableEntry struct {
 	tombs      fragments
 	tombMaxSeq uint64
 	elem       *list.Element
-	evicted bool
+	evicted    bool
 }
 
 func newTableCache(d *DB, capacity int) *tableCache {
