@@ -192,3 +192,40 @@ func BenchmarkGetRangeDelsDisk(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNewIterRangeDels opens an iterator, seeks once and closes it,
+// over 100k keys and n range tombstones in the memtable or, flushed, in an
+// L0 table.
+func BenchmarkNewIterRangeDels(b *testing.B) {
+	for _, n := range []int{0, 2048} {
+		for _, where := range []string{"memtable", "disk"} {
+			b.Run(fmt.Sprintf("tombstones=%d/%s", n, where), func(b *testing.B) {
+				db := openBenchDB(b, 100_000, nil, false)
+				defer db.Close()
+				key, end := make([]byte, 16), make([]byte, 16)
+				for i := 0; i < n; i++ {
+					k := uint64(200_000 + 2*i)
+					if err := db.DeleteRange(benchKey(key, k), benchKey(end, k+1), nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if where == "disk" {
+					if err := db.Flush(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					it, err := db.NewIter(nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					it.SeekGE(benchKey(key, 500))
+					if err := it.Close(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

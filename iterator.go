@@ -32,7 +32,7 @@ type Iterator struct {
 	iter     base.InternalIterator
 	lower    []byte
 	upper    []byte
-	tombs    fragments
+	tombs    tombSet
 	paranoid bool
 
 	valid   bool
@@ -70,18 +70,26 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 		}
 	}
 	var children []base.InternalIterator
-	var tombs []base.RangeTombstone
+	var tombs tombSources
 	addMem := func(e *memTableEntry) error {
 		if err := e.readable(); err != nil {
 			return err
 		}
 		children = append(children, e.mt.NewIter(memtable.IterOptions{}))
 		if e.rangeDels.Load() > 0 {
-			ts, err := e.rangeTombstones(snap)
+			c, err := e.tombCache()
 			if err != nil {
 				return d.memCorruption(err)
 			}
-			tombs = append(tombs, ts...)
+			if c != nil {
+				tombs.add(c.all, &c.frags, c.maxSeq, snap)
+			} else {
+				ts, err := e.mt.RangeDels(snap)
+				if err != nil {
+					return d.memCorruption(err)
+				}
+				tombs.add(ts, nil, 0, snap)
+			}
 		}
 		return nil
 	}
@@ -112,7 +120,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 			if err != nil {
 				return fail(err)
 			}
-			tombs = append(tombs, h.reader.RangeDels()...)
+			tombs.add(h.reader.RangeDels(), &h.tombs, h.tombMaxSeq, snap)
 			h.release()
 		}
 		if level == 0 {
@@ -130,7 +138,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 		}
 		children = append(children, newLevelIter(d, files, it.lower, it.upper))
 	}
-	it.tombs = buildFragments(tombs, snap)
+	it.tombs = tombs.set(snap)
 	it.iter = newMergingIter(children)
 	return it, nil
 }
@@ -394,6 +402,76 @@ func (it *Iterator) Close() error {
 		return fmt.Errorf("closing iterator: %w", err)
 	}
 	return nil
+}
+
+// tombSet answers "is this version deleted?" for an iterator: one or more
+// fragment lists, each holding every tombstone of its sources that the
+// iterator's snapshot sees. A version is deleted if any list covers it.
+type tombSet struct {
+	parts []*fragments
+}
+
+func (s *tombSet) covers(key []byte, seq uint64) bool {
+	for _, f := range s.parts {
+		if f.covers(key, seq) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxTombParts bounds the fragment lists an iterator checks per step; with
+// more sources than this their tombstones are merged into one list.
+const maxTombParts = 4
+
+// tombSources collects an iterator's range tombstones source by source
+// (memtables, tables). A source whose prebuilt fragments are valid for the
+// snapshot (every tombstone in it visible) is used as it is, which saves
+// re-fragmenting thousands of tombstones for every new iterator; the rest
+// are fragmented together, once.
+type tombSources struct {
+	raw      [][]base.RangeTombstone // every source's tombstones
+	prebuilt []*fragments            // valid prebuilt fragments, or nil
+}
+
+// add records one source: its tombstones, and its prebuilt fragments (nil
+// if none) with the largest seq among them.
+func (t *tombSources) add(ts []base.RangeTombstone, frags *fragments, maxSeq, snap uint64) {
+	if len(ts) == 0 {
+		return
+	}
+	t.raw = append(t.raw, ts)
+	if frags != nil && snap >= maxSeq {
+		t.prebuilt = append(t.prebuilt, frags)
+	} else {
+		t.prebuilt = append(t.prebuilt, nil)
+	}
+}
+
+// set returns the tombSet for snap.
+func (t *tombSources) set(snap uint64) tombSet {
+	var parts []*fragments
+	var rest []base.RangeTombstone
+	for i, f := range t.prebuilt {
+		if f != nil {
+			parts = append(parts, f)
+		} else {
+			rest = append(rest, t.raw[i]...)
+		}
+	}
+	if len(rest) > 0 {
+		f := buildFragments(rest, snap)
+		parts = append(parts, &f)
+	}
+	if len(parts) > maxTombParts {
+		var all []base.RangeTombstone
+		for _, ts := range t.raw {
+			all = append(all, ts...)
+		}
+		f := buildFragments(all, snap)
+		parts = []*fragments{&f}
+	}
+	return tombSet{parts: parts}
 }
 
 // fragments are range tombstones cut at every start and end into

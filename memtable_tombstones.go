@@ -40,29 +40,6 @@ type memTombCache struct {
 // the constant stays so that tests can see the threshold.
 const memTombCacheMin = 1
 
-// rangeTombstones returns the memtable's range tombstones visible at snap,
-// in skiplist order, from the cache when there is one. The result must not
-// be modified.
-func (e *memTableEntry) rangeTombstones(snap uint64) ([]base.RangeTombstone, error) {
-	c, err := e.tombCache()
-	if err != nil || c == nil {
-		if err != nil {
-			return nil, err
-		}
-		return e.mt.RangeDels(snap)
-	}
-	if snap >= c.maxSeq {
-		return c.all, nil
-	}
-	out := make([]base.RangeTombstone, 0, len(c.all))
-	for _, t := range c.all {
-		if t.Seq <= snap {
-			out = append(out, t)
-		}
-	}
-	return out, nil
-}
-
 // raiseTombCover is raiseCover over this memtable's tombstones: the larger
 // of cover and the largest seq of a tombstone visible at snap that covers
 // key. With a cache and a snapshot at or above every cached seq it is one
