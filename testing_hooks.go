@@ -20,6 +20,15 @@ type testingHooks struct {
 // aliasing that entry's user-key bytes and value bytes in the arena. It
 // reports whether an entry was found.
 func (d *DB) MemtableEntryForTesting(key []byte, fn func(keyBytes, valueBytes []byte)) bool {
+	return d.MemtableEntryKindForTesting(key, func(k, v []byte, _ bool) { fn(k, v) })
+}
+
+// MemtableEntryKindForTesting is MemtableEntryForTesting that also tells fn
+// whether the entry is a range tombstone (valueBytes is then its end key).
+// Reads use a checked copy of a memtable's range tombstones (see
+// memtable_tombstones.go), so a flip in a tombstone's arena bytes does not
+// reach reads at all; flush validation and DB.Verify catch it.
+func (d *DB) MemtableEntryKindForTesting(key []byte, fn func(keyBytes, valueBytes []byte, rangeDel bool)) bool {
 	rs := d.loadReadState()
 	if rs == nil {
 		return false
@@ -30,12 +39,12 @@ func (d *DB) MemtableEntryForTesting(key []byte, fn func(keyBytes, valueBytes []
 		if i >= 0 {
 			e = rs.imms[i]
 		}
-		ko, kl, vo, vl, ok := e.mt.EntryForTesting(key)
+		ko, kl, vo, vl, rangeDel, ok := e.mt.EntryKindForTesting(key)
 		if !ok {
 			continue
 		}
 		arena := e.mt.ArenaForTesting()
-		fn(arena[ko:ko+kl:ko+kl], arena[vo:vo+vl:vo+vl])
+		fn(arena[ko:ko+kl:ko+kl], arena[vo:vo+vl:vo+vl], rangeDel)
 		return true
 	}
 	return false

@@ -508,16 +508,23 @@ func (m *MemTable) ArenaForTesting() []byte { return m.arena.Bytes() }
 // ArenaForTesting() of its user-key bytes and of its value bytes (without the
 // protection bytes), with their lengths.
 func (m *MemTable) EntryForTesting(userKey []byte) (keyOff, keyLen, valOff, valLen int, ok bool) {
-	for _, l := range []*skiplist.Skiplist{m.points, m.rangeDels} {
+	keyOff, keyLen, valOff, valLen, _, ok = m.EntryKindForTesting(userKey)
+	return keyOff, keyLen, valOff, valLen, ok
+}
+
+// EntryKindForTesting is EntryForTesting that also reports whether the entry
+// found is a range tombstone.
+func (m *MemTable) EntryKindForTesting(userKey []byte) (keyOff, keyLen, valOff, valLen int, rangeDel, ok bool) {
+	for i, l := range []*skiplist.Skiplist{m.points, m.rangeDels} {
 		it := l.NewIter(false)
 		if it.SeekGESplit(userKey, ^uint64(0)) {
 			k := it.Key()
 			if len(k) >= base.TrailerLen && bytes.Equal(k[:len(k)-base.TrailerLen], userKey) {
-				return it.KeyOffset(), len(userKey), it.ValueOffset(), len(it.Value()) - m.protBytes, true
+				return it.KeyOffset(), len(userKey), it.ValueOffset(), len(it.Value()) - m.protBytes, i == 1, true
 			}
 		}
 	}
-	return 0, 0, 0, 0, false
+	return 0, 0, 0, 0, false, false
 }
 
 // iterator implements base.InternalIterator over one of the skiplists.

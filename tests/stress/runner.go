@@ -60,9 +60,12 @@ type Result struct {
 // flip in a cached block of a table no longer live, say).
 type FlipStats struct {
 	ProtectionBytes int
-	// MemtableKey, MemtableValue and Block are flips in a memtable entry's
-	// user key, in its value, and in a cached data block.
-	MemtableKey, MemtableValue, Block FlipCounts
+	// MemtableKey, MemtableValue and Block are flips in a point entry's
+	// user key, in its value, and in a cached data block. MemtableRangeDel
+	// are flips in a memtable range tombstone (start or end key): reads use
+	// a copy of the tombstones checked when it was made, so these flips have
+	// no effect at read and must be caught by flush validation.
+	MemtableKey, MemtableValue, MemtableRangeDel, Block FlipCounts
 	// MemtableCorruptions sums Metrics().MemTable.Corruptions over the DB
 	// instances of the run.
 	MemtableCorruptions int64
@@ -86,6 +89,7 @@ func (f FlipStats) Total() FlipCounts {
 	var t FlipCounts
 	t.add(f.MemtableKey)
 	t.add(f.MemtableValue)
+	t.add(f.MemtableRangeDel)
 	t.add(f.Block)
 	return t
 }
@@ -614,8 +618,8 @@ func printSummary(out interface{ Write([]byte) (int, error) }, res *Result, corr
 		for _, row := range []struct {
 			name string
 			c    FlipCounts
-		}{{"memtable key", f.MemtableKey}, {"memtable value", f.MemtableValue}, {"cached block", f.Block}, {"total", f.Total()}} {
-			fmt.Fprintf(&b, "    %-14s %8d | %16d | %19d | %6d | %9d\n", row.name, row.c.Injected, row.c.DetectedAtRead, row.c.DetectedAtFlush, row.c.Missed, row.c.NoEffect)
+		}{{"memtable key", f.MemtableKey}, {"memtable value", f.MemtableValue}, {"memtable rangedel", f.MemtableRangeDel}, {"cached block", f.Block}, {"total", f.Total()}} {
+			fmt.Fprintf(&b, "    %-17s %5d | %16d | %19d | %6d | %9d\n", row.name, row.c.Injected, row.c.DetectedAtRead, row.c.DetectedAtFlush, row.c.Missed, row.c.NoEffect)
 		}
 		fmt.Fprintf(&b, "    memtable corruptions counted in Metrics: %d\n", f.MemtableCorruptions)
 	}
