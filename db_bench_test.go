@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"testing"
+
+	"github.com/vigildb/vigil/checksum"
 )
 
 // Whole-DB hot paths. Keys are db_bench's (8-byte big-endian index padded
@@ -227,5 +229,25 @@ func BenchmarkNewIterRangeDels(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkPutChecksum is BenchmarkPut (sequential keys, WAL on, into a
+// 256 MiB memtable, on disk) for each checksum type: the checksum covers
+// each WAL record, so this is what a type costs a write.
+func BenchmarkPutChecksum(b *testing.B) {
+	for t := checksum.None; t < checksum.NumTypes; t++ {
+		b.Run(t.String(), func(b *testing.B) {
+			db := openBenchDB(b, 0, func(o *Options) { o.ChecksumType = ChecksumFromType(t) }, false)
+			defer db.Close()
+			key := make([]byte, 16)
+			val := benchValue()
+			b.SetBytes(116)
+			for i := 0; b.Loop(); i++ {
+				if err := db.Put(benchKey(key, uint64(i)), val, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
