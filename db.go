@@ -134,6 +134,9 @@ type memTableEntry struct {
 	// tombs caches the decoded, fragmented range tombstones (see
 	// memtable_tombstones.go).
 	tombs atomic.Pointer[memTombCache]
+	// tombStale counts reads that found tombs stale or missing since the
+	// last rebuild.
+	tombStale atomic.Int64
 	// poisoned is set when a batch failed halfway into this memtable
 	// (which takes corruption in the memtable): every later read of it
 	// fails, so that the partial batch is never visible.

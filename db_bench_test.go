@@ -251,3 +251,31 @@ func BenchmarkPutChecksum(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGetRangeDelsInterleaved alternates one DeleteRange and one Get
+// over a memtable that already holds 2048 tombstones: the worst case for a
+// tombstone cache that a new tombstone makes stale.
+func BenchmarkGetRangeDelsInterleaved(b *testing.B) {
+	db := openBenchDB(b, 100_000, nil, false)
+	defer db.Close()
+	key, end := make([]byte, 16), make([]byte, 16)
+	for i := 0; i < 2048; i++ {
+		k := uint64(200_000 + 2*i)
+		if err := db.DeleteRange(benchKey(key, k), benchKey(end, k+1), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	x := uint64(1)
+	var buf []byte
+	for i := 0; b.Loop(); i++ {
+		k := uint64(1_000_000 + 2*i)
+		if err := db.DeleteRange(benchKey(key, k), benchKey(end, k+1), nil); err != nil {
+			b.Fatal(err)
+		}
+		x = x*6364136223846793005 + 1442695040888963407
+		var err error
+		if buf, err = db.GetAppend(buf[:0], benchKey(key, (x>>33)%100_000)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
