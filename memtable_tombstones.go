@@ -21,8 +21,9 @@ import (
 // them, and counts them before its seqnums are published. So a cache whose
 // n equals the current count holds every tombstone a reader at a published
 // snapshot can see (it may hold newer, unpublished ones too, which the
-// snapshot filter drops). When the count has moved on, the next reader
-// rebuilds it. The bounds are copies, not arena aliases: the cache was
+// snapshot filter drops). When the count has moved on, readers read the
+// skiplist directly until log2(n) of them have found the cache stale, and
+// the next one rebuilds it (see tombCache). The bounds are copies, not arena aliases: the cache was
 // checked (order, protection bytes) when it was built, and a later bit flip
 // in the arena cannot move a cached bound unchecked; flush still verifies the
 // arena itself.
