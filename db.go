@@ -294,11 +294,11 @@ func (d *DB) get(dst, key []byte, snap uint64) ([]byte, error) {
 			return nil, err
 		}
 		if e.rangeDels.Load() > 0 {
-			c, err := e.raiseTombCover(key, snap, cover)
+			ts, idx, err := e.tombstones(snap)
 			if err != nil {
 				return nil, d.memCorruption(err)
 			}
-			cover = c
+			cover = idx.raise(ts, key, snap, cover)
 		}
 		value, seq, kind, found, err := e.mt.Get(key, snap)
 		if err != nil {
@@ -358,17 +358,6 @@ func getResult(dst, value []byte, seq uint64, kind base.Kind, cover uint64) ([]b
 	return append(dst, value...), nil
 }
 
-// raiseCover returns the larger of cover and the largest seq of a tombstone
-// in ts that is visible at snap and covers key.
-func raiseCover(ts []base.RangeTombstone, key []byte, snap uint64, cover uint64) uint64 {
-	for _, t := range ts {
-		if t.Seq <= snap && t.Seq > cover && string(t.Start) <= string(key) && string(key) < string(t.End) {
-			cover = t.Seq
-		}
-	}
-	return cover
-}
-
 // memCorruption wraps a memtable read error for the caller.
 func (d *DB) memCorruption(err error) error {
 	d.stats.memCorruptions.Add(1)
@@ -387,11 +376,7 @@ func (d *DB) getFromTable(f *fileMetadata, key []byte, snap, cover uint64) ([]by
 	}
 	defer h.release()
 	if f.numRangeDels > 0 {
-		if snap >= h.tombMaxSeq {
-			cover = max(cover, h.tombs.coverSeq(key))
-		} else {
-			cover = raiseCover(h.reader.RangeDels(), key, snap, cover)
-		}
+		cover = h.tombs.raise(h.reader.RangeDels(), key, snap, cover)
 	}
 	value, seq, kind, found, err := h.reader.Get(key, snap)
 	if err != nil {

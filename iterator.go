@@ -3,7 +3,6 @@ package vigil
 import (
 	"bytes"
 	"fmt"
-	"sort"
 
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/memtable"
@@ -77,19 +76,11 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 		}
 		children = append(children, e.mt.NewIter(memtable.IterOptions{}))
 		if e.rangeDels.Load() > 0 {
-			c, err := e.tombCache()
+			ts, idx, err := e.tombstones(snap)
 			if err != nil {
 				return d.memCorruption(err)
 			}
-			if c != nil {
-				tombs.add(c.all, &c.frags, c.maxSeq, snap)
-			} else {
-				ts, err := e.mt.RangeDels(snap)
-				if err != nil {
-					return d.memCorruption(err)
-				}
-				tombs.add(ts, nil, 0, snap)
-			}
+			tombs.add(ts, idx, snap)
 		}
 		return nil
 	}
@@ -120,7 +111,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 			if err != nil {
 				return fail(err)
 			}
-			tombs.add(h.reader.RangeDels(), &h.tombs, h.tombMaxSeq, snap)
+			tombs.add(h.reader.RangeDels(), &h.tombs, snap)
 			h.release()
 		}
 		if level == 0 {
@@ -402,156 +393,4 @@ func (it *Iterator) Close() error {
 		return fmt.Errorf("closing iterator: %w", err)
 	}
 	return nil
-}
-
-// tombSet answers "is this version deleted?" for an iterator: one or more
-// fragment lists, each holding every tombstone of its sources that the
-// iterator's snapshot sees. A version is deleted if any list covers it.
-type tombSet struct {
-	parts []*fragments
-}
-
-func (s *tombSet) covers(key []byte, seq uint64) bool {
-	for _, f := range s.parts {
-		if f.covers(key, seq) {
-			return true
-		}
-	}
-	return false
-}
-
-// maxTombParts bounds the fragment lists an iterator checks per step; with
-// more sources than this their tombstones are merged into one list.
-const maxTombParts = 4
-
-// tombSources collects an iterator's range tombstones source by source
-// (memtables, tables). A source whose prebuilt fragments are valid for the
-// snapshot (every tombstone in it visible) is used as it is, which saves
-// re-fragmenting thousands of tombstones for every new iterator; the rest
-// are fragmented together, once.
-type tombSources struct {
-	raw      [][]base.RangeTombstone // every source's tombstones
-	prebuilt []*fragments            // valid prebuilt fragments, or nil
-}
-
-// add records one source: its tombstones, and its prebuilt fragments (nil
-// if none) with the largest seq among them.
-func (t *tombSources) add(ts []base.RangeTombstone, frags *fragments, maxSeq, snap uint64) {
-	if len(ts) == 0 {
-		return
-	}
-	t.raw = append(t.raw, ts)
-	if frags != nil && snap >= maxSeq {
-		t.prebuilt = append(t.prebuilt, frags)
-	} else {
-		t.prebuilt = append(t.prebuilt, nil)
-	}
-}
-
-// set returns the tombSet for snap.
-func (t *tombSources) set(snap uint64) tombSet {
-	var parts []*fragments
-	var rest []base.RangeTombstone
-	for i, f := range t.prebuilt {
-		if f != nil {
-			parts = append(parts, f)
-		} else {
-			rest = append(rest, t.raw[i]...)
-		}
-	}
-	if len(rest) > 0 {
-		f := buildFragments(rest, snap)
-		parts = append(parts, &f)
-	}
-	if len(parts) > maxTombParts {
-		var all []base.RangeTombstone
-		for _, ts := range t.raw {
-			all = append(all, ts...)
-		}
-		f := buildFragments(all, snap)
-		parts = []*fragments{&f}
-	}
-	return tombSet{parts: parts}
-}
-
-// fragments are range tombstones cut at every start and end into
-// non-overlapping pieces, each with the largest sequence number covering it,
-// so that "is this version deleted?" is one binary search.
-type fragments struct {
-	starts []([]byte)
-	ends   [][]byte
-	seqs   []uint64
-}
-
-// buildFragments fragments the tombstones visible at snap.
-func buildFragments(ts []base.RangeTombstone, snap uint64) fragments {
-	var f fragments
-	if len(ts) == 0 {
-		return f
-	}
-	var bounds [][]byte
-	for _, t := range ts {
-		if t.Seq > snap || bytes.Compare(t.Start, t.End) >= 0 {
-			continue
-		}
-		bounds = append(bounds, t.Start, t.End)
-	}
-	if len(bounds) == 0 {
-		return f
-	}
-	sort.Slice(bounds, func(i, j int) bool { return bytes.Compare(bounds[i], bounds[j]) < 0 })
-	uniq := bounds[:1]
-	for _, b := range bounds[1:] {
-		if !bytes.Equal(b, uniq[len(uniq)-1]) {
-			uniq = append(uniq, b)
-		}
-	}
-	seqs := make([]uint64, len(uniq)-1)
-	for _, t := range ts {
-		if t.Seq > snap || bytes.Compare(t.Start, t.End) >= 0 {
-			continue
-		}
-		i := sort.Search(len(uniq), func(i int) bool { return bytes.Compare(uniq[i], t.Start) >= 0 })
-		for ; i < len(seqs) && bytes.Compare(uniq[i], t.End) < 0; i++ {
-			if t.Seq > seqs[i] {
-				seqs[i] = t.Seq
-			}
-		}
-	}
-	for i, s := range seqs {
-		if s == 0 {
-			continue
-		}
-		// Merge with the previous fragment when contiguous and equal.
-		if n := len(f.seqs); n > 0 && f.seqs[n-1] == s && bytes.Equal(f.ends[n-1], uniq[i]) {
-			f.ends[n-1] = uniq[i+1]
-			continue
-		}
-		f.starts = append(f.starts, uniq[i])
-		f.ends = append(f.ends, uniq[i+1])
-		f.seqs = append(f.seqs, s)
-	}
-	return f
-}
-
-// coverSeq returns the seq of the fragment covering key, or 0 if none does.
-func (f *fragments) coverSeq(key []byte) uint64 {
-	if len(f.starts) == 0 {
-		return 0
-	}
-	i := sort.Search(len(f.starts), func(i int) bool { return bytes.Compare(f.starts[i], key) > 0 }) - 1
-	if i >= 0 && bytes.Compare(key, f.ends[i]) < 0 {
-		return f.seqs[i]
-	}
-	return 0
-}
-
-// covers reports whether a tombstone deletes the version (key, seq).
-func (f *fragments) covers(key []byte, seq uint64) bool {
-	if len(f.starts) == 0 {
-		return false
-	}
-	// The last fragment starting at or before key.
-	i := sort.Search(len(f.starts), func(i int) bool { return bytes.Compare(f.starts[i], key) > 0 }) - 1
-	return i >= 0 && bytes.Compare(key, f.ends[i]) < 0 && seq < f.seqs[i]
 }

@@ -23,56 +23,38 @@ import (
 // snapshot can see (it may hold newer, unpublished ones too, which the
 // snapshot filter drops). When the count has moved on, readers read the
 // skiplist directly until log2(n) of them have found the cache stale, and
-// the next one rebuilds it (see tombCache). The bounds are copies, not arena aliases: the cache was
-// checked (order, protection bytes) when it was built, and a later bit flip
-// in the arena cannot move a cached bound unchecked; flush still verifies the
-// arena itself.
+// the next one rebuilds it (see tombCache). The bounds are copies, not arena
+// aliases: the cache was checked (order, protection bytes) when it was
+// built, and a later bit flip in the arena cannot move a cached bound
+// unchecked; flush still verifies the arena itself.
 type memTombCache struct {
-	n      int64
-	maxSeq uint64
-	// all holds every tombstone seen, in skiplist order.
+	n int64
+	// all holds every tombstone seen, in skiplist order, and idx their
+	// fragments.
 	all []base.RangeTombstone
-	// frags fragments all of them, for readers whose snapshot is at or
-	// above maxSeq (the usual case: a read at the latest state).
-	frags fragments
+	idx tombIndex
 }
 
-// memTombCacheMin is the tombstone count from which a memtable keeps a
-// cache. Even at 4 tombstones a cached Get took 1 us against 3.4 us for the
-// scan (BenchmarkGetRangeDels), so every memtable with tombstones keeps one
-// (once a few reads have asked for it, see tombCache); the constant stays so
-// that tests can see the threshold.
-const memTombCacheMin = 1
-
-// raiseTombCover is raiseCover over this memtable's tombstones: the larger
-// of cover and the largest seq of a tombstone visible at snap that covers
-// key. With a cache and a snapshot at or above every cached seq it is one
-// binary search.
-func (e *memTableEntry) raiseTombCover(key []byte, snap, cover uint64) (uint64, error) {
+// tombstones returns the memtable's range tombstones and, from the cache,
+// their index; without a current cache, the tombstones visible at snap read
+// from the skiplist and a nil index. The result must not be modified.
+func (e *memTableEntry) tombstones(snap uint64) ([]base.RangeTombstone, *tombIndex, error) {
 	c, err := e.tombCache()
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	if c != nil && snap >= c.maxSeq {
-		if s := c.frags.coverSeq(key); s > cover {
-			cover = s
-		}
-		return cover, nil
-	}
-	var ts []base.RangeTombstone
 	if c != nil {
-		ts = c.all
-	} else if ts, err = e.mt.RangeDels(snap); err != nil {
-		return 0, err
+		return c.all, &c.idx, nil
 	}
-	return raiseCover(ts, key, snap, cover), nil
+	ts, err := e.mt.RangeDels(snap)
+	return ts, nil, err
 }
 
 // tombCache returns a cache current with the tombstone count, building it
-// if needed, or nil when the memtable has too few tombstones to keep one.
+// if needed, or nil when none is worth building yet.
 func (e *memTableEntry) tombCache() (*memTombCache, error) {
 	n := e.rangeDels.Load()
-	if n < memTombCacheMin {
+	if n == 0 {
 		return nil, nil
 	}
 	if c := e.tombs.Load(); c != nil && c.n == n {
@@ -92,8 +74,7 @@ func (e *memTableEntry) tombCache() (*memTombCache, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &memTombCache{n: n, all: make([]base.RangeTombstone, len(ts))}
-	// One allocation for all the copied bounds.
+	// ts is ours: point its bounds at copies, one allocation for all.
 	size := 0
 	for _, t := range ts {
 		size += len(t.Start) + len(t.End)
@@ -101,13 +82,13 @@ func (e *memTableEntry) tombCache() (*memTombCache, error) {
 	buf := make([]byte, 0, size)
 	for i, t := range ts {
 		buf = append(buf, t.Start...)
-		start := buf[len(buf)-len(t.Start):]
 		buf = append(buf, t.End...)
-		end := buf[len(buf)-len(t.End):]
-		c.all[i] = base.RangeTombstone{Start: start[:len(start):len(start)], End: end[:len(end):len(end)], Seq: t.Seq}
-		c.maxSeq = max(c.maxSeq, t.Seq)
+		end := len(buf)
+		mid := end - len(t.End)
+		start := mid - len(t.Start)
+		ts[i].Start, ts[i].End = buf[start:mid:mid], buf[mid:end:end]
 	}
-	c.frags = buildFragments(c.all, base.SeqNumMax)
+	c := &memTombCache{n: n, all: ts, idx: newTombIndex(ts)}
 	e.tombs.Store(c)
 	return c, nil
 }

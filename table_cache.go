@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/sst"
 )
 
@@ -39,13 +38,12 @@ type tableEntry struct {
 	ready   chan struct{}
 	reader  *sst.Reader
 	err     error
-	// tombs holds the table's range tombstones fragmented, so that a Get
-	// at a snapshot at or above tombMaxSeq is one binary search instead of
-	// a pass over every tombstone; built once, when the table opens.
-	tombs      fragments
-	tombMaxSeq uint64
-	elem       *list.Element
-	evicted    bool
+	// tombs indexes the table's range tombstones, so that a Get that sees
+	// all of them is one binary search instead of a pass over every one;
+	// built once, when the table opens.
+	tombs   tombIndex
+	elem    *list.Element
+	evicted bool
 }
 
 func newTableCache(d *DB, capacity int) *tableCache {
@@ -83,10 +81,7 @@ func (c *tableCache) get(f *fileMetadata) (*tableEntry, error) {
 	e.reader, e.err = c.open(f)
 	if e.err == nil {
 		if ts := e.reader.RangeDels(); len(ts) > 0 {
-			for _, t := range ts {
-				e.tombMaxSeq = max(e.tombMaxSeq, t.Seq)
-			}
-			e.tombs = buildFragments(ts, base.SeqNumMax)
+			e.tombs = newTombIndex(ts)
 		}
 	}
 	close(e.ready)
