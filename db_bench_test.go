@@ -66,18 +66,32 @@ var benchConfigs = []struct {
 
 func BenchmarkPut(b *testing.B) {
 	for _, c := range benchConfigs {
-		b.Run(c.name, func(b *testing.B) {
-			db := openBenchDB(b, 0, c.tweak, false)
-			defer db.Close()
-			key := make([]byte, 16)
-			val := benchValue()
-			b.SetBytes(116)
-			for i := 0; b.Loop(); i++ {
-				if err := db.Put(benchKey(key, uint64(i)), val, nil); err != nil {
-					b.Fatal(err)
-				}
-			}
+		b.Run(c.name, func(b *testing.B) { benchPuts(b, c.tweak) })
+	}
+}
+
+// BenchmarkPutChecksum is BenchmarkPut (sequential keys, WAL on, into a
+// 256 MiB memtable, on disk) for each checksum type: the checksum covers
+// each WAL record, so this is what a type costs a write.
+func BenchmarkPutChecksum(b *testing.B) {
+	for t := checksum.None; t < checksum.NumTypes; t++ {
+		b.Run(t.String(), func(b *testing.B) {
+			benchPuts(b, func(o *Options) { o.ChecksumType = ChecksumFromType(t) })
 		})
+	}
+}
+
+// benchPuts times sequential Puts into an empty DB opened with tweak.
+func benchPuts(b *testing.B, tweak func(*Options)) {
+	db := openBenchDB(b, 0, tweak, false)
+	defer db.Close()
+	key := make([]byte, 16)
+	val := benchValue()
+	b.SetBytes(116)
+	for i := 0; b.Loop(); i++ {
+		if err := db.Put(benchKey(key, uint64(i)), val, nil); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -87,18 +101,27 @@ func BenchmarkGet(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%s", where, c.name), func(b *testing.B) {
 				db := openBenchDB(b, benchDBKeys, c.tweak, where == "disk")
 				defer db.Close()
-				key := make([]byte, 16)
-				x := uint64(1)
-				var buf []byte
-				b.ReportAllocs()
-				for b.Loop() {
-					x = x*6364136223846793005 + 1442695040888963407
-					var err error
-					if buf, err = db.GetAppend(buf[:0], benchKey(key, (x>>33)%benchDBKeys)); err != nil {
-						b.Fatal(err)
-					}
-				}
+				benchGets(b, db, benchDBKeys, nil)
 			})
+		}
+	}
+}
+
+// benchGets times random GetAppends of the first n keys, one per
+// iteration, after calling each (if not nil) with the iteration number.
+func benchGets(b *testing.B, db *DB, n uint64, each func(i int)) {
+	key := make([]byte, 16)
+	x := uint64(1)
+	var buf []byte
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if each != nil {
+			each(i)
+		}
+		x = x*6364136223846793005 + 1442695040888963407
+		var err error
+		if buf, err = db.GetAppend(buf[:0], benchKey(key, (x>>33)%n)); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
@@ -136,63 +159,53 @@ func BenchmarkScan(b *testing.B) {
 	}
 }
 
-// BenchmarkGetRangeDels reads from a memtable that also holds n range
-// tombstones (disjoint, each over one absent key), at the latest state.
+// openTombBenchDB loads 100k keys and then n range tombstones (disjoint,
+// each over one absent key) into a memtable, flushed to an L0 table if
+// flush is set.
+func openTombBenchDB(b *testing.B, n int, flush bool) *DB {
+	db := openBenchDB(b, 100_000, nil, false)
+	key, end := make([]byte, 16), make([]byte, 16)
+	for i := 0; i < n; i++ {
+		k := uint64(200_000 + 2*i)
+		if err := db.DeleteRange(benchKey(key, k), benchKey(end, k+1), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if flush {
+		if err := db.Flush(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return db
+}
+
+// BenchmarkGetRangeDels reads at the latest state from 100k keys next to n
+// range tombstones, in the memtable or flushed to an L0 table.
 func BenchmarkGetRangeDels(b *testing.B) {
-	for _, n := range []int{4, 64, 2048} {
-		b.Run(fmt.Sprintf("tombstones=%d", n), func(b *testing.B) {
-			db := openBenchDB(b, 100_000, nil, false)
-			defer db.Close()
-			key, end := make([]byte, 16), make([]byte, 16)
-			for i := 0; i < n; i++ {
-				k := uint64(200_000 + 2*i)
-				if err := db.DeleteRange(benchKey(key, k), benchKey(end, k+1), nil); err != nil {
-					b.Fatal(err)
-				}
-			}
-			x := uint64(1)
-			var buf []byte
-			b.ReportAllocs()
-			for b.Loop() {
-				x = x*6364136223846793005 + 1442695040888963407
-				var err error
-				if buf, err = db.GetAppend(buf[:0], benchKey(key, (x>>33)%100_000)); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+	for _, where := range []string{"memtable", "disk"} {
+		for _, n := range []int{4, 64, 2048} {
+			b.Run(fmt.Sprintf("%s/tombstones=%d", where, n), func(b *testing.B) {
+				db := openTombBenchDB(b, n, where == "disk")
+				defer db.Close()
+				benchGets(b, db, 100_000, nil)
+			})
+		}
 	}
 }
 
-// BenchmarkGetRangeDelsDisk is BenchmarkGetRangeDels after a flush: the
-// tombstones sit in an L0 table next to the keys.
-func BenchmarkGetRangeDelsDisk(b *testing.B) {
-	for _, n := range []int{4, 2048} {
-		b.Run(fmt.Sprintf("tombstones=%d", n), func(b *testing.B) {
-			db := openBenchDB(b, 100_000, nil, false)
-			defer db.Close()
-			key, end := make([]byte, 16), make([]byte, 16)
-			for i := 0; i < n; i++ {
-				k := uint64(200_000 + 2*i)
-				if err := db.DeleteRange(benchKey(key, k), benchKey(end, k+1), nil); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := db.Flush(); err != nil {
-				b.Fatal(err)
-			}
-			x := uint64(1)
-			var buf []byte
-			b.ReportAllocs()
-			for b.Loop() {
-				x = x*6364136223846793005 + 1442695040888963407
-				var err error
-				if buf, err = db.GetAppend(buf[:0], benchKey(key, (x>>33)%100_000)); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+// BenchmarkGetRangeDelsInterleaved alternates one DeleteRange and one Get
+// over a memtable that already holds 2048 tombstones: the worst case for a
+// tombstone cache that a new tombstone makes stale.
+func BenchmarkGetRangeDelsInterleaved(b *testing.B) {
+	db := openTombBenchDB(b, 2048, false)
+	defer db.Close()
+	key, end := make([]byte, 16), make([]byte, 16)
+	benchGets(b, db, 100_000, func(i int) {
+		k := uint64(1_000_000 + 2*i)
+		if err := db.DeleteRange(benchKey(key, k), benchKey(end, k+1), nil); err != nil {
+			b.Fatal(err)
+		}
+	})
 }
 
 // BenchmarkNewIterRangeDels opens an iterator, seeks once and closes it,
@@ -202,20 +215,9 @@ func BenchmarkNewIterRangeDels(b *testing.B) {
 	for _, n := range []int{0, 2048} {
 		for _, where := range []string{"memtable", "disk"} {
 			b.Run(fmt.Sprintf("tombstones=%d/%s", n, where), func(b *testing.B) {
-				db := openBenchDB(b, 100_000, nil, false)
+				db := openTombBenchDB(b, n, where == "disk")
 				defer db.Close()
-				key, end := make([]byte, 16), make([]byte, 16)
-				for i := 0; i < n; i++ {
-					k := uint64(200_000 + 2*i)
-					if err := db.DeleteRange(benchKey(key, k), benchKey(end, k+1), nil); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if where == "disk" {
-					if err := db.Flush(); err != nil {
-						b.Fatal(err)
-					}
-				}
+				key := make([]byte, 16)
 				b.ReportAllocs()
 				for b.Loop() {
 					it, err := db.NewIter(nil)
@@ -228,54 +230,6 @@ func BenchmarkNewIterRangeDels(b *testing.B) {
 					}
 				}
 			})
-		}
-	}
-}
-
-// BenchmarkPutChecksum is BenchmarkPut (sequential keys, WAL on, into a
-// 256 MiB memtable, on disk) for each checksum type: the checksum covers
-// each WAL record, so this is what a type costs a write.
-func BenchmarkPutChecksum(b *testing.B) {
-	for t := checksum.None; t < checksum.NumTypes; t++ {
-		b.Run(t.String(), func(b *testing.B) {
-			db := openBenchDB(b, 0, func(o *Options) { o.ChecksumType = ChecksumFromType(t) }, false)
-			defer db.Close()
-			key := make([]byte, 16)
-			val := benchValue()
-			b.SetBytes(116)
-			for i := 0; b.Loop(); i++ {
-				if err := db.Put(benchKey(key, uint64(i)), val, nil); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-// BenchmarkGetRangeDelsInterleaved alternates one DeleteRange and one Get
-// over a memtable that already holds 2048 tombstones: the worst case for a
-// tombstone cache that a new tombstone makes stale.
-func BenchmarkGetRangeDelsInterleaved(b *testing.B) {
-	db := openBenchDB(b, 100_000, nil, false)
-	defer db.Close()
-	key, end := make([]byte, 16), make([]byte, 16)
-	for i := 0; i < 2048; i++ {
-		k := uint64(200_000 + 2*i)
-		if err := db.DeleteRange(benchKey(key, k), benchKey(end, k+1), nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	x := uint64(1)
-	var buf []byte
-	for i := 0; b.Loop(); i++ {
-		k := uint64(1_000_000 + 2*i)
-		if err := db.DeleteRange(benchKey(key, k), benchKey(end, k+1), nil); err != nil {
-			b.Fatal(err)
-		}
-		x = x*6364136223846793005 + 1442695040888963407
-		var err error
-		if buf, err = db.GetAppend(buf[:0], benchKey(key, (x>>33)%100_000)); err != nil {
-			b.Fatal(err)
 		}
 	}
 }
