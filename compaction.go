@@ -615,19 +615,9 @@ type tombFragment struct {
 // fragmentForCompaction cuts tombstones at every boundary, keeping all
 // seqnums per piece (a compaction must keep one per snapshot stripe).
 func fragmentForCompaction(ts []base.RangeTombstone) []tombFragment {
-	if len(ts) == 0 {
+	uniq := tombBounds(ts, base.SeqNumMax)
+	if len(uniq) == 0 {
 		return nil
-	}
-	var bounds [][]byte
-	for _, t := range ts {
-		bounds = append(bounds, t.Start, t.End)
-	}
-	sort.Slice(bounds, func(i, j int) bool { return bytes.Compare(bounds[i], bounds[j]) < 0 })
-	uniq := bounds[:1]
-	for _, b := range bounds[1:] {
-		if !bytes.Equal(b, uniq[len(uniq)-1]) {
-			uniq = append(uniq, b)
-		}
 	}
 	frags := make([]tombFragment, len(uniq)-1)
 	for i := range frags {

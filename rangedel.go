@@ -32,12 +32,10 @@ type fragments struct {
 	seqs   []uint64
 }
 
-// buildFragments fragments the tombstones visible at snap.
-func buildFragments(ts []base.RangeTombstone, snap uint64) fragments {
-	var f fragments
-	if len(ts) == 0 {
-		return f
-	}
+// tombBounds returns the distinct starts and ends, sorted, of the
+// non-empty tombstones in ts visible at snap: the cut points of their
+// fragments.
+func tombBounds(ts []base.RangeTombstone, snap uint64) [][]byte {
 	var bounds [][]byte
 	for _, t := range ts {
 		if t.Seq > snap || bytes.Compare(t.Start, t.End) >= 0 {
@@ -46,7 +44,7 @@ func buildFragments(ts []base.RangeTombstone, snap uint64) fragments {
 		bounds = append(bounds, t.Start, t.End)
 	}
 	if len(bounds) == 0 {
-		return f
+		return nil
 	}
 	sort.Slice(bounds, func(i, j int) bool { return bytes.Compare(bounds[i], bounds[j]) < 0 })
 	uniq := bounds[:1]
@@ -54,6 +52,19 @@ func buildFragments(ts []base.RangeTombstone, snap uint64) fragments {
 		if !bytes.Equal(b, uniq[len(uniq)-1]) {
 			uniq = append(uniq, b)
 		}
+	}
+	return uniq
+}
+
+// buildFragments fragments the tombstones visible at snap.
+func buildFragments(ts []base.RangeTombstone, snap uint64) fragments {
+	var f fragments
+	if len(ts) == 0 {
+		return f
+	}
+	uniq := tombBounds(ts, snap)
+	if len(uniq) == 0 {
+		return f
 	}
 	seqs := make([]uint64, len(uniq)-1)
 	for _, t := range ts {
