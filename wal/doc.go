@@ -84,22 +84,65 @@
 //
 // # Recovery modes
 //
-// The four RecoveryMode values keep RocksDB's numbers and semantics. A torn
-// tail is what a crash in the middle of an append leaves: a truncated
-// fragment header or body at end of file, zeroed bytes from some offset to
-// end of file (a file extended before its data reached the disk), or a
-// logical record whose FIRST/MIDDLE fragments are intact but whose LAST never
-// made it. Everything else is corruption: a checksum mismatch, a length that
-// runs past its block (or past end of file while a valid fragment follows),
-// an unknown fragment type, non-zero block padding, zeroed bytes followed by
-// data, fragments out of order.
+// The four RecoveryMode values keep RocksDB's numbers. A torn tail is what
+// a crash in the middle of an append leaves: a truncated fragment header or
+// body at end of file, zeroed bytes from some offset to end of file (a file
+// extended before its data reached the disk), or a logical record whose
+// FIRST/MIDDLE fragments are intact but whose LAST never made it. Everything
+// else is corruption: a checksum mismatch, a length that runs past its block
+// (or past end of file while a valid fragment follows), an unknown fragment
+// type, non-zero block padding, zeroed bytes followed by data, fragments out
+// of order (an orphan MIDDLE or LAST, a partial record followed by a FULL or
+// FIRST).
 //
 //	mode                           torn tail            other corruption
 //	TolerateCorruptedTailRecords   dropped, no error    error
 //	AbsoluteConsistency            error                error
-//	PointInTime (default)          dropped, no error    reading stops there, no error;
-//	                                                    Reader.Stopped reports it
-//	SkipAnyCorruptedRecords        dropped, no error    damaged records skipped, reading goes on
+//	PointInTime (default)          dropped, no error    error if a fragment that verifies follows it
+//	                                                    anywhere later in the file; otherwise reading
+//	                                                    stops there, no error, Reader.Stopped reports it
+//	SkipAnyCorruptedRecords        dropped, no error    damaged records skipped and counted, reading goes on
+//
+// "Error" means Next returns an error wrapping base.ErrCorruption that names
+// the file, the offset of the damage and the reason, after returning every
+// record before the damage.
+//
+// PointInTime differs from RocksDB's, which stops quietly at any corruption.
+// A crash can only damage the end of what was written, so damage followed by
+// an intact fragment is not a torn write: ending the log there would drop,
+// without a word, writes that were acknowledged as synced (on average half
+// the log for one flipped bit). So PointInTime ends the log quietly only at
+// damage with nothing verifiable after it, which is indistinguishable from a
+// crash-cut tail, and fails otherwise, exactly as TolerateCorruptedTailRecords
+// does (the error text is the same, plus "a valid fragment follows at offset
+// N" where that is not already said). Verifiable means a known type, a
+// length that fits its block and a checksum that matches under this log's
+// number and that offset: with both bound into the checksum, a false match
+// is a 2^-32 event. Case by case, with a checked checksum type:
+//
+//   - checksum mismatch, bad length in a full block, unknown type, non-zero
+//     padding, zeroed bytes followed by data: the reader looks for a
+//     fragment that verifies after the damage (first where the damaged
+//     fragment's length points, then at every later position, to end of
+//     file, block by block) and fails if it finds one; damage in the last
+//     record of the file, or padding or zeros followed only by bytes that do
+//     not verify, end the log quietly.
+//   - length past end of file with a valid fragment after it, a partial
+//     record followed by a FULL or FIRST, an orphan MIDDLE or LAST: always
+//     an error, since the fragment that reveals them verified (for an
+//     orphan, the fragment itself); there is no quiet case.
+//   - torn tails (a length past end of file with nothing valid after it
+//     included) are dropped as in TolerateCorruptedTailRecords.
+//
+// The search reads the rest of the file through the reader's one block
+// buffer (PointInTime reads it anyway to count the dropped bytes) and
+// hashes at most resyncBudget bytes per block, so its cost is bounded by the
+// file's size even for a crafted file. One consequence is deliberate: zeros
+// followed by intact fragments are corruption even past the last sync, where
+// a file system that writes pages back out of order could in principle
+// leave them after a crash; the design treats them, as
+// TolerateCorruptedTailRecords always has, as damage to report rather than
+// a tail to drop.
 //
 // SkipAnyCorruptedRecords resynchronises after damage at the next fragment
 // that verifies (first where the damaged fragment's length points, then at
@@ -117,9 +160,14 @@
 // same way. Every corruption error wraps base.ErrCorruption and names the
 // file, the offset and the reason.
 //
-// The known blind spot: in the last (short) block of the file, a corrupted
-// length that points past end of file looks exactly like a torn write. The
-// reader looks for a valid fragment after it in the same block, and if it
-// finds one reports corruption; with checksum type None it cannot, and
-// treats it as a torn tail, as LevelDB and RocksDB do.
+// The known blind spots. Damage to the last record of a file (its last
+// fragment, or any fragment with nothing verifiable after it) looks exactly
+// like a torn write: PointInTime ends the log there quietly (Stopped says
+// where, Stats count what was dropped), and in the last (short) block a
+// corrupted length that points past end of file is taken for a torn write in
+// every mode but AbsoluteConsistency, unless a valid fragment follows it in
+// that block. With checksum type None nothing can be verified: a damaged
+// payload goes unnoticed in every mode, a length past end of file is always
+// a torn tail, and PointInTime ends the log quietly at the first corruption
+// it can see, whatever follows (as LevelDB and RocksDB do).
 package wal

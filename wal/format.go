@@ -171,9 +171,14 @@ const (
 	// AbsoluteConsistency treats every anomaly, a torn tail included, as an
 	// error. For tests and for users who prefer failing to losing a byte.
 	AbsoluteConsistency RecoveryMode = 1
-	// PointInTime, the default, stops at the first corruption and returns
-	// the intact prefix without an error (Reader.Stopped tells what stopped
-	// it), so the DB opens in a consistent state as of some point in time.
+	// PointInTime, the default, returns the intact prefix up to the first
+	// corruption. If a fragment that verifies follows the damage anywhere
+	// later in the file, the damage cannot be a torn write and Next returns
+	// it as an error, as TolerateCorruptedTailRecords does, so synced writes
+	// are never dropped silently; otherwise (nothing verifiable to end of
+	// file, or checksum type None) reading stops there without an error and
+	// Reader.Stopped tells what stopped it, so the DB opens in a consistent
+	// state as of some point in time.
 	PointInTime RecoveryMode = 2
 	// SkipAnyCorruptedRecords drops damaged records and goes on: salvage
 	// mode, for when losing records in the middle is better than not opening.

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/vigildb/vigil/checksum"
@@ -35,6 +36,19 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 	seeds["flipped"] = flipped
 	seeds["zero-tail"] = append(bytes.Clone(good), make([]byte, 20)...)
 	seeds["empty"] = nil
+	// PointInTime's two outcomes: damage in the last record (a quiet stop)
+	// and damage followed by intact data of each kind (an error).
+	flippedLast := bytes.Clone(good)
+	flippedLast[len(good)-100] ^= 0x20
+	seeds["flipped-last"] = flippedLast
+	zeroedMid := bytes.Clone(good)
+	clear(zeroedMid[39:58]) // the record "hello, vigil"
+	seeds["zeroed-mid"] = zeroedMid
+	typed := bytes.Clone(good)
+	retype(typed, checksum.XXH3, 3, 39, 9)
+	seeds["type-xxh3"] = typed
+	seeds["orphan-xxh3"] = handLog(checksum.XXH3, "Fa", "Mb", "Fc")
+	seeds["partial-xxh3"] = handLog(checksum.XXH3, "1a", "Fb")
 	seeds["huge-length"] = binary.LittleEndian.AppendUint16(append(bytes.Clone(good[:FileHeaderSize]), 1, 2, 3, 4), 0xffff)
 	// A record spanning a block boundary (payload of one letter, so the
 	// corpus file stays compact).
@@ -81,6 +95,7 @@ type fuzzOutcome struct {
 	stopped error
 	bufCap  int // the reader's buffers after reading
 	recCap  int
+	ctype   checksum.Type
 }
 
 // totalAlloc returns the bytes allocated so far by the process. Under the
@@ -131,6 +146,7 @@ func readMeasured(data []byte, mode RecoveryMode, hashes []uint64) fuzzOutcome {
 	o.bufCap, o.recCap = cap(r.buf), cap(r.rec)
 	o.stats = r.Stats()
 	o.stopped = r.Stopped()
+	o.ctype = r.ChecksumType()
 	return o
 }
 
@@ -146,7 +162,8 @@ const allocSlack = 16 << 10
 // no panic, errors that wrap ErrCorruption, no allocation beyond a small
 // multiple of the input, stats that add up, and modes that agree (they see
 // the same bytes, so they must return the same records up to the point
-// where their policies differ).
+// where their policies differ, and PointInTime ends a log quietly only
+// where nothing verifiable follows, so where Skip finds nothing more).
 func checkInput(t *testing.T, data []byte) {
 	var out [4]fuzzOutcome
 	for _, mode := range allModes {
@@ -172,8 +189,8 @@ func checkInput(t *testing.T, data []byte) {
 			st.DroppedBytes > int64(len(data)) || st.TailDroppedBytes > st.DroppedBytes || st.DroppedBytes < 0 || st.DroppedRecords < 0) {
 			t.Fatalf("%s: stats %+v for %d records, %d bytes, %d input bytes", mode, st, len(o.hashes), o.bytes, len(data))
 		}
-		if mode == PointInTime && o.err != nil {
-			t.Fatalf("PointInTime returned an error from Next: %v", o.err)
+		if mode == PointInTime && o.err != nil && o.stopped != nil {
+			t.Fatalf("PointInTime returned an error from Next (%v) and Stopped says %v", o.err, o.stopped)
 		}
 		if mode == SkipAnyCorruptedRecords && o.err != nil {
 			t.Fatalf("SkipAnyCorruptedRecords returned an error from Next: %v", o.err)
@@ -199,12 +216,23 @@ func checkInput(t *testing.T, data []byte) {
 	}
 	if abs.newErr == nil && abs.err == nil {
 		// A log AbsoluteConsistency accepts is clean: every mode agrees.
-		if !eq(skip.hashes, pit.hashes) || pit.stopped != nil || tol.err != nil || skip.stats.Corruptions != 0 || pit.stats.DroppedBytes != 0 {
+		if !eq(skip.hashes, pit.hashes) || pit.stopped != nil || pit.err != nil || tol.err != nil || skip.stats.Corruptions != 0 || pit.stats.DroppedBytes != 0 {
 			t.Fatalf("clean log read differently: pit stopped %v, tol %v, skip %d records vs %d", pit.stopped, tol.err, len(skip.hashes), len(pit.hashes))
 		}
 	}
-	if (pit.stopped != nil) != (tol.err != nil) {
-		t.Fatalf("PointInTime stopped on %v but Tolerate says %v", pit.stopped, tol.err)
+	// Both end at the first corruption that is not a torn tail: Tolerate
+	// with its error, PointInTime with the same error (plus where intact
+	// data follows) or quietly.
+	if (pit.stopped != nil || pit.err != nil) != (tol.err != nil) {
+		t.Fatalf("PointInTime stopped on %v / failed with %v but Tolerate says %v", pit.stopped, pit.err, tol.err)
+	}
+	if pit.err != nil && !strings.HasPrefix(pit.err.Error(), tol.err.Error()) {
+		t.Fatalf("PointInTime failed with %v, Tolerate with %v", pit.err, tol.err)
+	}
+	// A quiet stop means nothing after the damage verifies; every record
+	// Skip returns after it would be made of fragments that verify.
+	if pit.stopped != nil && pit.ctype != checksum.None && len(skip.hashes) > len(pit.hashes) {
+		t.Fatalf("PointInTime stopped quietly on %v after %d records, but Skip found %d", pit.stopped, len(pit.hashes), len(skip.hashes))
 	}
 }
 

@@ -18,12 +18,14 @@ type ReaderStats struct {
 	// DroppedRecords counts logical records known to be lost: a damaged or
 	// torn record, a partial record cut short. Records inside a region
 	// skipped wholesale (after PointInTime stops, or past an unreadable
-	// stretch) cannot be counted and are not.
+	// stretch) cannot be counted and are not. When Next ends with an error
+	// nothing is dropped on purpose and the counters stop where the error
+	// was found.
 	DroppedRecords int64
 	// DroppedBytes counts the bytes of the file (fragment headers included)
 	// that belong to no returned record, other than block padding: damaged
 	// fragments, skipped stretches, the torn tail, and everything after the
-	// point where PointInTime stopped.
+	// point where PointInTime stopped quietly.
 	DroppedBytes int64
 	// TailDroppedBytes is the part of DroppedBytes that was a torn tail.
 	TailDroppedBytes int64
@@ -33,10 +35,12 @@ type ReaderStats struct {
 
 // resyncBudget bounds the bytes the reader may hash, per block, while it
 // looks for valid fragments after damage (SkipAnyCorruptedRecords resync,
-// and the check that a length running past end of file is not followed by
-// a valid fragment); past it the reader gives up on the block and goes to
-// the next one. It keeps a crafted block (every position a plausible
-// header) from costing O(BlockSize²).
+// the check that a length running past end of file is not followed by a
+// valid fragment, and PointInTime's check that nothing verifiable follows a
+// corruption it would end the log at); past it the reader gives up on the
+// block and goes to the next one. It keeps a crafted block (every position
+// a plausible header) from costing O(BlockSize²), and bounds PointInTime's
+// search to resyncBudget bytes hashed per block of the rest of the file.
 const resyncBudget = 4 << 20
 
 // Reader reads the logical records of a record log, checking every fragment
@@ -48,7 +52,10 @@ const resyncBudget = 4 << 20
 // read up to BlockSize, and one buffer for records that span fragments,
 // grown only by fragments actually read. No length field is used to size an
 // allocation, so a damaged or hostile file cannot make the reader allocate
-// more than a small multiple of its own size.
+// more than a small multiple of its own size. Damage allocates nothing until
+// the reader reports it: in PointInTime the search for a verifiable fragment
+// after the damage (see Next) reads the rest of the file through the same
+// block buffer, hashing at most resyncBudget bytes per block.
 type Reader struct {
 	f      io.Reader
 	name   string
@@ -74,7 +81,7 @@ type Reader struct {
 
 	done    bool  // Next returns doneErr from now on
 	doneErr error // io.EOF or the error that ended reading
-	stopped error // PointInTime: the corruption that ended reading
+	stopped error // PointInTime: the corruption that ended reading quietly
 	last    corruption
 	hasLast bool
 	stats   ReaderStats
@@ -156,8 +163,13 @@ func (r *Reader) Stats() ReaderStats { return r.stats }
 // Next: the end of the intact prefix.
 func (r *Reader) Offset() int64 { return r.endOffset }
 
-// Stopped returns the corruption that ended reading early in PointInTime
-// mode, or nil if the log ended cleanly or with a torn tail.
+// Stopped returns the corruption at which PointInTime mode ended the log
+// quietly (Next returned io.EOF): damage with nothing verifiable after it,
+// which the reader cannot tell from a crash-cut tail, so the DB can open in
+// the state before it but should log what was dropped. It is nil if the log
+// ended cleanly or with a torn tail, in every other mode, and when Next
+// returned the corruption as an error instead (damage followed by intact
+// data).
 func (r *Reader) Stopped() error { return r.stopped }
 
 // LastCorruption returns the most recent corruption found, in any mode: in
@@ -183,8 +195,12 @@ func (r *Reader) CheckLogNumber(want uint64) error {
 
 // Next returns the next logical record. The slice is valid until the next
 // call to Next. At the end of the log it returns io.EOF. How damage is
-// treated depends on the recovery mode (see the package documentation); in
-// PointInTime a corruption ends the log with io.EOF and Stopped reports it.
+// treated depends on the recovery mode (see the package documentation). In
+// PointInTime a corruption followed anywhere later in the file by a
+// fragment that verifies is an error wrapping base.ErrCorruption (a crash
+// cannot damage a record and leave later ones intact, so dropping the rest
+// would silently lose acknowledged writes); a corruption with nothing
+// verifiable after it ends the log with io.EOF and Stopped reports it.
 // Once Next has returned an error it returns the same error forever.
 func (r *Reader) Next() ([]byte, error) {
 	for !r.done {
@@ -454,6 +470,20 @@ func (r *Reader) note(c corruption) bool {
 	case SkipAnyCorruptedRecords:
 		return true
 	case PointInTime:
+		switch follow, err := r.verifiedAfter(c); {
+		case err != nil:
+			r.finish(err)
+			return false
+		case follow >= 0:
+			// Intact data after the damage: not a torn tail. Say where,
+			// unless the message already names that fragment.
+			if c.kind != ckLengthEOF && c.kind != ckPartial && c.kind != ckOrphan {
+				c.follow = follow
+			}
+			r.last = c
+			r.finish(c.error(r.name))
+			return false
+		}
 		r.stopped = c.error(r.name)
 		start := c.off
 		if r.inRec && r.recOff < start {
@@ -490,6 +520,53 @@ func (r *Reader) tornTail(c corruption) {
 	r.stats.DroppedBytes += end - start
 	r.stats.TailDroppedBytes += end - start
 	r.finish(io.EOF)
+}
+
+// verifiedAfter decides, for PointInTime, whether corruption c is followed
+// by intact data: it returns the file offset of a fragment after the damage
+// that verifies (a known type, a length that fits its block, and a checksum
+// that matches under this log's number and that offset), or -1 if there is
+// none to end of file. Ordering errors and a length past end of file were
+// found by verifying the fragment that follows (or, for an orphan, the
+// fragment itself), so they need no search. For the others the search
+// starts right after the damaged fragment (first where its length points)
+// and goes on block by block, reusing the one block buffer, with
+// findFragment's per-block resyncBudget; it may read the rest of the file,
+// which dropRest then need not read again. With checksum type None nothing
+// verifies and it returns -1 without reading: the blind spot. A read error
+// during the search is returned: a log that cannot be read is not a log
+// that ends there.
+func (r *Reader) verifiedAfter(c corruption) (int64, error) {
+	if r.ctype == checksum.None {
+		return -1, nil
+	}
+	from, hint := r.pos+1, -1
+	switch c.kind {
+	case ckLengthEOF:
+		return c.aux, nil
+	case ckPartial:
+		return c.aux, nil // the FULL or FIRST fragment that verified
+	case ckOrphan:
+		return c.off, nil // the orphan itself verified
+	case ckChecksum:
+		hint = r.pos + FragmentHeaderSize + c.length
+	case ckZeroed, ckPadding:
+		// pos is at the zeros (all rejected cheaply as type 0), at the
+		// start of the block where data follows zeros, or past the padding.
+		from = r.pos
+	}
+	for {
+		if q := r.findFragment(from, hint); q >= 0 {
+			return r.blockOff + int64(q), nil
+		}
+		if r.eof {
+			return -1, nil
+		}
+		if err := r.readBlock(); err != nil {
+			return -1, err
+		}
+		from, hint = 0, -1
+	}
 }
 
 // dropRest ends reading (PointInTime) and counts the bytes from start to end
@@ -583,9 +660,20 @@ type corruption struct {
 	stored, computed uint32
 	logNum           uint64
 	raw              uint32 // checksum without context, for the mismatch diagnosis
+	// follow > 0: PointInTime found a verified fragment at this offset
+	// after the damage, which is why the corruption is an error.
+	follow int64
 }
 
 func (c corruption) error(name string) error {
+	err := c.baseError(name)
+	if c.follow > 0 {
+		return fmt.Errorf("%w; a valid fragment follows at offset %d, so it is not a torn tail", err, c.follow)
+	}
+	return err
+}
+
+func (c corruption) baseError(name string) error {
 	prefix := fmt.Sprintf("wal: %s: offset %d", name, c.off)
 	switch c.kind {
 	case ckChecksum:

@@ -82,6 +82,46 @@ func (l *layout) locate(i int64) (k int, padding bool) {
 	panic(fmt.Sprintf("offset %d past the last record", i))
 }
 
+// damageRange returns the file range an error about damage in record k (or
+// in the block padding before it) may name: from the end of the record
+// before to the end of record k, or to its start for padding.
+func (l *layout) damageRange(k int, padding bool) (lo, hi int64) {
+	lo = FileHeaderSize
+	if k > 0 {
+		lo = l.ends[k-1]
+	}
+	if padding {
+		return lo, l.starts[k]
+	}
+	return lo, l.ends[k]
+}
+
+// errorOffset returns the offset named by a reader error about the file
+// name ("wal: name: offset N: ..."), or -1.
+func errorOffset(err error, name string) int64 {
+	if err == nil {
+		return -1
+	}
+	msg := err.Error()
+	prefix := "wal: " + name + ": offset "
+	i := strings.Index(msg, prefix)
+	if i < 0 {
+		return -1
+	}
+	var off int64
+	if _, err := fmt.Sscanf(msg[i+len(prefix):], "%d:", &off); err != nil {
+		return -1
+	}
+	return off
+}
+
+// errorNamesOffsetIn reports whether err wraps base.ErrCorruption and names
+// the file and an offset in [lo, hi).
+func errorNamesOffsetIn(err error, name string, lo, hi int64) bool {
+	off := errorOffset(err, name)
+	return errors.Is(err, base.ErrCorruption) && off >= lo && off < hi
+}
+
 // nearBoundaries returns every offset within d of a boundary, plus every
 // stride-th offset, in [lo, hi).
 func (l *layout) nearBoundaries(lo, hi, d, stride int64) []int64 {
@@ -219,9 +259,10 @@ func TestTruncateMultiBlock(t *testing.T) {
 }
 
 // checkFlip flips one bit at offset i and checks each mode's outcome:
-// PointInTime returns the records before the damaged one and no error,
-// AbsoluteConsistency fails, TolerateCorruptedTailRecords fails unless the
-// damage is in the last record (which may pass for a torn tail), and
+// AbsoluteConsistency fails; TolerateCorruptedTailRecords and PointInTime
+// return the records before the damaged one and fail unless the damage is
+// in the last record (which may pass for a torn tail, and which PointInTime
+// may end the log at quietly), with an error naming the damaged offset;
 // SkipAnyCorruptedRecords returns every other record.
 func checkFlip(t *testing.T, l *layout, i int64, bit uint) {
 	t.Helper()
@@ -248,6 +289,11 @@ func checkFlip(t *testing.T, l *layout, i int64, bit uint) {
 			t.Fatalf("%s, %s: error %v does not wrap ErrCorruption", where, mode, res.err)
 		}
 		prefix := l.recs[:k]
+		if res.err != nil && mode != SkipAnyCorruptedRecords {
+			if lo, hi := l.damageRange(k, padding); !errorNamesOffsetIn(res.err, "log", lo, hi) {
+				t.Fatalf("%s, %s: error %v does not name an offset in [%d, %d)", where, mode, res.err, lo, hi)
+			}
+		}
 		switch mode {
 		case AbsoluteConsistency, TolerateCorruptedTailRecords:
 			if !equalRecs(res.recs, prefix) {
@@ -257,10 +303,19 @@ func checkFlip(t *testing.T, l *layout, i int64, bit uint) {
 				t.Fatalf("%s, %s: no error", where, mode)
 			}
 		case PointInTime:
-			if res.err != nil || !equalRecs(res.recs, prefix) {
+			if !equalRecs(res.recs, prefix) {
 				t.Fatalf("%s, %s: err %v, got %v, want the %d records before the damage", where, mode, res.err, describe(res.recs), k)
 			}
-			if res.stopped == nil && (!last || res.stats.TailDroppedBytes == 0) {
+			if res.err != nil {
+				if res.stopped != nil {
+					t.Fatalf("%s, %s: error %v, and Stopped() = %v too", where, mode, res.err, res.stopped)
+				}
+				break
+			}
+			if !last {
+				t.Fatalf("%s, %s: damage followed by intact records ended the log quietly (stopped %v)", where, mode, res.stopped)
+			}
+			if res.stopped == nil && res.stats.TailDroppedBytes == 0 {
 				t.Fatalf("%s, %s: Stopped() is nil and no tail was dropped", where, mode)
 			}
 			if res.stopped != nil && !errors.Is(res.stopped, base.ErrCorruption) {
@@ -469,12 +524,23 @@ func TestZeroedTail(t *testing.T) {
 	if res.stats.DroppedBytes != lostBytes || res.stats.DroppedRecords != 1 {
 		t.Fatalf("zeroed block, skip: dropped %d bytes and %d records, want %d bytes (%d records lost)", res.stats.DroppedBytes, res.stats.DroppedRecords, lostBytes, lostRecs)
 	}
+	// Intact records follow the zeroed block, so PointInTime must not
+	// end the log there quietly.
 	res = readAll(t, z, PointInTime)
-	if res.err != nil || !equalRecs(res.recs, big[:firstLost]) || res.stopped == nil || !strings.Contains(res.stopped.Error(), "zeroed bytes followed by data") {
-		t.Fatalf("zeroed block, PIT: err %v stopped %v, %d records", res.err, res.stopped, len(res.recs))
+	if want := "wal: log: offset 32768: zeroed bytes followed by data at offset 65536; a valid fragment follows at offset 65536"; res.err == nil ||
+		!errors.Is(res.err, base.ErrCorruption) || !strings.Contains(res.err.Error(), want) || !equalRecs(res.recs, big[:firstLost]) || res.stopped != nil {
+		t.Fatalf("zeroed block, PIT: err %v (want %q) stopped %v, %d records", res.err, want, res.stopped, len(res.recs))
 	}
-	if res.stats.DroppedBytes != int64(len(z))-l.starts[firstLost] {
-		t.Fatalf("PIT dropped %d bytes, want %d", res.stats.DroppedBytes, int64(len(z))-l.starts[firstLost])
+	// The same zeros with only zeros and garbage after them (nothing that
+	// verifies) end the log quietly.
+	g := bytes.Clone(z[:2*BlockSize+100])
+	copy(g[2*BlockSize:], bytes.Repeat([]byte{0xa5}, 100))
+	res = readAll(t, g, PointInTime)
+	if res.err != nil || !equalRecs(res.recs, big[:firstLost]) || res.stopped == nil || !strings.Contains(res.stopped.Error(), "zeroed bytes followed by data") {
+		t.Fatalf("zeroed block then garbage, PIT: err %v stopped %v, %d records", res.err, res.stopped, len(res.recs))
+	}
+	if res.stats.DroppedBytes != int64(len(g))-l.starts[firstLost] {
+		t.Fatalf("PIT dropped %d bytes, want %d", res.stats.DroppedBytes, int64(len(g))-l.starts[firstLost])
 	}
 	for _, mode := range []RecoveryMode{TolerateCorruptedTailRecords, AbsoluteConsistency} {
 		if res := readAll(t, z, mode); !errors.Is(res.err, base.ErrCorruption) {
@@ -495,11 +561,12 @@ func TestFragmentFromAnotherLog(t *testing.T) {
 	spliced := bytes.Clone(b.data)
 	copy(spliced[b.starts[5]:b.ends[5]], a.data[a.starts[5]:a.ends[5]])
 
+	// Intact records follow the spliced one: PointInTime fails.
 	res := readAll(t, spliced, PointInTime)
-	if res.err != nil || !equalRecs(res.recs, recs[:5]) || res.stopped == nil {
+	if res.err == nil || !equalRecs(res.recs, recs[:5]) || res.stopped != nil {
 		t.Fatalf("PIT: err %v, %d records, stopped %v", res.err, len(res.recs), res.stopped)
 	}
-	msg := res.stopped.Error()
+	msg := res.err.Error()
 	for _, want := range []string{"log number mismatch", "computed for log 7 at this offset (this is log 8", fmt.Sprintf("offset %d", b.starts[5]), "checksum mismatch"} {
 		if !strings.Contains(msg, want) {
 			t.Fatalf("error %q does not say %q", msg, want)
