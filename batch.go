@@ -1,6 +1,7 @@
 package vigil
 
 import (
+	"bytes"
 	"encoding/binary"
 
 	"github.com/vigildb/vigil/internal/base"
@@ -73,8 +74,23 @@ func (b *Batch) Put(key, value []byte) { b.add(base.KindSet, key, value, true) }
 // Delete adds a deletion of key.
 func (b *Batch) Delete(key []byte) { b.add(base.KindDelete, key, nil, false) }
 
-// DeleteRange adds a deletion of every key in [start, end).
-func (b *Batch) DeleteRange(start, end []byte) { b.add(base.KindRangeDelete, start, end, true) }
+// DeleteRange adds a deletion of every key in [start, end). As in RocksDB,
+// an empty range (start == end) deletes nothing and is not recorded, and an
+// inverted one (start > end) makes Apply fail with ErrInvalidArgument
+// before anything reaches the WAL: a tombstone that can never be written to
+// a table must never become durable, or every later flush would fail.
+func (b *Batch) DeleteRange(start, end []byte) {
+	switch c := bytes.Compare(start, end); {
+	case c == 0:
+		return
+	case c > 0:
+		if b.err == nil {
+			b.err = base.InvalidArgumentErrorf("DeleteRange: end key %s comes before start key %s", base.HexKey(end), base.HexKey(start))
+		}
+		return
+	}
+	b.add(base.KindRangeDelete, start, end, true)
+}
 
 // Count returns the number of writes in the batch.
 func (b *Batch) Count() int { return int(b.count) }

@@ -54,11 +54,9 @@ func (d *DB) Delete(key []byte, o *WriteOptions) error {
 	return err
 }
 
-// DeleteRange removes every key in [start, end). start must be < end.
+// DeleteRange removes every key in [start, end). An empty range (start ==
+// end) is a no-op; an inverted one (start > end) is ErrInvalidArgument.
 func (d *DB) DeleteRange(start, end []byte, o *WriteOptions) error {
-	if string(start) >= string(end) {
-		return base.InvalidArgumentErrorf("DeleteRange: start %s must be before end %s", base.HexKey(start), base.HexKey(end))
-	}
 	b := batchPool.Get().(*Batch)
 	b.DeleteRange(start, end)
 	err := d.Apply(b, o)
@@ -69,43 +67,90 @@ func (d *DB) DeleteRange(start, end []byte, o *WriteOptions) error {
 
 var batchPool = sync.Pool{New: func() any { return new(Batch) }}
 
+// maxBatchMemSize is the largest batch Apply accepts, in memtable bytes
+// (Batch.memSize): a batch is applied to one memtable, whose arena takes
+// 32-bit offsets, and memtableSizeFor adds an eighth plus 64 KiB of slack.
+// A larger batch is refused before anything reaches the WAL; accepting it
+// would make the rotation to a memtable that cannot exist fail after the
+// WAL switched, turning the DB read-only.
+const maxBatchMemSize = (memtable.MaxSize - 64<<10) / 9 * 8
+
 // Apply commits the batch atomically: after a crash it is all there or not
-// at all, and readers see all of it or none. The batch may be reused once
-// Apply returns.
+// at all, and readers see all of it or none. With o.Sync the batch is
+// visible to readers only once its WAL record is durable, so no reader can
+// see a synced write that a crash or a failed fsync then loses. The batch
+// may be reused once Apply returns.
 func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 	if err := d.writable(); err != nil {
 		return err
 	}
 	if b == nil || b.Empty() {
+		if b != nil && b.err != nil {
+			return b.err
+		}
 		return nil
 	}
 	if b.err != nil {
 		return b.err
 	}
-	syncWAL := o != nil && o.Sync && !d.opts.DisableWAL
+	if o != nil && o.Sync && d.opts.DisableWAL {
+		// RocksDB: "Sync writes has to enable WAL". Acknowledging a sync
+		// that syncs nothing would be a lie about durability.
+		return base.InvalidArgumentErrorf("WriteOptions.Sync needs the WAL, but the DB was opened with DisableWAL")
+	}
+	if b.memSize > maxBatchMemSize {
+		return base.InvalidArgumentErrorf("batch of %d entries needs %d bytes of memtable, over the limit of %d", b.count, b.memSize, maxBatchMemSize)
+	}
+	syncWAL := o != nil && o.Sync
 
-	d.commitMu.Lock()
-	if d.closed.Load() {
+	var mem *memTableEntry
+	var stallStart time.Time
+	var stallReason string
+	for {
+		d.commitMu.Lock()
+		if d.closed.Load() {
+			d.commitMu.Unlock()
+			return ErrClosed
+		}
+		// Again under commitMu: a rotation that failed while we waited for
+		// it leaves the old memtable with room but its WAL closed.
+		if err := d.writable(); err != nil {
+			d.commitMu.Unlock()
+			return err
+		}
+		var reason string
+		var err error
+		mem, reason, err = d.makeRoomForWrite(b.memSize)
+		if err != nil {
+			d.commitMu.Unlock()
+			return err
+		}
+		if reason == "" {
+			break
+		}
+		// Stall without commitMu, so that Flush, Compact and Close (which
+		// take it) can still run and clear the stall or end it.
 		d.commitMu.Unlock()
-		return ErrClosed
+		if stallReason == "" {
+			stallStart, stallReason = time.Now(), reason
+			d.log.Infof("write stall: %s", reason)
+		}
+		if err := d.waitForStall(); err != nil {
+			d.endStall(stallStart, stallReason)
+			return err
+		}
 	}
-	// Again under commitMu: a rotation that failed while we waited for it
-	// leaves the old memtable with room but its WAL closed.
-	if err := d.writable(); err != nil {
-		d.commitMu.Unlock()
-		return err
-	}
-	mem, err := d.makeRoomForWrite(b.memSize)
-	if err != nil {
-		d.commitMu.Unlock()
-		return err
+	if stallReason != "" {
+		d.endStall(stallStart, stallReason)
 	}
 	seq := d.nextSeq
 	d.nextSeq += uint64(b.count)
 	b.setSeqNum(seq)
+	mem.lastSeq.Store(d.nextSeq - 1)
 	var walEnd int64
 	walW := d.walW
 	if !d.opts.DisableWAL {
+		var err error
 		walEnd, err = walW.WriteRecord(b.data)
 		if err != nil {
 			d.commitMu.Unlock()
@@ -126,19 +171,35 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 		mem.poison(applyErr)
 	}
 	mem.writers.Done()
-	d.pub.publish(ticket, &d.visibleSeq)
+	var syncErr error
+	if applyErr == nil && syncWAL {
+		// Durable first, visible second. Concurrent synced writers share
+		// one fsync (group commit in package wal).
+		syncErr = walW.SyncTo(walEnd)
+	}
+	if syncErr != nil {
+		// The batch may not be durable: it must never become visible, nor
+		// anything after it (visibility is a prefix of the commit order).
+		d.pub.fail(ticket)
+		return d.walFailed(syncErr)
+	}
+	if err := d.pub.publish(ticket, &d.visibleSeq); err != nil {
+		return err
+	}
 	if applyErr != nil {
 		d.mu.Lock()
 		d.setBackgroundErrorLocked(applyErr, "memtable insert")
 		d.mu.Unlock()
 		return applyErr
 	}
-	if syncWAL {
-		if err := walW.SyncTo(walEnd); err != nil {
-			return d.walFailed(err)
-		}
-	}
 	return nil
+}
+
+// endStall records a write stall that began at start.
+func (d *DB) endStall(start time.Time, reason string) {
+	dur := time.Since(start)
+	d.stats.recordStall(reason, dur)
+	d.log.Infof("write stall ended after %v: %s", dur, reason)
 }
 
 // walFailed makes a WAL write or sync failure a background error: the WAL
@@ -176,56 +237,70 @@ func (d *DB) applyToMemtable(mem *memTableEntry, b *Batch) error {
 }
 
 // makeRoomForWrite returns the memtable a batch of memSize bytes goes into,
-// rotating the memtable when it is full and stalling (not failing) while too
-// many memtables or L0 files wait for background work. commitMu is held.
-func (d *DB) makeRoomForWrite(memSize int) (*memTableEntry, error) {
+// rotating the memtable when it is full. When the write must stall (too many
+// memtables or L0 files wait for background work) it returns the reason
+// instead, having woken the flush and compaction goroutines; the caller
+// releases commitMu and waits in waitForStall. commitMu is held.
+func (d *DB) makeRoomForWrite(memSize int) (*memTableEntry, string, error) {
 	// Fast path: d.mem only changes under commitMu, which we hold.
 	if d.mem.mt.Reserve(memSize) {
-		return d.mem, nil
+		return d.mem, "", nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var stallStart time.Time
-	var stallReason string
-	defer func() {
-		if stallReason != "" {
-			dur := time.Since(stallStart)
-			d.stats.recordStall(stallReason, dur)
-			d.log.Infof("write stall ended after %v: %s", dur, stallReason)
-		}
-	}()
 	for {
 		if d.bgErr != nil {
-			return nil, fmt.Errorf("%w: writes stopped by a background error: %w", ErrReadOnly, d.bgErr)
+			return nil, "", fmt.Errorf("%w: writes stopped by a background error: %w", ErrReadOnly, d.bgErr)
 		}
 		if d.closed.Load() {
-			return nil, ErrClosed
+			return nil, "", ErrClosed
 		}
 		if d.mem.mt.Reserve(memSize) {
-			return d.mem, nil
+			return d.mem, "", nil
 		}
-		reason := ""
-		switch {
-		case len(d.imm) >= d.opts.MaxImmutableMemtables:
-			reason = fmt.Sprintf("too many immutable memtables (%d, MaxImmutableMemtables=%d)", len(d.imm), d.opts.MaxImmutableMemtables)
-		case len(d.vs.current.levels[0]) >= d.opts.L0StopWritesTrigger:
-			reason = fmt.Sprintf("too many L0 files (%d, L0StopWritesTrigger=%d)", len(d.vs.current.levels[0]), d.opts.L0StopWritesTrigger)
-		}
-		if reason != "" {
-			if stallReason == "" {
-				stallStart = time.Now()
-				stallReason = reason
-				d.log.Infof("write stall: %s", reason)
-			}
+		if reason := d.stallReasonLocked(); reason != "" {
 			d.maybeScheduleFlushLocked()
 			d.maybeScheduleCompactionLocked()
-			d.stallCond.Wait()
-			continue
+			return nil, reason, nil
 		}
 		if err := d.rotateMemtableLocked(memSize); err != nil {
 			d.setBackgroundErrorLocked(err, "memtable rotation")
-			return nil, err
+			return nil, "", err
 		}
+	}
+}
+
+// stallReasonLocked says why a rotation must wait, or "" if it need not.
+// d.mu is held.
+func (d *DB) stallReasonLocked() string {
+	switch {
+	case len(d.imm) >= d.opts.MaxImmutableMemtables:
+		return fmt.Sprintf("too many immutable memtables (%d, MaxImmutableMemtables=%d)", len(d.imm), d.opts.MaxImmutableMemtables)
+	case len(d.vs.current.levels[0]) >= d.opts.L0StopWritesTrigger:
+		return fmt.Sprintf("too many L0 files (%d, L0StopWritesTrigger=%d)", len(d.vs.current.levels[0]), d.opts.L0StopWritesTrigger)
+	}
+	return ""
+}
+
+// waitForStall waits, without commitMu, until the stall that stopped a
+// write has cleared. It returns an error if the DB closed or stopped by a
+// background error meanwhile.
+func (d *DB) waitForStall() error {
+	d.stats.stalledWriters.Add(1)
+	defer d.stats.stalledWriters.Add(-1)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		if d.bgErr != nil {
+			return fmt.Errorf("%w: writes stopped by a background error: %w", ErrReadOnly, d.bgErr)
+		}
+		if d.closed.Load() {
+			return ErrClosed
+		}
+		if d.stallReasonLocked() == "" {
+			return nil
+		}
+		d.stallCond.Wait()
 	}
 }
 
@@ -254,6 +329,12 @@ func (d *DB) newMemTable(size int) (*memtable.MemTable, error) {
 // tail of the old one (recovery stops at the first damaged WAL). d.mu and
 // commitMu are held.
 func (d *DB) rotateMemtableLocked(memSize int) error {
+	// The memtable first: it can fail (an arena too large), and must do so
+	// before the WAL switches.
+	mt, err := d.newMemTable(d.memtableSizeFor(memSize))
+	if err != nil {
+		return err
+	}
 	var logNum uint64
 	var newW *wal.Writer
 	if !d.opts.DisableWAL {
@@ -261,15 +342,10 @@ func (d *DB) rotateMemtableLocked(memSize int) error {
 			return fmt.Errorf("closing WAL %06d: %w", d.walNum, err)
 		}
 		logNum = d.vs.allocFileNum()
-		var err error
-		newW, err = d.createWAL(logNum)
+		newW, err = d.createWAL(logNum, walPreamble{prevLogNum: d.walNum, prevSize: d.walW.Size(), lastSeq: d.nextSeq - 1})
 		if err != nil {
 			return err
 		}
-	}
-	mt, err := d.newMemTable(d.memtableSizeFor(memSize))
-	if err != nil {
-		return err
 	}
 	old := d.mem
 	d.imm = append(d.imm, old)
@@ -284,8 +360,9 @@ func (d *DB) rotateMemtableLocked(memSize int) error {
 	return nil
 }
 
-// createWAL creates and syncs the directory entry of a new WAL.
-func (d *DB) createWAL(logNum uint64) (*wal.Writer, error) {
+// createWAL creates WAL logNum with its preamble (see walmeta.go) and makes
+// both, and the directory entry, durable before any batch goes into it.
+func (d *DB) createWAL(logNum uint64, pre walPreamble) (*wal.Writer, error) {
 	name := makeFilename(d.fs, d.dirname, fileTypeLog, logNum)
 	f, err := d.fs.Create(name)
 	if err != nil {
@@ -296,8 +373,13 @@ func (d *DB) createWAL(logNum uint64) (*wal.Writer, error) {
 		f.Close()
 		return nil, fmt.Errorf("creating WAL %s: %w", name, err)
 	}
-	// Make the header durable, so that a crash leaves a valid empty log,
-	// not an empty file (which AbsoluteConsistency recovery would reject).
+	if _, err := w.WriteRecord(pre.encode()); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("writing the preamble of WAL %s: %w", name, err)
+	}
+	// Make the header and preamble durable, so that a crash leaves a valid
+	// log, not an empty file (which AbsoluteConsistency recovery would
+	// reject), and so that the predecessor's size is on record.
 	if err := w.Sync(); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("syncing new WAL %s: %w", name, err)
@@ -310,22 +392,37 @@ func (d *DB) createWAL(logNum uint64) (*wal.Writer, error) {
 }
 
 // publisher makes batches visible in sequence-number order. Each committed
-// batch takes a ticket in commit order; publish marks it applied and moves
-// visibleSeq over every applied batch at the head of the queue.
+// batch takes a ticket in commit order; publish marks it ready (applied to
+// its memtable and, if synced, durable) and moves visibleSeq over every
+// ready batch at the head of the queue.
+//
+// Concurrency: all methods are safe for concurrent use; enqueue is called
+// under commitMu, so tickets follow seqnum order.
+//
+// Invariants: head <= tail; visibleSeq is the last seqnum of the batch
+// before head; once fail(t) was called, head never passes t, so a batch
+// whose WAL sync failed, and every batch after it, stays invisible.
 type publisher struct {
 	mu   sync.Mutex
 	cond sync.Cond
 	// ring holds the last seqnum of each batch from head to tail; done
-	// marks batches applied but not yet published.
+	// marks batches ready but not yet published.
 	ring []pubEntry
 	head uint64 // ticket of the oldest unpublished batch
 	tail uint64 // next ticket
+	// failed is set by fail; failedAt is the first failed ticket.
+	failed   bool
+	failedAt uint64
 }
 
 type pubEntry struct {
 	lastSeq uint64
 	done    bool
 }
+
+// errPublishStopped is returned to writers queued behind a batch whose WAL
+// sync failed: their batches can never become visible.
+var errPublishStopped = fmt.Errorf("%w: an earlier write's WAL sync failed; this write was not made visible", ErrReadOnly)
 
 // enqueue takes a ticket for a batch whose last seqnum is lastSeq. Called
 // under commitMu, so tickets follow seqnum order.
@@ -335,11 +432,11 @@ func (p *publisher) enqueue(lastSeq uint64) uint64 {
 		p.cond.L = &p.mu
 	}
 	if n := p.tail - p.head; n == uint64(len(p.ring)) {
-		grown := make([]pubEntry, max(16, 2*len(p.ring)))
+		ring := make([]pubEntry, max(16, 2*len(p.ring)))
 		for t := p.head; t < p.tail; t++ {
-			grown[t%uint64(len(grown))] = p.ring[t%uint64(len(p.ring))]
+			ring[t%uint64(len(ring))] = p.ring[t%uint64(len(p.ring))]
 		}
-		p.ring = grown
+		p.ring = ring
 	}
 	t := p.tail
 	p.ring[t%uint64(len(p.ring))] = pubEntry{lastSeq: lastSeq}
@@ -348,17 +445,19 @@ func (p *publisher) enqueue(lastSeq uint64) uint64 {
 	return t
 }
 
-// publish marks ticket t applied, advances visible over the applied head of
-// the queue, and returns once visible covers t's batch.
+// publish marks ticket t ready, advances visible over the ready head of the
+// queue, and returns once visible covers t's batch. It returns
+// errPublishStopped if a batch at or before t failed.
 func (p *publisher) publish(t uint64, visible interface {
 	Load() uint64
 	Store(uint64)
-}) {
+}) error {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	n := uint64(len(p.ring))
 	p.ring[t%n].done = true
 	advanced := false
-	for p.head < p.tail && p.ring[p.head%n].done {
+	for p.head < p.tail && p.ring[p.head%n].done && !(p.failed && p.head >= p.failedAt) {
 		visible.Store(p.ring[p.head%n].lastSeq)
 		p.ring[p.head%n].done = false
 		p.head++
@@ -368,7 +467,22 @@ func (p *publisher) publish(t uint64, visible interface {
 		p.cond.Broadcast()
 	}
 	for p.head <= t {
+		if p.failed && t >= p.failedAt {
+			return errPublishStopped
+		}
 		p.cond.Wait()
 	}
+	return nil
+}
+
+// fail marks ticket t as never to be published: t and every later ticket
+// stay invisible, and their writers' publish calls return
+// errPublishStopped.
+func (p *publisher) fail(t uint64) {
+	p.mu.Lock()
+	if !p.failed || t < p.failedAt {
+		p.failed, p.failedAt = true, t
+	}
+	p.cond.Broadcast()
 	p.mu.Unlock()
 }

@@ -602,6 +602,11 @@ func (d *DB) compactFiles(c *compaction, v *version, snaps []uint64) (outputs []
 	if err := d.dataDir.Sync(); err != nil {
 		return outputs, st, fmt.Errorf("syncing directory after compaction outputs: %w", err)
 	}
+	for _, m := range outputs {
+		if err := d.checkNewTable(m); err != nil {
+			return outputs, st, fmt.Errorf("compaction output: %w", err)
+		}
+	}
 	return outputs, st, nil
 }
 

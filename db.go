@@ -113,6 +113,9 @@ type DB struct {
 	obsoleteTables []*fileMetadata
 
 	stats dbStats
+	// openIters counts iterators not yet closed, so that Close can report
+	// leaked ones.
+	openIters atomic.Int64
 	// testingHooks lets tests intercept internal steps; nil in production.
 	testingHooks *testingHooks
 }
@@ -128,6 +131,10 @@ type memTableEntry struct {
 	writers sync.WaitGroup
 	// flushed is closed once the memtable is in an SST (or empty).
 	flushed chan struct{}
+	// lastSeq is the last seqnum of the batches assigned to this memtable
+	// (set under commitMu, so it only grows): a flush records it as the
+	// MANIFEST's last seqnum, so that the next WAL's batches continue it.
+	lastSeq atomic.Uint64
 	// rangeDels counts range tombstones applied, so that Get skips the
 	// tombstone scan of memtables without any.
 	rangeDels atomic.Int64
@@ -394,6 +401,16 @@ func (d *DB) Close() error {
 		return ErrClosed
 	}
 	var errs []error
+	if n := d.openIters.Load(); n > 0 {
+		// Pebble reports "leaked iterators" the same way. The iterators
+		// stop with ErrClosed from now on; closing them is still needed
+		// to release what they hold.
+		errs = append(errs, fmt.Errorf("vigil: Close with %d open iterator(s) (leaked iterators): they now return ErrClosed", n))
+	}
+	// Wake writers stalled without commitMu, so that they see closed.
+	d.mu.Lock()
+	d.stallCond.Broadcast()
+	d.mu.Unlock()
 	// Wait for in-flight writes, and keep new ones out (closed is set).
 	d.commitMu.Lock()
 	d.commitMu.Unlock()
@@ -430,6 +447,13 @@ func (d *DB) Close() error {
 
 	d.mu.Lock()
 	if d.walW != nil {
+		if d.bgErr == nil {
+			// The clean-close record: after it, damage to the last batch
+			// cannot pass for a torn tail (see walmeta.go).
+			if _, err := d.walW.WriteRecord(encodeWALClose(d.nextSeq - 1)); err != nil {
+				errs = append(errs, fmt.Errorf("writing the WAL's clean-close record: %w", err))
+			}
+		}
 		if err := d.walW.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing WAL: %w", err))
 		}
@@ -470,6 +494,7 @@ type dbStats struct {
 	walBytes          atomic.Int64
 	walRecords        atomic.Int64
 	writeStalls       atomic.Int64
+	stalledWriters    atomic.Int64
 	stallNanos        atomic.Int64
 	flushes           atomic.Int64
 	flushBytes        atomic.Int64
@@ -480,6 +505,8 @@ type dbStats struct {
 	compactNanos      atomic.Int64
 	lastStallReason   atomic.Pointer[string]
 	stallReasons      sync.Map // reason → *atomic.Int64
+	// recovery is what Open's WAL replay did; set before Open returns.
+	recovery recoveryStats
 }
 
 func (s *dbStats) recordStall(reason string, d time.Duration) {

@@ -1,6 +1,7 @@
 package vigil
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -165,7 +166,16 @@ func (d *DB) flushOne() (did bool, err error) {
 	}
 	if meta != nil {
 		edit.added = append(edit.added, newFileEntry{level: 0, meta: meta})
-		edit.setLastSeq(meta.largestSeq)
+	}
+	// The memtable's last seqnum, not the table's: entries dropped at flush
+	// (empty range tombstones) must not leave a gap the next WAL's batches
+	// would seem to start after.
+	last := e.lastSeq.Load()
+	if meta != nil {
+		last = max(last, meta.largestSeq)
+	}
+	if last > 0 {
+		edit.setLastSeq(last)
 	}
 	if err := d.vs.logAndApply(edit); err != nil {
 		// The edit may or may not be durable (a failed sync says nothing
@@ -250,8 +260,18 @@ func (d *DB) writeMemtableTable(mt *memtable.MemTable, fileNum uint64, why strin
 	}
 	it.Close()
 	rit := mt.NewRangeDelIter()
+	var dropped uint64
 	for ok := rit.First(); ok; ok = rit.Next() {
 		k := rit.Key()
+		if bytes.Compare(k.UserKey, rit.Value()) >= 0 {
+			// An empty or inverted range deletes nothing. Batch refuses
+			// them now, but a WAL written before it did may hold one, and a
+			// table cannot: drop it here rather than fail every flush.
+			d.log.Infof("%s of table %06d: dropped the empty range tombstone [%s, %s)#%d",
+				why, fileNum, base.HexKey(k.UserKey), base.HexKey(rit.Value()), k.SeqNum())
+			dropped++
+			continue
+		}
 		if err := w.AddRangeDel(k.UserKey, rit.Value(), k.SeqNum()); err != nil {
 			rit.Close()
 			return nil, fmt.Errorf("%s of table %06d: %w", why, fileNum, err)
@@ -263,8 +283,15 @@ func (d *DB) writeMemtableTable(mt *memtable.MemTable, fileNum uint64, why strin
 		return nil, fmt.Errorf("%s of table %06d: reading memtable range deletions: %w", why, fileNum, base.MarkCorruption(err))
 	}
 	rit.Close()
-	if n != mt.Count() {
-		return nil, base.CorruptionErrorf("%s of table %06d: read %d entries from a memtable that took %d adds", why, fileNum, n, mt.Count())
+	if n+dropped != mt.Count() {
+		return nil, base.CorruptionErrorf("%s of table %06d: read %d entries from a memtable that took %d adds", why, fileNum, n+dropped, mt.Count())
+	}
+	if n == 0 {
+		// Nothing but empty tombstones: no table.
+		w.Abort()
+		w = nil
+		_ = d.fs.Remove(name)
+		return nil, nil
 	}
 	sm, err := w.Close()
 	w = nil
@@ -277,7 +304,11 @@ func (d *DB) writeMemtableTable(mt *memtable.MemTable, fileNum uint64, why strin
 	if err := d.dataDir.Sync(); err != nil {
 		return nil, fmt.Errorf("%s: syncing directory after %s: %w", why, name, err)
 	}
-	return metaFromSST(fileNum, sm), nil
+	meta = metaFromSST(fileNum, sm)
+	if err := d.checkNewTable(meta); err != nil {
+		return nil, fmt.Errorf("%s: %w", why, err)
+	}
+	return meta, nil
 }
 
 // metaFromSST converts the SST writer's metadata.

@@ -131,6 +131,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 	}
 	it.tombs = tombs.set(snap)
 	it.iter = newMergingIter(children)
+	d.openIters.Add(1)
 	return it, nil
 }
 
@@ -155,7 +156,7 @@ func (t *tableIter) Close() error {
 
 // First moves to the first live key.
 func (it *Iterator) First() bool {
-	if it.closed {
+	if !it.usable() {
 		return false
 	}
 	it.err = nil
@@ -170,7 +171,7 @@ func (it *Iterator) First() bool {
 
 // Last moves to the last live key.
 func (it *Iterator) Last() bool {
-	if it.closed {
+	if !it.usable() {
 		return false
 	}
 	it.err = nil
@@ -185,7 +186,7 @@ func (it *Iterator) Last() bool {
 
 // SeekGE moves to the first live key >= key (clamped to the bounds).
 func (it *Iterator) SeekGE(key []byte) bool {
-	if it.closed {
+	if !it.usable() {
 		return false
 	}
 	it.err = nil
@@ -203,7 +204,7 @@ func (it *Iterator) SeekGE(key []byte) bool {
 
 // SeekLT moves to the last live key < key (clamped to the bounds).
 func (it *Iterator) SeekLT(key []byte) bool {
-	if it.closed {
+	if !it.usable() {
 		return false
 	}
 	it.err = nil
@@ -221,7 +222,7 @@ func (it *Iterator) SeekLT(key []byte) bool {
 
 // Next moves to the next live key.
 func (it *Iterator) Next() bool {
-	if !it.valid {
+	if !it.valid || !it.usable() {
 		return false
 	}
 	if !it.forward {
@@ -240,7 +241,7 @@ func (it *Iterator) Next() bool {
 
 // Prev moves to the previous live key.
 func (it *Iterator) Prev() bool {
-	if !it.valid {
+	if !it.valid || !it.usable() {
 		return false
 	}
 	if it.forward {
@@ -357,6 +358,21 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 	return false
 }
 
+// usable reports whether the iterator may move: not closed, and its DB not
+// closed. After DB.Close the iterator stops with ErrClosed instead of
+// reading on (and reopening tables into a closed table cache).
+func (it *Iterator) usable() bool {
+	if it.closed {
+		return false
+	}
+	if it.d.closed.Load() {
+		it.valid = false
+		it.err = ErrClosed
+		return false
+	}
+	return true
+}
+
 func (it *Iterator) fail(err error) bool {
 	it.valid = false
 	it.err = err
@@ -386,6 +402,7 @@ func (it *Iterator) Close() error {
 	it.valid = false
 	err := it.iter.Close()
 	it.rs.unref()
+	it.d.openIters.Add(-1)
 	if it.err != nil {
 		return it.err
 	}

@@ -53,8 +53,11 @@ type Metrics struct {
 		Duration   time.Duration
 	}
 	Stall struct {
+		// Count and Duration are of stalls that ended.
 		Count    int64
 		Duration time.Duration
+		// Waiting is the number of writers stalled right now.
+		Waiting int64
 		// LastReason is the reason of the most recent stall.
 		LastReason string
 		// Reasons counts stalls by reason.
@@ -104,6 +107,7 @@ func (d *DB) Metrics() *Metrics {
 	m.Compact.Duration = time.Duration(s.compactNanos.Load())
 	m.Stall.Count = s.writeStalls.Load()
 	m.Stall.Duration = time.Duration(s.stallNanos.Load())
+	m.Stall.Waiting = s.stalledWriters.Load()
 	if r := s.lastStallReason.Load(); r != nil {
 		m.Stall.LastReason = *r
 	}
@@ -167,6 +171,9 @@ func (m *Metrics) String() string {
 	fmt.Fprintf(&b, "compactions: %d, read %s, wrote %s in %v\n", m.Compact.Count,
 		humanBytes(uint64(m.Compact.ReadBytes)), humanBytes(uint64(m.Compact.WriteBytes)), m.Compact.Duration.Round(time.Millisecond))
 	fmt.Fprintf(&b, "write stalls: %d, %v", m.Stall.Count, m.Stall.Duration.Round(time.Millisecond))
+	if m.Stall.Waiting > 0 {
+		fmt.Fprintf(&b, ", %d writer(s) stalled now", m.Stall.Waiting)
+	}
 	if len(m.Stall.Reasons) > 0 {
 		reasons := make([]string, 0, len(m.Stall.Reasons))
 		for r, n := range m.Stall.Reasons {

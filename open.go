@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"sync"
 
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/cache"
-	"github.com/vigildb/vigil/memtable"
-	"github.com/vigildb/vigil/wal"
+	"github.com/vigildb/vigil/internal/lockfile"
 )
 
 // Open opens the DB in dir, creating the directory and an empty DB if
@@ -68,9 +66,11 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 		return nil, fmt.Errorf("vigil: opening directory %s: %w", dir, err)
 	}
 	lockName := makeFilename(fs, dir, fileTypeLock, 0)
-	if d.fileLock, err = fs.Lock(lockName); err != nil {
+	lock, err := lockfile.Acquire(fs, dir, lockName)
+	if err != nil {
 		return nil, fmt.Errorf("vigil: cannot lock %s (is the DB open in another process or another DB handle?): %w", lockName, err)
 	}
+	d.fileLock = lock
 	exists, err := dbExists(fs, dir)
 	if err != nil {
 		return nil, fmt.Errorf("vigil: %w", err)
@@ -148,222 +148,6 @@ func (d *DB) abortOpen() {
 	if d.fileLock != nil {
 		d.fileLock.Close()
 	}
-}
-
-// replayWALs rebuilds the memtable from the WALs numbered at or above the
-// MANIFEST's log number, then (unless ReadOnly) flushes what they held to L0,
-// starts a new WAL and records both in a new MANIFEST. The replayed WALs
-// then become obsolete.
-func (d *DB) replayWALs() error {
-	names, err := d.fs.List(d.dirname)
-	if err != nil {
-		return fmt.Errorf("vigil: listing %s: %w", d.dirname, err)
-	}
-	var logs []uint64
-	for _, n := range names {
-		ft, num, ok := parseFilename(n)
-		if ok && ft == fileTypeLog && num >= d.vs.logNumber {
-			logs = append(logs, num)
-		}
-		if ok && num >= d.vs.nextFileNum {
-			d.vs.nextFileNum = num + 1
-		}
-	}
-	sort.Slice(logs, func(i, j int) bool { return logs[i] < logs[j] })
-
-	mode := walModeOf(d.opts.WALRecoveryMode)
-	maxSeq := d.vs.lastSeq
-	var mt *memtable.MemTable
-	var rangeDels int64
-	var flushed []*fileMetadata
-	newMem := func(size int) error {
-		m, err := d.newMemTable(d.memtableSizeFor(size))
-		mt, rangeDels = m, 0
-		return err
-	}
-	if err := newMem(0); err != nil {
-		return err
-	}
-	stopped := false
-	for _, num := range logs {
-		name := makeFilename(d.fs, d.dirname, fileTypeLog, num)
-		if stopped {
-			d.log.Errorf("WAL %s not replayed: an earlier WAL ended at a corruption (point-in-time recovery)", name)
-			continue
-		}
-		f, err := d.fs.Open(name)
-		if err != nil {
-			return fmt.Errorf("vigil: opening WAL %s: %w", name, err)
-		}
-		r, err := wal.NewReader(f, name, mode)
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("vigil: replaying WAL %s: %w", name, err)
-		}
-		if err := r.CheckLogNumber(num); err != nil {
-			f.Close()
-			return fmt.Errorf("vigil: replaying WAL %s: %w", name, err)
-		}
-		var batches int
-		for {
-			rec, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				f.Close()
-				return fmt.Errorf("vigil: replaying WAL %s: %w", name, err)
-			}
-			br, err := newBatchReader(rec, name)
-			if err != nil {
-				if mode == wal.SkipAnyCorruptedRecords {
-					d.log.Errorf("WAL %s: skipping undecodable batch: %v", name, err)
-					continue
-				}
-				f.Close()
-				return fmt.Errorf("vigil: replaying WAL %s: %w", name, err)
-			}
-			last := br.seq + uint64(br.count) - 1
-			if br.count == 0 || last <= d.vs.lastSeq {
-				continue // already in an SST
-			}
-			// Decode fully first: a batch is applied whole or not at all.
-			type rec3 struct {
-				kind       base.Kind
-				key, value []byte
-			}
-			var recs []rec3
-			size := 0
-			for {
-				kind, key, value, ok, err := br.next(name)
-				if err != nil {
-					f.Close()
-					return fmt.Errorf("vigil: replaying WAL %s: %w", name, err)
-				}
-				if !ok {
-					break
-				}
-				recs = append(recs, rec3{kind, key, value})
-				size += memtable.EntrySize(len(key)+base.TrailerLen, len(value))
-			}
-			if !mt.Reserve(size) {
-				if !d.opts.ReadOnly && !mt.Empty() {
-					m, err := d.flushRecovered(mt)
-					if err != nil {
-						f.Close()
-						return err
-					}
-					if m != nil {
-						flushed = append(flushed, m)
-					}
-				}
-				if d.opts.ReadOnly && !mt.Empty() {
-					// Keep the full memtable as an immutable one.
-					d.imm = append(d.imm, &memTableEntry{mt: mt, flushed: make(chan struct{})})
-					d.imm[len(d.imm)-1].rangeDels.Store(rangeDels)
-				}
-				if err := newMem(size); err != nil {
-					f.Close()
-					return err
-				}
-				if !mt.Reserve(size) {
-					f.Close()
-					return fmt.Errorf("vigil: replaying WAL %s: batch of %d bytes does not fit a new memtable", name, size)
-				}
-			}
-			for i, rc := range recs {
-				if err := mt.Add(br.seq+uint64(i), rc.kind, rc.key, rc.value); err != nil {
-					f.Close()
-					return fmt.Errorf("vigil: replaying WAL %s: %w", name, err)
-				}
-				if rc.kind == base.KindRangeDelete {
-					rangeDels++
-				}
-			}
-			if last > maxSeq {
-				maxSeq = last
-			}
-			batches++
-		}
-		f.Close()
-		st := r.Stats()
-		d.log.Infof("replayed WAL %s: %d batches, %d records, dropped %d records / %d bytes", name, batches, st.Records, st.DroppedRecords, st.DroppedBytes)
-		if err := r.Stopped(); err != nil {
-			d.log.Errorf("WAL %s: recovery stopped at: %v", name, err)
-			stopped = true
-		}
-	}
-	d.nextSeq = maxSeq + 1
-	d.visibleSeq.Store(maxSeq)
-
-	if d.opts.ReadOnly {
-		d.mem = &memTableEntry{mt: mt, flushed: make(chan struct{})}
-		d.mem.rangeDels.Store(rangeDels)
-		return nil
-	}
-	if !mt.Empty() {
-		m, err := d.flushRecovered(mt)
-		if err != nil {
-			return err
-		}
-		if m != nil {
-			flushed = append(flushed, m)
-		}
-		// A fresh memtable for new writes; an unused replay memtable is
-		// kept, saving the allocation (and zeroing) of a large arena.
-		if err := newMem(0); err != nil {
-			return err
-		}
-	}
-	var logNum uint64
-	if !d.opts.DisableWAL {
-		logNum = d.vs.allocFileNum()
-		w, err := d.createWAL(logNum)
-		if err != nil {
-			return err
-		}
-		d.walW, d.walNum = w, logNum
-	} else {
-		// Every replayed WAL is in an SST now.
-		logNum = d.vs.nextFileNum
-	}
-	d.mem = &memTableEntry{mt: mt, logNum: logNum, flushed: make(chan struct{})}
-	e := &versionEdit{}
-	e.setLogNumber(logNum)
-	e.setLastSeq(maxSeq)
-	for _, m := range flushed {
-		e.added = append(e.added, newFileEntry{level: 0, meta: m})
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.vs.logAndApply(e); err != nil {
-		return fmt.Errorf("vigil: recording recovery in the MANIFEST: %w", err)
-	}
-	return nil
-}
-
-// walModeOf maps the option to the wal package's mode.
-func walModeOf(m WALRecoveryMode) wal.RecoveryMode {
-	switch m {
-	case WALTolerateCorruptedTail:
-		return wal.TolerateCorruptedTailRecords
-	case WALAbsoluteConsistency:
-		return wal.AbsoluteConsistency
-	case WALSkipAnyCorrupted:
-		return wal.SkipAnyCorruptedRecords
-	}
-	return wal.PointInTime
-}
-
-// flushRecovered writes a memtable rebuilt from WALs to an L0 table during
-// Open, with the same validation as a normal flush.
-func (d *DB) flushRecovered(mt *memtable.MemTable) (*fileMetadata, error) {
-	fileNum := d.vs.allocFileNum()
-	m, err := d.writeMemtableTable(mt, fileNum, "recovery flush")
-	if err != nil {
-		return nil, fmt.Errorf("vigil: flushing recovered WAL data: %w", err)
-	}
-	return m, nil
 }
 
 // writeOptionsFile writes OPTIONS-NNNNNN, the text form of the options, so

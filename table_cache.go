@@ -2,7 +2,6 @@ package vigil
 
 import (
 	"container/list"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -21,7 +20,10 @@ type tableCache struct {
 	d        *DB
 	capacity int
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// closed is set by close: no table opens after it (an iterator that
+	// outlived DB.Close must not leak descriptors into a dead cache).
+	closed  bool
 	entries map[uint64]*tableEntry
 	lru     list.List // of *tableEntry, most recent at the front
 	// nextCacheID namespaces each opened reader's blocks in the block cache.
@@ -57,6 +59,10 @@ func newTableCache(d *DB, capacity int) *tableCache {
 // get returns the open table for f with a reference; callers release it.
 func (c *tableCache) get(f *fileMetadata) (*tableEntry, error) {
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
 	e, ok := c.entries[f.fileNum]
 	if ok {
 		e.refs.Add(1)
@@ -179,9 +185,9 @@ func (c *tableCache) size() int {
 func (c *tableCache) close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var errs []error
+	c.closed = true
 	for c.lru.Len() > 0 {
 		c.removeLocked(c.lru.Front().Value.(*tableEntry))
 	}
-	return errors.Join(errs...)
+	return nil
 }

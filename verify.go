@@ -3,6 +3,9 @@ package vigil
 import (
 	"errors"
 	"fmt"
+
+	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/sst"
 )
 
 // Verify re-reads every live SST from disk, bypassing the block cache, and
@@ -59,6 +62,48 @@ func (d *DB) verifyTable(f *fileMetadata) error {
 	}
 	if got := h.reader.Properties().FileChecksum; got != f.fileChecksum {
 		return fmt.Errorf("%w: table %06d: whole-file checksum %#016x, the MANIFEST recorded %#016x", ErrCorruption, f.fileNum, got, f.fileChecksum)
+	}
+	return nil
+}
+
+// checkNewTable re-opens a table just written, before any MANIFEST edit
+// names it, and checks that what reads back is what was written: the footer,
+// index and properties decode and verify, and the properties agree with the
+// writer's metadata (entry counts, bounds, seqnums, whole-file checksum).
+// RocksDB does the same after every flush and compaction (its
+// paranoid_file_checks go further and re-read every block). It reads the
+// file directly, not through the table or block cache.
+func (d *DB) checkNewTable(m *fileMetadata) error {
+	name := makeFilename(d.fs, d.dirname, fileTypeTable, m.fileNum)
+	f, err := d.fs.Open(name)
+	if err != nil {
+		return fmt.Errorf("re-opening new table %s: %w", name, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("stat of new table %s: %w", name, err)
+	}
+	if uint64(st.Size()) != m.size {
+		f.Close()
+		return base.CorruptionErrorf("new table %s is %d bytes, its writer wrote %d", name, st.Size(), m.size)
+	}
+	r, err := sst.Open(f, name, st.Size(), sst.ReaderOptions{FileNum: m.fileNum})
+	if err != nil {
+		return fmt.Errorf("re-opening new table %s: %w", name, err)
+	}
+	defer r.Close()
+	p := r.Properties()
+	switch {
+	case p.NumEntries != m.numEntries || p.NumDeletions != m.numDeletions || p.NumRangeDels != m.numRangeDels:
+		return base.CorruptionErrorf("new table %s reads back %d entries, %d deletions, %d range deletions; %d, %d, %d were written",
+			name, p.NumEntries, p.NumDeletions, p.NumRangeDels, m.numEntries, m.numDeletions, m.numRangeDels)
+	case p.SmallestSeq != m.smallestSeq || p.LargestSeq != m.largestSeq:
+		return base.CorruptionErrorf("new table %s reads back seqnums %d..%d; %d..%d were written", name, p.SmallestSeq, p.LargestSeq, m.smallestSeq, m.largestSeq)
+	case base.CompareInternal(p.SmallestKey, m.smallest) != 0 || base.CompareInternal(p.LargestKey, m.largest) != 0:
+		return base.CorruptionErrorf("new table %s reads back bounds %s..%s; %s..%s were written", name, p.SmallestKey, p.LargestKey, m.smallest, m.largest)
+	case p.FileChecksum != m.fileChecksum:
+		return base.CorruptionErrorf("new table %s reads back whole-file checksum %#016x; %#016x was written", name, p.FileChecksum, m.fileChecksum)
 	}
 	return nil
 }

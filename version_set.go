@@ -69,12 +69,23 @@ func (vs *versionSet) load() error {
 	path := vs.fs.PathJoin(vs.dirname, name)
 	mf, err := vs.fs.Open(path)
 	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			// CURRENT is replaced only after the MANIFEST it names is
+			// synced, and that MANIFEST is never deleted while CURRENT
+			// names it: a missing one is damage, not a crash.
+			return base.MarkCorruption(fmt.Errorf("CURRENT names %s, which does not exist: %w", name, err))
+		}
 		return fmt.Errorf("opening %s named by CURRENT: %w", name, err)
 	}
 	defer mf.Close()
 	r, err := wal.NewReader(mf, path, wal.TolerateCorruptedTailRecords)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", name, err)
+	}
+	// The MANIFEST's header carries its own number (RocksDB checks the
+	// same): a CURRENT pointing at the wrong file, or a file renamed.
+	if err := r.CheckLogNumber(num); err != nil {
+		return fmt.Errorf("reading %s named by CURRENT: %w", name, err)
 	}
 	b := newVersionBuilder(nil)
 	var haveNext, haveComparer bool
@@ -109,6 +120,13 @@ func (vs *versionSet) load() error {
 		if e.hasLastSeq {
 			vs.lastSeq = e.lastSeq
 		}
+	}
+	if st := r.Stats(); st.TailDroppedBytes > 0 {
+		// A crash while an edit was appended: the edit was never acted
+		// upon, so the files it would have made obsolete are still here.
+		// Open checks that (every live table present, the WAL chain
+		// intact, see recovery.go) before trusting the shorter history.
+		vs.log.Infof("%s: dropped a torn last edit (%d bytes at offset %d)", name, st.TailDroppedBytes, r.Offset())
 	}
 	if !haveNext || !haveComparer {
 		return base.CorruptionErrorf("%s: no complete initial record (next file number or comparer missing)", name)

@@ -1,0 +1,39 @@
+//go:build linux
+
+package lockfile
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// lockOS takes an OFD write lock on the whole of name: owned by this open
+// file description, so no other descriptor, in this process or another,
+// can take it, and only closing this one releases it.
+func lockOS(name string) (*os.File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lockfile: %w", err)
+	}
+	spec := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &spec); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			return nil, fmt.Errorf("%w: %s is locked by another process or handle: %v", ErrLocked, name, err)
+		}
+		return nil, fmt.Errorf("lockfile: locking %s: %w", name, err)
+	}
+	return f, nil
+}
+
+func devIno(st os.FileInfo) (dev, ino uint64, ok bool) {
+	s, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, false
+	}
+	return uint64(s.Dev), uint64(s.Ino), true
+}

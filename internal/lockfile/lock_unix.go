@@ -1,0 +1,38 @@
+//go:build unix && !linux
+
+package lockfile
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// lockOS takes an exclusive flock on name: owned by this open file
+// description, so no other descriptor can take it, and only closing this
+// one releases it.
+func lockOS(name string) (*os.File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lockfile: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s is locked by another process or handle: %v", ErrLocked, name, err)
+		}
+		return nil, fmt.Errorf("lockfile: locking %s: %w", name, err)
+	}
+	return f, nil
+}
+
+func devIno(st os.FileInfo) (dev, ino uint64, ok bool) {
+	s, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, false
+	}
+	return uint64(s.Dev), uint64(s.Ino), true
+}
