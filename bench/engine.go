@@ -2,6 +2,9 @@ package bench
 
 // Engine is the store kvbench drives. Vigil's is in this package; the
 // bench/peers module adds Pebble's, so both run the very same workload code.
+// An engine may also implement BatchEngine (atomic multi-key writes, for
+// --batch_size and fillbatch) and TickerEngine (engine counters for
+// --statistics); its iterators may implement ReverseSeeker.
 type Engine interface {
 	// Put writes key=value; sync asks for a durable write.
 	Put(key, value []byte, sync bool) error
@@ -36,8 +39,36 @@ type Iter interface {
 	Close() error
 }
 
+// ReverseSeeker is an Iter that can position at the last key before a
+// given one, for --reverse_iterator (db_bench's SeekForPrev).
+type ReverseSeeker interface {
+	SeekLT(key []byte) bool
+}
+
+// BatchEngine is an Engine that commits several writes atomically, as
+// db_bench's WriteBatch does for --batch_size > 1 and fillbatch. Engines
+// without it get the writes one by one.
+type BatchEngine interface {
+	NewWriteBatch() WriteBatch
+}
+
+// WriteBatch collects writes for one atomic commit. Commit may be followed
+// by more writes and another Commit: it empties the batch.
+type WriteBatch interface {
+	Put(key, value []byte)
+	Delete(key []byte)
+	Commit(sync bool) error
+}
+
+// TickerEngine is an Engine that reports counters for --statistics, keyed
+// by the RocksDB statistics name of the same meaning (for example
+// "rocksdb.block.cache.hit"), counted since the engine was opened.
+type TickerEngine interface {
+	Tickers() map[string]int64
+}
+
 // EngineOptions are the engine settings kvbench passes on, named after
-// db_bench's flags.
+// db_bench's flags. A zero field means the engine's own default.
 type EngineOptions struct {
 	Dir                           string
 	WriteBufferSize               int
@@ -52,8 +83,27 @@ type EngineOptions struct {
 	// Fresh says the benchmark wants an empty store (fillseq, fillrandom
 	// without --use_existing_db): the engine's directory was removed.
 	Fresh bool
-	// DisableAutomaticCompactions keeps the LSM as the workload shaped it.
+	// DisableAutomaticCompactions keeps the LSM as the workload shaped it
+	// (--disable_auto_compactions).
 	DisableAutomaticCompactions bool
+
+	// The LSM's shape, from db_bench's flags of the same meaning; 0 = the
+	// engine's default.
+	BlockRestartInterval  int     // --block_restart_interval
+	MaxImmutableMemtables int     // --max_write_buffer_number minus the mutable one
+	L0CompactionTrigger   int     // --level0_file_num_compaction_trigger
+	L0StopWritesTrigger   int     // --level0_stop_writes_trigger
+	LBaseMaxBytes         int64   // --max_bytes_for_level_base
+	LevelMultiplier       float64 // --max_bytes_for_level_multiplier
+	TargetFileSize        int64   // --target_file_size_base
+	MaxOpenFiles          int     // --open_files; -1 = unlimited
+	// WALRecoveryMode is RocksDB's --wal_recovery_mode number (0 tolerate
+	// a corrupted tail, 1 absolute consistency, 2 point in time, 3 skip any
+	// corrupted record), used when WALRecoveryModeSet.
+	WALRecoveryMode    int
+	WALRecoveryModeSet bool
+	// ReadOnly opens the store read-only (--readonly): writes fail.
+	ReadOnly bool
 }
 
 // Opener opens an engine.

@@ -16,8 +16,47 @@ type Histogram struct {
 	counts [64 * histSub]uint64
 	n      uint64
 	sum    float64
+	sumSq  float64
 	min    uint64
 	max    uint64
+	// coarse counts samples in db_bench's buckets (dbBenchBuckets), for
+	// the bucket table --histogram prints.
+	coarse [len(dbBenchBuckets)]uint64
+}
+
+// dbBenchBuckets are the upper bounds, in microseconds, of db_bench's
+// histogram buckets: 1, 2, then each bound 1.5 times the previous one
+// (carried unrounded), truncated to an integer and to its two most
+// significant digits: 1, 2, 3, 4, 6, 10, 15, 22, 34, 51, 76, 110, 170, ...
+// A sample v falls in the first bucket whose bound exceeds it.
+var dbBenchBuckets = func() [109]float64 {
+	var b [109]float64
+	b[0], b[1] = 1, 2
+	v := 2.0
+	for i := 2; i < len(b); i++ {
+		v *= 1.5
+		x := uint64(v)
+		pow := uint64(1)
+		for x/10 > 10 {
+			x /= 10
+			pow *= 10
+		}
+		b[i] = float64(x * pow)
+	}
+	return b
+}()
+
+func coarseIndex(micros float64) int {
+	lo, hi := 0, len(dbBenchBuckets)-1
+	for lo < hi {
+		m := (lo + hi) / 2
+		if dbBenchBuckets[m] > micros {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
 }
 
 const histSubBits = 5
@@ -54,6 +93,8 @@ func (h *Histogram) Record(d time.Duration) {
 	}
 	h.n++
 	h.sum += float64(v)
+	h.sumSq += float64(v) * float64(v)
+	h.coarse[coarseIndex(float64(v)/1e3)]++
 }
 
 // Merge adds o's samples to h.
@@ -67,9 +108,13 @@ func (h *Histogram) Merge(o *Histogram) {
 	if h.n == 0 || o.min < h.min {
 		h.min = o.min
 	}
+	for i, c := range o.coarse {
+		h.coarse[i] += c
+	}
 	h.max = max(h.max, o.max)
 	h.n += o.n
 	h.sum += o.sum
+	h.sumSq += o.sumSq
 }
 
 // Count returns the number of samples.
@@ -132,11 +177,45 @@ func (h *Histogram) Summary() *Percentiles {
 	}
 }
 
-// String renders the summary in db_bench's --histogram style.
+// String renders the summary on three lines.
 func (p *Percentiles) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Microseconds per op:\n")
 	fmt.Fprintf(&b, "Count: %d Average: %.4f  Min: %.3f  Max: %.3f\n", p.Count, p.Avg, p.Min, p.Max)
 	fmt.Fprintf(&b, "Percentiles: P50: %.2f P99: %.2f P99.9: %.2f\n", p.P50, p.P99, p.P999)
+	return b.String()
+}
+
+// Report renders the histogram as db_bench's --histogram does for one
+// operation type ("read", "write", ...), in microseconds: count, average,
+// standard deviation, min, median, max, P50/P75/P99/P99.9/P99.99, then a
+// table of db_bench's buckets that hold samples, then an empty line.
+func (h *Histogram) Report(op string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Microseconds per %s:\n", op)
+	avg, sd := 0.0, 0.0
+	if h.n > 0 {
+		avg = h.sum / float64(h.n)
+		sd = math.Sqrt(math.Max(0, h.sumSq/float64(h.n)-avg*avg))
+	}
+	p := func(q float64) float64 { return us(h.Percentile(q)) }
+	fmt.Fprintf(&b, "Count: %d Average: %.4f  StdDev: %.2f\n", h.n, avg/1e3, sd/1e3)
+	fmt.Fprintf(&b, "Min: %.3f  Median: %.4f  Max: %.3f\n", us(time.Duration(h.min)), p(50), us(time.Duration(h.max)))
+	fmt.Fprintf(&b, "Percentiles: P50: %.2f P75: %.2f P99: %.2f P99.9: %.2f P99.99: %.2f\n", p(50), p(75), p(99), p(99.9), p(99.99))
+	b.WriteString("------------------------------------------------------\n")
+	var cum uint64
+	for i, c := range h.coarse {
+		if c == 0 {
+			continue
+		}
+		cum += c
+		left, open := 0.0, byte('[')
+		if i > 0 {
+			left, open = dbBenchBuckets[i-1], '('
+		}
+		pct := 100 * float64(c) / float64(h.n)
+		fmt.Fprintf(&b, "%c %7.0f, %7.0f ] %8d %7.3f%% %7.3f%% %s\n", open, left, dbBenchBuckets[i], c, pct,
+			100*float64(cum)/float64(h.n), strings.Repeat("#", int(20*float64(c)/float64(h.n)+0.5)))
+	}
+	b.WriteString("\n")
 	return b.String()
 }

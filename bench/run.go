@@ -10,25 +10,54 @@ import (
 	"time"
 )
 
+// DefaultSuite is what `vigil kvbench` runs with no flags at all: a short
+// tour of the db_bench workloads plus the checksum micro-benchmarks, on
+// DefaultSuiteNum keys.
+const (
+	DefaultSuite    = "fillseq,fillrandom,overwrite,readrandom,readseq,readreverse,seekrandom,crc32c,xxhash,xxhash64,xxh3,crc64"
+	DefaultSuiteNum = 200000
+)
+
 // Config holds kvbench's settings; the field comments give the db_bench flag
-// each one mirrors.
+// each one mirrors. For the fields that are counts, -1 means db_bench's
+// default (--num); a zero Config runs nothing useful: build one with
+// CLI.Config or set at least Benchmarks, Num, Reads and Writes.
 type Config struct {
-	Benchmarks       string        // --benchmarks
-	Num              int64         // --num: number of keys
-	Reads            int64         // --reads: -1 = Num
-	Writes           int64         // --writes: -1 = Num
+	Benchmarks string // --benchmarks
+	Num        int64  // --num: number of keys
+	Reads      int64  // --reads: -1 = Num
+	Writes     int64  // --writes: -1 = Num
+	Deletes    int64  // --deletes: -1 = Num; used when DeletesSet
+	// DeletesSet says Deletes is given; without it deletes count as writes
+	// (Writes), as kvbench did before it had --deletes.
+	DeletesSet       bool
 	Duration         time.Duration // --duration: 0 = run by op count
 	KeySize          int           // --key_size
 	ValueSize        int           // --value_size
+	ValueSizeMax     int           // --value_size_max: 0 = db_bench's 102400
 	CompressionRatio float64       // --compression_ratio
 	Seed             uint64        // --seed: 0 = from the clock, printed
 	Threads          int           // --threads
-	Sync             bool          // --sync
-	Histogram        bool          // --histogram
-	Stats            bool          // --stats: print engine metrics after each benchmark
-	JSONPath         string        // --json FILE
-	DB               string        // --db: "" = a temporary directory, removed at the end
-	UseExistingDB    bool          // --use_existing_db
+	BatchSize        int64         // --batch_size: 0 = 1
+	ReadWritePercent int           // --readwritepercent (readrandomwriterandom)
+	SeekNexts        int           // --seek_nexts (seekrandom)
+	ReverseIterator  bool          // --reverse_iterator (seekrandom)
+	WriteRateLimit   int64         // --benchmark_write_rate_limit: bytes/s of all writer threads together
+	ReadRateLimit    int64         // --benchmark_read_rate_limit: reads (and seeks)/s of all threads together
+	// OpsBetweenDurationChecks is --ops_between_duration_checks: 0 = 1000.
+	OpsBetweenDurationChecks int64
+	Sync                     bool   // --sync
+	Histogram                bool   // --histogram
+	Statistics               bool   // --statistics
+	ConfidenceIntervalOnly   bool   // --confidence_interval_only
+	Stats                    bool   // --stats: print engine metrics after each benchmark
+	JSONPath                 string // --json FILE
+	DB                       string // --db: "" = a temporary directory, removed at the end
+	UseExistingDB            bool   // --use_existing_db: keep the DB's contents
+	// SkipFillsOnExistingDB makes UseExistingDB skip the fill benchmarks
+	// (fillseq, fillrandom, ...), as db_bench does; without it they write
+	// into the existing DB. The command line sets it.
+	SkipFillsOnExistingDB bool
 
 	// Engine settings (--write_buffer_size, --checksum_type, ...).
 	Engine EngineOptions
@@ -60,7 +89,10 @@ type Runner struct {
 	tempDir   bool
 	seed      uint64
 	threadSeq uint64
-	values    *ValueGenerator
+	// stats are the --statistics API counters of every run so far;
+	// engineTickers the engine counters of engines already closed.
+	stats         *opStats
+	engineTickers map[string]int64
 }
 
 // NewRunner returns a runner for cfg.
@@ -89,7 +121,14 @@ func NewRunner(cfg Config) *Runner {
 	if cfg.CompressionRatio <= 0 {
 		cfg.CompressionRatio = 0.5
 	}
-	return &Runner{cfg: cfg}
+	if cfg.OpsBetweenDurationChecks <= 0 {
+		cfg.OpsBetweenDurationChecks = 1000
+	}
+	r := &Runner{cfg: cfg, engineTickers: map[string]int64{}}
+	if cfg.Statistics {
+		r.stats = newOpStats()
+	}
+	return r
 }
 
 // Results returns every run so far, warm-ups included.
@@ -99,8 +138,9 @@ func (r *Runner) Results() []Result { return r.results }
 type runOnce func() (Result, error)
 
 // repeat runs spec.Warmups warm-ups and spec.Repeats measured runs of fn,
-// printing each line, the running "[AVG n runs]" line after each repeat from
-// the second on, and the final AVG and MEDIAN lines, as db_bench does.
+// printing each line, the running "[AVG n runs]" (or, with
+// --confidence_interval_only, "[CI95 n runs]") line after each repeat from
+// the second on, and the final AVG and MEDIAN lines, as db_bench 7.8 does.
 func (r *Runner) repeat(spec Spec, fn runOnce) error {
 	out := r.cfg.Stdout
 	if spec.Warmups > 0 {
@@ -127,9 +167,16 @@ func (r *Runner) repeat(spec Spec, fn runOnce) error {
 			res.Run = i + 1
 		}
 		r.emit(res)
+		if res.Skipped {
+			continue
+		}
 		runs = append(runs, res)
 		if len(runs) >= 2 {
-			fmt.Fprintln(out, combinedLine(spec.Name, runs, false))
+			if r.cfg.ConfidenceIntervalOnly {
+				fmt.Fprintln(out, ciLine(spec.Name, runs))
+			} else {
+				fmt.Fprintln(out, combinedLine(spec.Name, runs, false))
+			}
 		}
 	}
 	if len(runs) >= 2 {
@@ -141,13 +188,20 @@ func (r *Runner) repeat(spec Spec, fn runOnce) error {
 
 func (r *Runner) emit(res Result) {
 	fmt.Fprintln(r.cfg.Stdout, res.Line())
-	if r.cfg.Histogram && res.Latency != nil {
-		fmt.Fprint(r.cfg.Stdout, res.Latency.String())
+	if res.BlankAfter {
+		fmt.Fprintln(r.cfg.Stdout)
+	}
+	if r.cfg.Histogram {
+		for _, h := range res.Histograms {
+			fmt.Fprint(r.cfg.Stdout, h.Hist.Report(h.Op))
+		}
 	}
 	r.results = append(r.results, res)
 }
 
-// meanCI returns the mean and the half-width of its 95 % confidence interval.
+// meanCI returns the mean and the half-width of its 95 % confidence
+// interval (normal approximation, Bessel-corrected standard deviation), as
+// db_bench computes them.
 func meanCI(xs []float64) (mean, ci float64) {
 	for _, x := range xs {
 		mean += x
@@ -161,40 +215,60 @@ func meanCI(xs []float64) (mean, ci float64) {
 		ss += (x - mean) * (x - mean)
 	}
 	sd := math.Sqrt(ss / float64(len(xs)-1))
-	return mean, 1.96 * sd / math.Sqrt(float64(len(xs)))
+	return mean, 1.959964 * sd / math.Sqrt(float64(len(xs)))
 }
 
-// combinedLine renders db_bench's CombinedStats lines: the running average
-// after each repeat, and the final one with ms/op.
-func combinedLine(name string, runs []Result, final bool) string {
-	ops := make([]float64, len(runs))
-	mbs := make([]float64, len(runs))
-	for i, r := range runs {
-		ops[i] = r.OpsPerSec()
-		mbs[i] = r.MBPerSec()
-	}
-	om, oc := meanCI(ops)
-	mm, mc := meanCI(mbs)
-	if final {
-		msPerOp := 0.0
-		if om > 0 {
-			msPerOp = 1e3 / om
+// throughputs returns each run's ops/sec and, if every run moved bytes,
+// each run's MB/s (else nil): db_bench prints MB/sec only then.
+func throughputs(runs []Result) (ops, mbs []float64) {
+	for _, r := range runs {
+		ops = append(ops, float64(max(r.Ops, 1))/r.Elapsed.Seconds())
+		if r.Bytes > 0 {
+			mbs = append(mbs, r.MBPerSec())
 		}
-		return fmt.Sprintf("%s [AVG    %d runs] : %d (\u00b1 %d) ops/sec; %.3f ms/op; %6.1f (\u00b1 %.1f) MB/sec",
-			name, len(runs), int64(om), int64(oc), msPerOp, mm, mc)
 	}
-	return fmt.Sprintf("%s [AVG %d runs] : %d (\u00b1 %d) ops/sec; %6.1f (\u00b1 %.1f) MB/sec",
-		name, len(runs), int64(om), int64(oc), mm, mc)
+	if len(mbs) != len(ops) {
+		mbs = nil
+	}
+	return ops, mbs
+}
+
+// combinedLine renders db_bench 7.8's CombinedStats lines: the running
+// average after each repeat, and the final one (aligned with MEDIAN).
+func combinedLine(name string, runs []Result, final bool) string {
+	ops, mbs := throughputs(runs)
+	om, oc := meanCI(ops)
+	label := "AVG"
+	if final {
+		label = "AVG   "
+	}
+	s := fmt.Sprintf("%s [%s %d runs] : %d (\u00b1 %d) ops/sec", name, label, len(runs), int64(om), int64(oc))
+	if mbs != nil {
+		mm, mc := meanCI(mbs)
+		s += fmt.Sprintf("; %6.1f (\u00b1 %.1f) MB/sec", mm, mc)
+	}
+	return s
+}
+
+// ciLine renders db_bench's --confidence_interval_only line.
+func ciLine(name string, runs []Result) string {
+	ops, mbs := throughputs(runs)
+	om, oc := meanCI(ops)
+	s := fmt.Sprintf("%s [CI95 %d runs] : (%d, %d) ops/sec", name, len(runs), int64(om)-int64(oc), int64(om)+int64(oc))
+	if mbs != nil {
+		mm, mc := meanCI(mbs)
+		s += fmt.Sprintf("; (%.1f, %.1f) MB/sec", mm-mc, mm+mc)
+	}
+	return s
 }
 
 func medianLine(name string, runs []Result) string {
-	ops := make([]float64, len(runs))
-	mbs := make([]float64, len(runs))
-	for i, r := range runs {
-		ops[i] = r.OpsPerSec()
-		mbs[i] = r.MBPerSec()
+	ops, mbs := throughputs(runs)
+	s := fmt.Sprintf("%s [MEDIAN %d runs] : %d ops/sec", name, len(runs), int64(median(ops)))
+	if mbs != nil {
+		s += fmt.Sprintf("; %6.1f MB/sec", median(mbs))
 	}
-	return fmt.Sprintf("%s [MEDIAN %d runs] : %d ops/sec; %6.1f MB/sec", name, len(runs), int64(median(ops)), median(mbs))
+	return s
 }
 
 func median(xs []float64) float64 {
@@ -228,7 +302,9 @@ func (r *Runner) WriteJSON(path string) error {
 }
 
 // runChecksum runs one checksum micro-benchmark under the config's limits.
+// It uses up --threads thread seeds, as db_bench's run of it would.
 func (r *Runner) runChecksum(name string) (Result, error) {
+	r.threadSeq += uint64(max(r.cfg.Threads, 1))
 	var ops int64
 	if r.cfg.NumSet {
 		ops = r.cfg.Num
@@ -251,6 +327,9 @@ func (r *Runner) Run() (err error) {
 		_, ck := ChecksumBenchmarks[s.Name]
 		_, db := dbBenchmarks[s.Name]
 		if !ck && !db && !utilityBenchmarks[s.Name] {
+			if dbBenchHas(s.Name) {
+				return fmt.Errorf("kvbench: benchmark %q is db_bench's, but kvbench does not have it (it has %s)", s.Name, joinNames(BenchmarkNames()))
+			}
 			return fmt.Errorf("kvbench: unknown benchmark %q", s.Name)
 		}
 		needDB = needDB || !ck
@@ -274,7 +353,6 @@ func (r *Runner) Run() (err error) {
 				os.RemoveAll(r.dir)
 			}
 		}()
-		r.values = NewValueGenerator(r.cfg.CompressionRatio, r.cfg.ValueSize)
 		r.printHeader()
 	}
 	for _, s := range specs {
@@ -295,10 +373,63 @@ func (r *Runner) Run() (err error) {
 			fmt.Fprintf(r.cfg.Stdout, "\n%s\n", r.engine.Metrics())
 		}
 	}
+	if r.cfg.Statistics {
+		writeStatistics(r.cfg.Stdout, r.stats, r.allEngineTickers())
+	}
 	if r.cfg.JSONPath != "" {
 		return r.WriteJSON(r.cfg.JSONPath)
 	}
 	return nil
+}
+
+// dbBenchHas reports whether db_bench 7.8.3 has a benchmark of that name
+// (its --benchmarks default lists them).
+func dbBenchHas(name string) bool {
+	for _, f := range dbBenchFlags {
+		if f.name == "benchmarks" {
+			return slices.Contains(splitComma(f.def), name)
+		}
+	}
+	return false
+}
+
+func splitComma(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func joinNames(names []string) string {
+	s := ""
+	for i, n := range names {
+		if i > 0 {
+			s += ", "
+		}
+		s += n
+	}
+	return s
+}
+
+// allEngineTickers sums the counters of closed engines and the open one.
+func (r *Runner) allEngineTickers() map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range r.engineTickers {
+		out[k] = v
+	}
+	if te, ok := r.engine.(TickerEngine); ok {
+		for k, v := range te.Tickers() {
+			out[k] += v
+		}
+	}
+	return out
 }
 
 // setupDir picks the DB directory: --db, or a new temporary one.
@@ -343,6 +474,11 @@ func (r *Runner) closeEngine() error {
 	if r.engine == nil {
 		return nil
 	}
+	if te, ok := r.engine.(TickerEngine); ok && r.cfg.Statistics {
+		for k, v := range te.Tickers() {
+			r.engineTickers[k] += v
+		}
+	}
 	err := r.engine.Close()
 	r.engine = nil
 	return err
@@ -350,13 +486,18 @@ func (r *Runner) closeEngine() error {
 
 func (r *Runner) runDB(name string) (Result, error) {
 	b := dbBenchmarks[name]
+	if b.fresh && r.cfg.UseExistingDB && r.cfg.SkipFillsOnExistingDB {
+		return Result{Name: name, Skipped: true}, nil
+	}
 	if err := r.openEngine(b.fresh && !r.cfg.UseExistingDB); err != nil {
 		return Result{}, err
 	}
-	return r.runThreads(name, r.engine, b.fn)
+	fmt.Fprintf(r.cfg.Stdout, "DB path: [%s]\n", r.dir)
+	return r.runThreads(name, r.engine, b)
 }
 
-// runUtility runs flush, compact or stats once.
+// runUtility runs flush, compact or stats once. flush and compact use up
+// --threads thread seeds, as their db_bench runs do.
 func (r *Runner) runUtility(name string) (Result, error) {
 	if err := r.openEngine(false); err != nil {
 		return Result{}, err
@@ -365,10 +506,14 @@ func (r *Runner) runUtility(name string) (Result, error) {
 	var err error
 	switch name {
 	case "flush":
+		r.threadSeq += uint64(r.cfg.Threads)
+		fmt.Fprintf(r.cfg.Stdout, "DB path: [%s]\n", r.dir)
 		err = r.engine.Flush()
-	case "compact":
+	case "compact", "compactall":
+		r.threadSeq += uint64(r.cfg.Threads)
+		fmt.Fprintf(r.cfg.Stdout, "DB path: [%s]\n", r.dir)
 		err = r.engine.Compact()
-	case "stats":
+	case "stats", "levelstats":
 		fmt.Fprintf(r.cfg.Stdout, "%s\n", r.engine.Metrics())
 	}
 	d := time.Since(start)
@@ -389,9 +534,9 @@ func (r *Runner) printHeader() {
 	fmt.Fprintf(w, "FileSize:   %.1f MB (estimated)\n", file)
 	fmt.Fprintf(w, "Compression: %s\n", c.Engine.Compression)
 	fmt.Fprintf(w, "Checksum:   %d\n", c.Engine.ChecksumType)
+	fmt.Fprintf(w, "Memtablerep: skip_list\n")
 	fmt.Fprintf(w, "Paranoid memory checks: %v; memtable protection bytes per key: %d\n", c.Engine.ParanoidMemoryChecks, c.Engine.MemtableProtectionBytesPerKey)
-	fmt.Fprintf(w, "Write buffer size: %d; block size: %d; cache: %d; bloom bits: %d; sync: %v; WAL disabled: %v; threads: %d\n",
-		c.Engine.WriteBufferSize, c.Engine.BlockSize, c.Engine.CacheSize, c.Engine.BloomBits, c.Sync, c.Engine.DisableWAL, c.Threads)
-	fmt.Fprintf(w, "DB path: [%s]\n", r.dir)
+	fmt.Fprintf(w, "Write buffer size: %d; block size: %d; cache: %d; bloom bits: %d; sync: %v; WAL disabled: %v; threads: %d; batch size: %d\n",
+		c.Engine.WriteBufferSize, c.Engine.BlockSize, c.Engine.CacheSize, c.Engine.BloomBits, c.Sync, c.Engine.DisableWAL, c.Threads, max(c.BatchSize, 1))
 	fmt.Fprintf(w, "------------------------------------------------\n")
 }

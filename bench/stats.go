@@ -19,12 +19,28 @@ type Result struct {
 	Busy time.Duration `json:"busy_ns"`
 	// Message is db_bench's trailing note, e.g. "(250000 of 250000 found)".
 	Message string `json:"message,omitempty"`
-	// Latency percentiles in microseconds, when --histogram is on.
+	// BlankAfter prints an empty line after the result line, as db_bench
+	// does after the benchmarks whose message ends in a newline (readrandom,
+	// readmissing, seekrandom and their *whilewriting forms).
+	BlankAfter bool `json:"-"`
+	// Latency percentiles in microseconds, when --histogram is on, of the
+	// benchmark's main operation type.
 	Latency *Percentiles `json:"latency_us,omitempty"`
+	// Histograms are the per operation type histograms printed with
+	// --histogram ("read", "write", ...), in the order printed.
+	Histograms []OpHistogram `json:"-"`
 	// Run is the 1-based repeat index for name[-Xn] benchmarks.
 	Run int `json:"run,omitempty"`
 	// Warmup marks warm-up runs (name[-Wn]); they are printed but not averaged.
 	Warmup bool `json:"warmup,omitempty"`
+	// Skipped is set for a fill benchmark that --use_existing_db skipped.
+	Skipped bool `json:"skipped,omitempty"`
+}
+
+// OpHistogram is the latency histogram of one operation type.
+type OpHistogram struct {
+	Op   string
+	Hist *Histogram
 }
 
 // OpsPerSec is operations per wall-clock second.
@@ -61,6 +77,9 @@ func (r Result) MBPerSec() float64 {
 //
 // so scripts written for db_bench (awk '{print $5}' for ops/sec) work unchanged.
 func (r Result) Line() string {
+	if r.Skipped {
+		return fmt.Sprintf("%-12s : skipped (--use_existing_db is true)", r.Name)
+	}
 	extra := ""
 	if r.Bytes > 0 {
 		extra = fmt.Sprintf("%6.1f MB/s", r.MBPerSec())

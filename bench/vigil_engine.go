@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/vigildb/vigil"
 	"github.com/vigildb/vigil/checksum"
@@ -21,6 +22,10 @@ func OpenVigil(o EngineOptions) (Engine, error) {
 	return &vigilEngine{db: db}, nil
 }
 
+// unlimitedOpenFiles is what --open_files=-1 (keep every table open, as
+// RocksDB does) becomes: Vigil's table cache only holds what it is given.
+const unlimitedOpenFiles = math.MaxInt32
+
 // VigilOptions maps engine options to vigil.Options.
 func VigilOptions(o EngineOptions) (*vigil.Options, error) {
 	ct := checksum.Type(o.ChecksumType)
@@ -33,16 +38,44 @@ func VigilOptions(o EngineOptions) (*vigil.Options, error) {
 		ParanoidMemoryChecks:          o.ParanoidMemoryChecks,
 		MemtableProtectionBytesPerKey: o.MemtableProtectionBytesPerKey,
 		BlockSize:                     o.BlockSize,
+		BlockRestartInterval:          o.BlockRestartInterval,
 		BlockCacheSize:                o.CacheSize,
 		BloomBitsPerKey:               o.BloomBits,
 		DisableWAL:                    o.DisableWAL,
 		DisableAutomaticCompactions:   o.DisableAutomaticCompactions,
+		MaxImmutableMemtables:         o.MaxImmutableMemtables,
+		L0CompactionTrigger:           o.L0CompactionTrigger,
+		L0StopWritesTrigger:           o.L0StopWritesTrigger,
+		LBaseMaxBytes:                 o.LBaseMaxBytes,
+		LevelMultiplier:               int(math.Round(o.LevelMultiplier)),
+		TargetFileSize:                o.TargetFileSize,
+		MaxOpenFiles:                  o.MaxOpenFiles,
+		ReadOnly:                      o.ReadOnly,
+	}
+	if o.MaxOpenFiles < 0 {
+		opts.MaxOpenFiles = unlimitedOpenFiles
 	}
 	if o.CacheSize <= 0 {
 		opts.BlockCacheSize = -1
 	}
 	if o.BloomBits <= 0 {
 		opts.BloomBitsPerKey = -1
+	}
+	if o.WALRecoveryModeSet {
+		m, err := vigil.WALRecoveryModeFromRocksDB(o.WALRecoveryMode)
+		if err != nil {
+			return nil, err
+		}
+		opts.WALRecoveryMode = m
+	}
+	// Vigil's trigger defaults differ from RocksDB's; a stop trigger given
+	// alone below Vigil's default compaction trigger (or the reverse) is
+	// still a consistent pair once the other takes the engine default.
+	if opts.L0StopWritesTrigger > 0 && opts.L0CompactionTrigger == 0 && opts.L0StopWritesTrigger < vigil.DefaultL0CompactionTrigger {
+		opts.L0CompactionTrigger = opts.L0StopWritesTrigger
+	}
+	if opts.L0CompactionTrigger > 0 && opts.L0StopWritesTrigger == 0 && opts.L0CompactionTrigger > vigil.DefaultL0StopWritesTrigger {
+		opts.L0StopWritesTrigger = opts.L0CompactionTrigger
 	}
 	switch o.Compression {
 	case "none", "no", "kNoCompression":
@@ -104,3 +137,37 @@ func (e *vigilEngine) Compact() error { return e.db.Compact(nil, nil) }
 func (e *vigilEngine) Metrics() string { return e.db.Metrics().String() }
 
 func (e *vigilEngine) Close() error { return e.db.Close() }
+
+// NewWriteBatch implements BatchEngine with a vigil.Batch.
+func (e *vigilEngine) NewWriteBatch() WriteBatch { return &vigilBatch{db: e.db, b: e.db.NewBatch()} }
+
+type vigilBatch struct {
+	db *vigil.DB
+	b  *vigil.Batch
+}
+
+func (b *vigilBatch) Put(key, value []byte) { b.b.Put(key, value) }
+func (b *vigilBatch) Delete(key []byte)     { b.b.Delete(key) }
+
+func (b *vigilBatch) Commit(sync bool) error {
+	err := b.db.Apply(b.b, writeOpts(sync))
+	b.b.Reset()
+	return err
+}
+
+// Tickers implements TickerEngine: Vigil's metrics under the RocksDB
+// statistics names of the same meaning.
+func (e *vigilEngine) Tickers() map[string]int64 {
+	m := e.db.Metrics()
+	return map[string]int64{
+		"rocksdb.block.cache.miss":    m.BlockCache.Misses,
+		"rocksdb.block.cache.hit":     m.BlockCache.Hits,
+		"rocksdb.no.file.opens":       m.TableCache.Misses,
+		"rocksdb.stall.micros":        m.Stall.Duration.Microseconds(),
+		"rocksdb.wal.bytes":           m.WAL.BytesWritten,
+		"rocksdb.write.wal":           m.WAL.Records,
+		"rocksdb.compact.read.bytes":  m.Compact.ReadBytes,
+		"rocksdb.compact.write.bytes": m.Compact.WriteBytes,
+		"rocksdb.flush.write.bytes":   m.Flush.Bytes,
+	}
+}

@@ -34,6 +34,16 @@ func newXXH32Acc(seed uint32) xxh32Acc {
 
 // stripes consumes every full 16-byte stripe of p and returns the tail.
 func (a *xxh32Acc) stripes(p []byte) []byte {
+	if useXXH32SSE41 && len(p) >= xxh32AsmMinLen {
+		n := len(p) &^ 15
+		xxh32StripesSSE41(a, p[:n])
+		return p[n:]
+	}
+	return a.stripesGeneric(p)
+}
+
+// stripesGeneric is stripes in portable Go.
+func (a *xxh32Acc) stripesGeneric(p []byte) []byte {
 	v1, v2, v3, v4 := a.v1, a.v2, a.v3, a.v4
 	for len(p) >= 16 {
 		v1 = xxRound32(v1, binary.LittleEndian.Uint32(p[0:]))
