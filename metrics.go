@@ -41,6 +41,20 @@ type Metrics struct {
 		BytesWritten int64
 		Records      int64
 	}
+	// Recovery is what Open's WAL replay did.
+	Recovery struct {
+		// WALs replayed, Batches applied from them, Records read.
+		WALs, Batches, Records int64
+		// DroppedRecords and DroppedBytes were dropped by the WAL readers:
+		// torn tails, and with WALSkipAnyCorrupted damaged records.
+		DroppedRecords, DroppedBytes int64
+		// TornTails counts WALs whose end was torn by a crash.
+		TornTails int64
+		// Skipped counts damage WALSkipAnyCorrupted stepped over: damaged
+		// records, missing batches, missing WALs. Always 0 in other modes,
+		// where such damage fails Open.
+		Skipped int64
+	}
 	Flush struct {
 		Count    int64
 		Bytes    int64
@@ -98,6 +112,10 @@ func (d *DB) Metrics() *Metrics {
 	m.MemTable.Corruptions = s.memCorruptions.Load()
 	m.WAL.BytesWritten = s.walBytes.Load()
 	m.WAL.Records = s.walRecords.Load()
+	r := &s.recovery
+	m.Recovery.WALs, m.Recovery.Batches, m.Recovery.Records = r.wals, r.batches, r.records
+	m.Recovery.DroppedRecords, m.Recovery.DroppedBytes = r.droppedRecords, r.droppedBytes
+	m.Recovery.TornTails, m.Recovery.Skipped = r.tornTails, r.skipped
 	m.Flush.Count = s.flushes.Load()
 	m.Flush.Bytes = s.flushBytes.Load()
 	m.Flush.Duration = time.Duration(s.flushNanos.Load())
@@ -167,6 +185,9 @@ func (m *Metrics) String() string {
 	fmt.Fprintf(&b, "memtables: %d (mutable: %s, %d entries); corruptions found: %d\n",
 		m.MemTable.Count, humanBytes(uint64(m.MemTable.Size)), m.MemTable.Entries, m.MemTable.Corruptions)
 	fmt.Fprintf(&b, "WAL: log %06d, %s in %d records\n", m.WAL.LogNumber, humanBytes(uint64(m.WAL.BytesWritten)), m.WAL.Records)
+	rc := m.Recovery
+	fmt.Fprintf(&b, "recovery: %d WALs, %d batches; dropped %d records / %s (%d torn tails), %d damaged stretches skipped\n",
+		rc.WALs, rc.Batches, rc.DroppedRecords, humanBytes(uint64(rc.DroppedBytes)), rc.TornTails, rc.Skipped)
 	fmt.Fprintf(&b, "flushes: %d, %s written in %v\n", m.Flush.Count, humanBytes(uint64(m.Flush.Bytes)), m.Flush.Duration.Round(time.Millisecond))
 	fmt.Fprintf(&b, "compactions: %d, read %s, wrote %s in %v\n", m.Compact.Count,
 		humanBytes(uint64(m.Compact.ReadBytes)), humanBytes(uint64(m.Compact.WriteBytes)), m.Compact.Duration.Round(time.Millisecond))
