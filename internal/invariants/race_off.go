@@ -1,0 +1,6 @@
+//go:build !race
+
+package invariants
+
+// RaceEnabled reports a build with the race detector.
+const RaceEnabled = false
