@@ -511,3 +511,19 @@ func addCounts(dst *sweepCounts, c sweepCounts) {
 	dst.noLoss += c.noLoss
 	dst.skipCounted += c.skipCounted
 }
+
+// A flip in the stored checksum field is named as such, not misread as a
+// fragment from a nearby log or offset.
+func TestChecksumFieldFlipDiagnosis(t *testing.T) {
+	recs := [][]byte{pattern(1, 100), pattern(2, 100), pattern(3, 100)}
+	for _, ct := range []checksum.Type{checksum.CRC32c, checksum.XXH3} {
+		for bit := 0; bit < 32; bit++ {
+			data, _ := writeLog(t, 7, ct, recs)
+			data[FileHeaderSize+bit/8] ^= 1 << (bit % 8) // the first fragment's checksum
+			res := readAll(t, data, TolerateCorruptedTailRecords)
+			if res.err == nil || !strings.Contains(res.err.Error(), "exactly one bit") || strings.Contains(res.err.Error(), "computed for") {
+				t.Fatalf("%s, checksum bit %d: %v", ct, bit, res.err)
+			}
+		}
+	}
+}

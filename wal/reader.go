@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math/bits"
 	"strings"
 
 	"github.com/vigildb/vigil/checksum"
@@ -714,6 +715,12 @@ func (c corruption) baseError(name string) error {
 func (c corruption) hint() string {
 	if c.raw == 0 && c.stored == 0 {
 		return ""
+	}
+	if x := c.stored ^ c.computed; x&(x-1) == 0 {
+		// One bit apart: a flip in the checksum field itself is far likelier
+		// than a fragment from elsewhere (whose context would differ in
+		// many bits), and the log/offset decoding below would misread it.
+		return fmt.Sprintf("; the two differ in exactly one bit (bit %d): most likely a flipped bit in the stored checksum", bits.TrailingZeros32(x))
 	}
 	delta := c.stored - c.raw
 	ours := uint32(c.logNum) ^ uint32(c.logNum>>32)
