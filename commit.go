@@ -276,8 +276,8 @@ func (d *DB) stallReasonLocked() string {
 	switch {
 	case len(d.imm) >= d.opts.MaxImmutableMemtables:
 		return fmt.Sprintf("too many immutable memtables (%d, MaxImmutableMemtables=%d)", len(d.imm), d.opts.MaxImmutableMemtables)
-	case len(d.vs.current.levels[0]) >= d.opts.L0StopWritesTrigger:
-		return fmt.Sprintf("too many L0 files (%d, L0StopWritesTrigger=%d)", len(d.vs.current.levels[0]), d.opts.L0StopWritesTrigger)
+	case len(d.vs.current.Levels[0]) >= d.opts.L0StopWritesTrigger:
+		return fmt.Sprintf("too many L0 files (%d, L0StopWritesTrigger=%d)", len(d.vs.current.Levels[0]), d.opts.L0StopWritesTrigger)
 	}
 	return ""
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/sst"
 )
 
@@ -48,7 +49,7 @@ import (
 type compaction struct {
 	level       int // input level; output is level+1
 	outputLevel int
-	inputs      [2][]*fileMetadata // [0] from level, [1] from outputLevel
+	inputs      [2][]*manifest.FileMetadata // [0] from level, [1] from outputLevel
 	reason      string
 	// noMove forbids the trivial move of a lone input (manual compactions
 	// rewrite, to drop what they can).
@@ -58,10 +59,10 @@ type compaction struct {
 }
 
 func (c *compaction) String() string {
-	nums := func(fs []*fileMetadata) []uint64 {
+	nums := func(fs []*manifest.FileMetadata) []uint64 {
 		var out []uint64
 		for _, f := range fs {
-			out = append(out, f.fileNum)
+			out = append(out, f.FileNum)
 		}
 		return out
 	}
@@ -79,11 +80,11 @@ func (d *DB) levelMaxBytes(level int) uint64 {
 
 // levelScores returns the compaction score of each level: for L0 the file
 // count over the trigger, for L1..L5 the size over the target. L6 has none.
-func (d *DB) levelScores(v *version) [numLevels]float64 {
-	var s [numLevels]float64
-	s[0] = float64(len(v.levels[0])) / float64(d.opts.L0CompactionTrigger)
-	for l := 1; l < numLevels-1; l++ {
-		s[l] = float64(v.levelSize(l)) / float64(d.levelMaxBytes(l))
+func (d *DB) levelScores(v *manifest.Version) [manifest.NumLevels]float64 {
+	var s [manifest.NumLevels]float64
+	s[0] = float64(len(v.Levels[0])) / float64(d.opts.L0CompactionTrigger)
+	for l := 1; l < manifest.NumLevels-1; l++ {
+		s[l] = float64(v.LevelSize(l)) / float64(d.levelMaxBytes(l))
 	}
 	return s
 }
@@ -142,8 +143,8 @@ func (d *DB) pickCompactionLocked() *compaction {
 	// The highest score >= 1 wins; on a tie the upper level does, so L0
 	// (whose backlog stalls writes) goes first.
 	best, bestScore := -1, 0.0
-	for l := 0; l < numLevels-1; l++ {
-		if scores[l] >= 1 && scores[l] > bestScore && len(v.levels[l]) > 0 {
+	for l := 0; l < manifest.NumLevels-1; l++ {
+		if scores[l] >= 1 && scores[l] > bestScore && len(v.Levels[l]) > 0 {
 			best, bestScore = l, scores[l]
 		}
 	}
@@ -152,41 +153,41 @@ func (d *DB) pickCompactionLocked() *compaction {
 	}
 	reason := fmt.Sprintf("score %.2f", bestScore)
 	if best == 0 {
-		return d.newCompaction(v, 0, slices.Clone(v.levels[0]), reason)
+		return d.newCompaction(v, 0, slices.Clone(v.Levels[0]), reason)
 	}
-	files := v.levels[best]
+	files := v.Levels[best]
 	// Round-robin: the first file after the last compacted key.
 	i := 0
 	if ptr := d.compactPointer[best]; ptr != nil {
-		i = sort.Search(len(files), func(i int) bool { return bytes.Compare(files[i].smallest.UserKey, ptr) > 0 })
+		i = sort.Search(len(files), func(i int) bool { return bytes.Compare(files[i].Smallest.UserKey, ptr) > 0 })
 		if i == len(files) {
 			i = 0
 		}
 	}
-	d.compactPointer[best] = slices.Clone(files[i].largest.UserKey)
-	return d.newCompaction(v, best, []*fileMetadata{files[i]}, reason)
+	d.compactPointer[best] = slices.Clone(files[i].Largest.UserKey)
+	return d.newCompaction(v, best, []*manifest.FileMetadata{files[i]}, reason)
 }
 
 // newCompaction adds to level's inputs the overlapping files of the next
 // level.
-func (d *DB) newCompaction(v *version, level int, inputs []*fileMetadata, reason string) *compaction {
+func (d *DB) newCompaction(v *manifest.Version, level int, inputs []*manifest.FileMetadata, reason string) *compaction {
 	c := &compaction{level: level, outputLevel: level + 1, reason: reason}
 	c.inputs[0] = inputs
 	c.smallest, c.largest = keyRange(inputs)
-	c.inputs[1] = v.overlaps(c.outputLevel, c.smallest, c.largest)
+	c.inputs[1] = v.Overlaps(c.outputLevel, c.smallest, c.largest)
 	all := append(slices.Clone(c.inputs[0]), c.inputs[1]...)
 	c.smallest, c.largest = keyRange(all)
 	return c
 }
 
 // keyRange returns the smallest and largest user keys of files.
-func keyRange(files []*fileMetadata) (smallest, largest []byte) {
+func keyRange(files []*manifest.FileMetadata) (smallest, largest []byte) {
 	for i, f := range files {
-		if i == 0 || bytes.Compare(f.smallest.UserKey, smallest) < 0 {
-			smallest = f.smallest.UserKey
+		if i == 0 || bytes.Compare(f.Smallest.UserKey, smallest) < 0 {
+			smallest = f.Smallest.UserKey
 		}
-		if i == 0 || bytes.Compare(f.largest.UserKey, largest) > 0 {
-			largest = f.largest.UserKey
+		if i == 0 || bytes.Compare(f.Largest.UserKey, largest) > 0 {
+			largest = f.Largest.UserKey
 		}
 	}
 	return smallest, largest
@@ -213,7 +214,7 @@ func (d *DB) Compact(start, end []byte) error {
 		return ErrClosed
 	}
 	prevOutput := -1 // output level of the previous step
-	for level := 0; level < numLevels; level++ {
+	for level := 0; level < manifest.NumLevels; level++ {
 		d.mu.Lock()
 		if d.bgErr != nil {
 			err := d.bgErr
@@ -222,8 +223,8 @@ func (d *DB) Compact(start, end []byte) error {
 		}
 		v := d.vs.current
 		last := 0 // the deepest level holding data
-		for l := numLevels - 1; l > 0; l-- {
-			if len(v.levels[l]) > 0 {
+		for l := manifest.NumLevels - 1; l > 0; l-- {
+			if len(v.Levels[l]) > 0 {
 				last = l
 				break
 			}
@@ -232,7 +233,7 @@ func (d *DB) Compact(start, end []byte) error {
 			d.mu.Unlock()
 			break
 		}
-		inputs := v.overlaps(level, start, end)
+		inputs := v.Overlaps(level, start, end)
 		if len(inputs) == 0 {
 			d.mu.Unlock()
 			continue
@@ -242,7 +243,7 @@ func (d *DB) Compact(start, end []byte) error {
 		case level == 0:
 			// L0 files overlap one another: take all that overlap the
 			// range's closure, to keep newer-over-older order.
-			c = d.newCompaction(v, 0, expandL0(v.levels[0], inputs), "manual")
+			c = d.newCompaction(v, 0, expandL0(v.Levels[0], inputs), "manual")
 			c.noMove = true
 		case level < last:
 			c = d.newCompaction(v, level, inputs, "manual")
@@ -269,13 +270,13 @@ func (d *DB) Compact(start, end []byte) error {
 }
 
 // disjoint reports whether no two files' key ranges overlap.
-func disjoint(files []*fileMetadata) bool {
+func disjoint(files []*manifest.FileMetadata) bool {
 	sorted := slices.Clone(files)
-	slices.SortFunc(sorted, func(a, b *fileMetadata) int { return base.CompareInternal(a.smallest, b.smallest) })
+	slices.SortFunc(sorted, func(a, b *manifest.FileMetadata) int { return base.CompareInternal(a.Smallest, b.Smallest) })
 	for i := 1; i < len(sorted); i++ {
 		p, f := sorted[i-1], sorted[i]
-		c := bytes.Compare(p.largest.UserKey, f.smallest.UserKey)
-		if c > 0 || (c == 0 && !p.largestIsExclusive()) {
+		c := bytes.Compare(p.Largest.UserKey, f.Smallest.UserKey)
+		if c > 0 || (c == 0 && !p.LargestIsExclusive()) {
 			return false
 		}
 	}
@@ -284,13 +285,13 @@ func disjoint(files []*fileMetadata) bool {
 
 // expandL0 grows a set of L0 files until no other L0 file overlaps its key
 // range.
-func expandL0(all, inputs []*fileMetadata) []*fileMetadata {
+func expandL0(all, inputs []*manifest.FileMetadata) []*manifest.FileMetadata {
 	for {
 		s, l := keyRange(inputs)
 		grown := 0
-		var out []*fileMetadata
+		var out []*manifest.FileMetadata
 		for _, f := range all {
-			if f.overlapsUserRange(s, l) {
+			if f.OverlapsUserRange(s, l) {
 				out = append(out, f)
 			}
 		}
@@ -311,12 +312,12 @@ func (d *DB) runCompaction(c *compaction) error {
 	// overlap one another (one file of a sorted level, or L0 files from a
 	// sequential load): the files move down as they are.
 	if len(c.inputs[1]) == 0 && !c.noMove && c.outputLevel > c.level && disjoint(c.inputs[0]) {
-		e := &versionEdit{}
+		e := &manifest.VersionEdit{}
 		var nums []uint64
 		for _, f := range c.inputs[0] {
-			e.deleted = append(e.deleted, deletedFileEntry{level: c.level, fileNum: f.fileNum})
-			e.added = append(e.added, newFileEntry{level: c.outputLevel, meta: f})
-			nums = append(nums, f.fileNum)
+			e.Deleted = append(e.Deleted, manifest.DeletedFile{Level: c.level, FileNum: f.FileNum})
+			e.Added = append(e.Added, manifest.NewFile{Level: c.outputLevel, Meta: f})
+			nums = append(nums, f.FileNum)
 		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -335,21 +336,21 @@ func (d *DB) runCompaction(c *compaction) error {
 	d.mu.Lock()
 	snaps := d.snapshots.seqs()
 	v := d.vs.current
-	v.ref()
+	v.Ref()
 	d.mu.Unlock()
-	defer v.unref()
+	defer v.Unref()
 
 	outputs, stats, err := d.compactFiles(c, v, snaps)
 	if err != nil {
 		for _, m := range outputs {
-			_ = d.fs.Remove(makeFilename(d.fs, d.dirname, fileTypeTable, m.fileNum))
+			_ = d.fs.Remove(makeFilename(d.fs, d.dirname, fileTypeTable, m.FileNum))
 		}
 		d.mu.Lock()
 		d.setBackgroundErrorLocked(err, "compaction "+c.String())
 		d.mu.Unlock()
 		return err
 	}
-	e := &versionEdit{}
+	e := &manifest.VersionEdit{}
 	var readBytes, writeBytes uint64
 	for i, files := range c.inputs {
 		lvl := c.level
@@ -357,13 +358,13 @@ func (d *DB) runCompaction(c *compaction) error {
 			lvl = c.outputLevel
 		}
 		for _, f := range files {
-			e.deleted = append(e.deleted, deletedFileEntry{level: lvl, fileNum: f.fileNum})
-			readBytes += f.size
+			e.Deleted = append(e.Deleted, manifest.DeletedFile{Level: lvl, FileNum: f.FileNum})
+			readBytes += f.Size
 		}
 	}
 	for _, m := range outputs {
-		e.added = append(e.added, newFileEntry{level: c.outputLevel, meta: m})
-		writeBytes += m.size
+		e.Added = append(e.Added, manifest.NewFile{Level: c.outputLevel, Meta: m})
+		writeBytes += m.Size
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -391,7 +392,7 @@ type compactionStats struct {
 }
 
 // compactFiles merges c's inputs into new tables at the output level.
-func (d *DB) compactFiles(c *compaction, v *version, snaps []uint64) (outputs []*fileMetadata, st compactionStats, err error) {
+func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (outputs []*manifest.FileMetadata, st compactionStats, err error) {
 	// Open the inputs; collect their range tombstones.
 	var children []base.InternalIterator
 	var tombs []base.RangeTombstone
@@ -411,15 +412,15 @@ func (d *DB) compactFiles(c *compaction, v *version, snaps []uint64) (outputs []
 			}
 			tombs = append(tombs, h.reader.RangeDels()...)
 			children = append(children, &tableIter{InternalIterator: h.reader.NewUncachedIter(), h: h})
-			expectEntries += f.numEntries
+			expectEntries += f.NumEntries
 		}
 	}
 	iter := newMergingIter(children)
 
 	bottom := func(start, end []byte) bool {
 		// No older data for [start, end] below the output level.
-		for l := c.outputLevel + 1; l < numLevels; l++ {
-			if len(v.overlaps(l, start, end)) > 0 {
+		for l := c.outputLevel + 1; l < manifest.NumLevels; l++ {
+			if len(v.Overlaps(l, start, end)) > 0 {
 				return false
 			}
 		}

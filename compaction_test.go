@@ -14,10 +14,10 @@ import (
 func tableEntries(db *DB) (points, tombs uint64) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	for _, files := range db.vs.current.levels {
+	for _, files := range db.vs.current.Levels {
 		for _, f := range files {
-			points += f.numEntries
-			tombs += f.numRangeDels
+			points += f.NumEntries
+			tombs += f.NumRangeDels
 		}
 	}
 	return

@@ -29,6 +29,7 @@ import (
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/cache"
+	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/memtable"
 	"github.com/vigildb/vigil/wal"
 )
@@ -102,7 +103,7 @@ type DB struct {
 	compactionMu sync.Mutex
 	// compactPointer[l] is the largest key of the last file compacted out of
 	// level l, for round-robin picking (d.mu).
-	compactPointer [numLevels][]byte
+	compactPointer [manifest.NumLevels][]byte
 	// opening is set while Open deletes leftovers, the only time a
 	// directory scan may treat unreferenced tables as obsolete.
 	opening bool
@@ -110,7 +111,7 @@ type DB struct {
 	// obsoleteTables are files no version references, to delete. Guarded by
 	// obsoleteMu, not mu: versions are released on readers' goroutines.
 	obsoleteMu     sync.Mutex
-	obsoleteTables []*fileMetadata
+	obsoleteTables []*manifest.FileMetadata
 
 	stats dbStats
 	// openIters counts iterators not yet closed, so that Close can report
@@ -170,7 +171,7 @@ type readState struct {
 	mem  *memTableEntry
 	// imms are the immutable memtables, newest first.
 	imms []*memTableEntry
-	v    *version
+	v    *manifest.Version
 }
 
 // tryRef takes a reference unless the state was already released.
@@ -188,7 +189,7 @@ func (s *readState) tryRef() bool {
 
 func (s *readState) unref() {
 	if s.refs.Add(-1) == 0 {
-		s.v.unref()
+		s.v.Unref()
 	}
 }
 
@@ -213,7 +214,7 @@ func (d *DB) loadReadState() *readState {
 func (d *DB) updateReadStateLocked() {
 	s := &readState{mem: d.mem, v: d.vs.current}
 	s.refs.Store(1)
-	s.v.ref()
+	s.v.Ref()
 	s.imms = make([]*memTableEntry, len(d.imm))
 	for i, e := range d.imm {
 		s.imms[len(d.imm)-1-i] = e
@@ -319,21 +320,21 @@ func (d *DB) get(dst, key []byte, snap uint64) ([]byte, error) {
 		}
 	}
 	v := rs.v
-	for level := 0; level < numLevels; level++ {
-		files := v.levels[level]
+	for level := 0; level < manifest.NumLevels; level++ {
+		files := v.Levels[level]
 		if len(files) == 0 {
 			continue
 		}
 		if level > 0 {
 			// One file per sorted level can hold the key.
-			i := findFile(files, key)
+			i := manifest.FindFile(files, key)
 			if i == len(files) {
 				continue
 			}
 			files = files[i : i+1]
 		}
 		for _, f := range files {
-			if f.smallestSeq > snap || !f.containsUserKey(key) {
+			if f.SmallestSeq > snap || !f.ContainsUserKey(key) {
 				continue
 			}
 			value, seq, kind, found, c, err := d.getFromTable(f, key, snap, cover)
@@ -376,18 +377,18 @@ func (d *DB) memCorruption(err error) error {
 
 // getFromTable looks key up in one SST, first raising cover with the
 // table's range tombstones.
-func (d *DB) getFromTable(f *fileMetadata, key []byte, snap, cover uint64) ([]byte, uint64, base.Kind, bool, uint64, error) {
+func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, snap, cover uint64) ([]byte, uint64, base.Kind, bool, uint64, error) {
 	h, err := d.tableCache.get(f)
 	if err != nil {
 		return nil, 0, 0, false, cover, err
 	}
 	defer h.release()
-	if f.numRangeDels > 0 {
+	if f.NumRangeDels > 0 {
 		cover = h.tombs.raise(h.reader.RangeDels(), key, snap, cover)
 	}
 	value, seq, kind, found, err := h.reader.Get(key, snap)
 	if err != nil {
-		return nil, 0, 0, false, cover, fmt.Errorf("table %06d: %w", f.fileNum, err)
+		return nil, 0, 0, false, cover, fmt.Errorf("table %06d: %w", f.FileNum, err)
 	}
 	return value, seq, kind, found, cover, nil
 }

@@ -35,7 +35,7 @@ func Example() {
 	b.Put([]byte("b"), []byte("2"))
 	b.Put([]byte("c"), []byte("3"))
 	b.Delete([]byte("hello"))
-	b.DeleteRange([]byte("b"), []byte("c")) // deletes b
+	b.DeleteRange([]byte("b"), []byte("c"))         // deletes b
 	if err := db.Apply(b, vigil.Sync); err != nil { // atomic; waits for the WAL fsync
 		log.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/memtable"
 	"github.com/vigildb/vigil/sst"
 )
@@ -144,7 +145,7 @@ func (d *DB) flushOne() (did bool, err error) {
 	if h := d.testingHooks; h != nil && h.beforeFlush != nil {
 		h.beforeFlush(e.mt)
 	}
-	var meta *fileMetadata
+	var meta *manifest.FileMetadata
 	if err = e.readable(); err == nil && fileNum != 0 {
 		meta, err = d.writeMemtableTable(e.mt, fileNum, "flush")
 	}
@@ -156,26 +157,26 @@ func (d *DB) flushOne() (did bool, err error) {
 		d.setBackgroundErrorLocked(err, "flush")
 		return false, err
 	}
-	edit := &versionEdit{}
+	edit := &manifest.VersionEdit{}
 	if !d.opts.DisableWAL {
 		next := d.mem.logNum
 		if len(d.imm) > 1 {
 			next = d.imm[1].logNum
 		}
-		edit.setLogNumber(next)
+		edit.SetLogNumber(next)
 	}
 	if meta != nil {
-		edit.added = append(edit.added, newFileEntry{level: 0, meta: meta})
+		edit.Added = append(edit.Added, manifest.NewFile{Level: 0, Meta: meta})
 	}
 	// The memtable's last seqnum, not the table's: entries dropped at flush
 	// (empty range tombstones) must not leave a gap the next WAL's batches
 	// would seem to start after.
 	last := e.lastSeq.Load()
 	if meta != nil {
-		last = max(last, meta.largestSeq)
+		last = max(last, meta.LargestSeq)
 	}
 	if last > 0 {
-		edit.setLastSeq(last)
+		edit.SetLastSeq(last)
 	}
 	if err := d.vs.logAndApply(edit); err != nil {
 		// The edit may or may not be durable (a failed sync says nothing
@@ -191,9 +192,9 @@ func (d *DB) flushOne() (did bool, err error) {
 	d.stats.flushes.Add(1)
 	d.stats.flushNanos.Add(int64(dur))
 	if meta != nil {
-		d.stats.flushBytes.Add(int64(meta.size))
+		d.stats.flushBytes.Add(int64(meta.Size))
 		d.log.Infof("flushed memtable (WAL %06d) to %06d.sst: %d entries, %d bytes, %v; L0 has %d files",
-			e.logNum, meta.fileNum, meta.numEntries+meta.numRangeDels, meta.size, dur, len(d.vs.current.levels[0]))
+			e.logNum, meta.FileNum, meta.NumEntries+meta.NumRangeDels, meta.Size, dur, len(d.vs.current.Levels[0]))
 	} else {
 		d.log.Infof("flushed empty memtable (WAL %06d)", e.logNum)
 	}
@@ -223,7 +224,7 @@ func (d *DB) sstWriterOptions(fileNum uint64) sst.WriterOptions {
 // writeMemtableTable validates mt and writes it to table fileNum, returning
 // its metadata, or nil for an empty memtable. On any error the partial file
 // is removed.
-func (d *DB) writeMemtableTable(mt *memtable.MemTable, fileNum uint64, why string) (meta *fileMetadata, err error) {
+func (d *DB) writeMemtableTable(mt *memtable.MemTable, fileNum uint64, why string) (meta *manifest.FileMetadata, err error) {
 	if err := mt.Validate(); err != nil {
 		d.stats.memCorruptions.Add(1)
 		return nil, fmt.Errorf("%s refused to write table %06d: memtable failed validation: %w", why, fileNum, base.MarkCorruption(err))
@@ -312,18 +313,18 @@ func (d *DB) writeMemtableTable(mt *memtable.MemTable, fileNum uint64, why strin
 }
 
 // metaFromSST converts the SST writer's metadata.
-func metaFromSST(fileNum uint64, sm *sst.Meta) *fileMetadata {
-	return &fileMetadata{
-		fileNum:      fileNum,
-		size:         sm.Size,
-		smallest:     sm.Smallest.Clone(),
-		largest:      sm.Largest.Clone(),
-		smallestSeq:  sm.SmallestSeq,
-		largestSeq:   sm.LargestSeq,
-		numEntries:   sm.NumEntries,
-		numDeletions: sm.NumDeletions,
-		numRangeDels: sm.NumRangeDels,
-		fileChecksum: sm.FileChecksum,
-		checksumType: sm.ChecksumType,
+func metaFromSST(fileNum uint64, sm *sst.Meta) *manifest.FileMetadata {
+	return &manifest.FileMetadata{
+		FileNum:      fileNum,
+		Size:         sm.Size,
+		Smallest:     sm.Smallest.Clone(),
+		Largest:      sm.Largest.Clone(),
+		SmallestSeq:  sm.SmallestSeq,
+		LargestSeq:   sm.LargestSeq,
+		NumEntries:   sm.NumEntries,
+		NumDeletions: sm.NumDeletions,
+		NumRangeDels: sm.NumRangeDels,
+		FileChecksum: sm.FileChecksum,
+		ChecksumType: sm.ChecksumType,
 	}
 }

@@ -99,12 +99,12 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 			return fail(err)
 		}
 	}
-	for level, files := range rs.v.levels {
+	for level, files := range rs.v.Levels {
 		if len(files) == 0 {
 			continue
 		}
 		for _, f := range files {
-			if f.numRangeDels == 0 || !f.overlapsUserRange(it.lower, it.upper) {
+			if f.NumRangeDels == 0 || !f.OverlapsUserRange(it.lower, it.upper) {
 				continue
 			}
 			h, err := d.tableCache.get(f)
@@ -116,7 +116,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 		}
 		if level == 0 {
 			for _, f := range files {
-				if f.smallestSeq > snap || !f.overlapsUserRange(it.lower, it.upper) {
+				if f.SmallestSeq > snap || !f.OverlapsUserRange(it.lower, it.upper) {
 					continue
 				}
 				h, err := d.tableCache.get(f)

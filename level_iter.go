@@ -2,6 +2,7 @@ package vigil
 
 import (
 	"bytes"
+	"github.com/vigildb/vigil/internal/manifest"
 
 	"github.com/vigildb/vigil/internal/base"
 )
@@ -13,7 +14,7 @@ import (
 // Not safe for concurrent use.
 type levelIter struct {
 	d            *DB
-	files        []*fileMetadata
+	files        []*manifest.FileMetadata
 	lower, upper []byte
 	idx          int // index of the open file, -1 if none
 	h            *tableEntry
@@ -21,19 +22,19 @@ type levelIter struct {
 	err          error
 }
 
-func newLevelIter(d *DB, files []*fileMetadata, lower, upper []byte) *levelIter {
+func newLevelIter(d *DB, files []*manifest.FileMetadata, lower, upper []byte) *levelIter {
 	return &levelIter{d: d, files: files, lower: lower, upper: upper, idx: -1}
 }
 
 // inBounds reports whether file i may hold keys within the iterator bounds.
 func (l *levelIter) inBounds(i int) bool {
 	f := l.files[i]
-	if l.upper != nil && bytes.Compare(f.smallest.UserKey, l.upper) >= 0 {
+	if l.upper != nil && bytes.Compare(f.Smallest.UserKey, l.upper) >= 0 {
 		return false
 	}
 	if l.lower != nil {
-		c := bytes.Compare(f.largest.UserKey, l.lower)
-		if c < 0 || (c == 0 && f.largestIsExclusive()) {
+		c := bytes.Compare(f.Largest.UserKey, l.lower)
+		if c < 0 || (c == 0 && f.LargestIsExclusive()) {
 			return false
 		}
 	}
@@ -75,7 +76,7 @@ func (l *levelIter) closeFile() {
 func (l *levelIter) forwardFrom(i int, seek func(base.InternalIterator) bool) bool {
 	for ; i < len(l.files); i++ {
 		if !l.inBounds(i) {
-			if l.upper != nil && bytes.Compare(l.files[i].smallest.UserKey, l.upper) >= 0 {
+			if l.upper != nil && bytes.Compare(l.files[i].Smallest.UserKey, l.upper) >= 0 {
 				break
 			}
 			continue
@@ -101,8 +102,8 @@ func (l *levelIter) backwardFrom(i int, seek func(base.InternalIterator) bool) b
 	for ; i >= 0; i-- {
 		if !l.inBounds(i) {
 			if l.lower != nil {
-				c := bytes.Compare(l.files[i].largest.UserKey, l.lower)
-				if c < 0 || (c == 0 && l.files[i].largestIsExclusive()) {
+				c := bytes.Compare(l.files[i].Largest.UserKey, l.lower)
+				if c < 0 || (c == 0 && l.files[i].LargestIsExclusive()) {
 					break
 				}
 			}
@@ -126,14 +127,14 @@ func (l *levelIter) backwardFrom(i int, seek func(base.InternalIterator) bool) b
 
 func (l *levelIter) SeekGE(key []byte) bool {
 	l.err = nil
-	return l.forwardFrom(findFile(l.files, key), func(it base.InternalIterator) bool { return it.SeekGE(key) })
+	return l.forwardFrom(manifest.FindFile(l.files, key), func(it base.InternalIterator) bool { return it.SeekGE(key) })
 }
 
 func (l *levelIter) SeekLT(key []byte) bool {
 	l.err = nil
 	// The last file whose smallest key is < key.
-	i := findFile(l.files, key)
-	if i == len(l.files) || bytes.Compare(l.files[i].smallest.UserKey, key) >= 0 {
+	i := manifest.FindFile(l.files, key)
+	if i == len(l.files) || bytes.Compare(l.files[i].Smallest.UserKey, key) >= 0 {
 		i--
 	}
 	return l.backwardFrom(i, func(it base.InternalIterator) bool { return it.SeekLT(key) })

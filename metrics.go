@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vigildb/vigil/internal/cache"
+	"github.com/vigildb/vigil/internal/manifest"
 )
 
 // LevelMetrics describes one LSM level.
@@ -22,7 +23,7 @@ type LevelMetrics struct {
 // Metrics is a point-in-time report of the DB's state and activity. String
 // renders it as a table.
 type Metrics struct {
-	Levels [numLevels]LevelMetrics
+	Levels [manifest.NumLevels]LevelMetrics
 
 	MemTable struct {
 		// Size is the bytes used by the mutable memtable's arena.
@@ -96,7 +97,7 @@ func (d *DB) Metrics() *Metrics {
 	v := d.vs.current
 	scores := d.levelScores(v)
 	for l := range m.Levels {
-		m.Levels[l] = LevelMetrics{NumFiles: len(v.levels[l]), Size: v.levelSize(l), Score: scores[l]}
+		m.Levels[l] = LevelMetrics{NumFiles: len(v.Levels[l]), Size: v.LevelSize(l), Score: scores[l]}
 	}
 	if d.mem != nil {
 		m.MemTable.Size = d.mem.mt.ApproximateSize()
@@ -148,7 +149,7 @@ func (d *DB) Metrics() *Metrics {
 // files and non-empty levels.
 func (m *Metrics) ReadAmp() int {
 	n := m.MemTable.Count + m.Levels[0].NumFiles
-	for l := 1; l < numLevels; l++ {
+	for l := 1; l < manifest.NumLevels; l++ {
 		if m.Levels[l].NumFiles > 0 {
 			n++
 		}

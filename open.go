@@ -10,6 +10,7 @@ import (
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/cache"
 	"github.com/vigildb/vigil/internal/lockfile"
+	"github.com/vigildb/vigil/internal/manifest"
 )
 
 // Open opens the DB in dir, creating the directory and an empty DB if
@@ -93,8 +94,8 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 		}
 	} else {
 		d.vs.nextFileNum = 1
-		v, _ := newVersionBuilder(nil).build(d.vs.onObsolete)
-		v.ref()
+		v, _ := manifest.NewBuilder(nil).Build(d.vs.onObsolete)
+		v.Ref()
 		d.vs.current = v
 	}
 	d.log.Infof("opening %s (exists=%v): next file %d, last seq %d, log number %d\n%s%s",
@@ -176,7 +177,7 @@ func (d *DB) writeOptionsFile() error {
 
 // onObsoleteTables is called (from version.unref, possibly on a reader's
 // goroutine) with files no version references any more.
-func (d *DB) onObsoleteTables(files []*fileMetadata) {
+func (d *DB) onObsoleteTables(files []*manifest.FileMetadata) {
 	d.obsoleteMu.Lock()
 	d.obsoleteTables = append(d.obsoleteTables, files...)
 	d.obsoleteMu.Unlock()
@@ -198,8 +199,8 @@ func (d *DB) deleteObsoleteFilesLocked() {
 	d.obsoleteTables = nil
 	d.obsoleteMu.Unlock()
 	for _, f := range tables {
-		d.tableCache.evict(f.fileNum)
-		name := makeFilename(d.fs, d.dirname, fileTypeTable, f.fileNum)
+		d.tableCache.evict(f.FileNum)
+		name := makeFilename(d.fs, d.dirname, fileTypeTable, f.FileNum)
 		if err := d.fs.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
 			d.log.Errorf("deleting obsolete table %s: %v", name, err)
 		} else {
@@ -212,9 +213,9 @@ func (d *DB) deleteObsoleteFilesLocked() {
 		return
 	}
 	live := make(map[uint64]bool)
-	for _, files := range d.vs.current.levels {
+	for _, files := range d.vs.current.Levels {
 		for _, f := range files {
-			live[f.fileNum] = true
+			live[f.FileNum] = true
 		}
 	}
 	var newestOptions uint64

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/memtable"
 	"github.com/vigildb/vigil/wal"
 )
@@ -66,7 +67,7 @@ type walReplay struct {
 	mt        *memtable.MemTable
 	rangeDels int64
 	// flushed are the tables written from full replay memtables.
-	flushed []*fileMetadata
+	flushed []*manifest.FileMetadata
 	// lastWAL and lastEnd are the newest WAL read and the end of its intact
 	// prefix: the predecessor named in the new WAL's preamble.
 	lastWAL uint64
@@ -135,10 +136,10 @@ func (d *DB) walsToReplay() ([]uint64, error) {
 		}
 	}
 	var missing []uint64
-	for _, files := range d.vs.current.levels {
+	for _, files := range d.vs.current.Levels {
 		for _, f := range files {
-			if !present[f.fileNum] {
-				missing = append(missing, f.fileNum)
+			if !present[f.FileNum] {
+				missing = append(missing, f.FileNum)
 			}
 		}
 	}
@@ -450,11 +451,11 @@ func (rp *walReplay) finish() error {
 		logNum = d.vs.nextFileNum
 	}
 	d.mem = &memTableEntry{mt: rp.mt, logNum: logNum, flushed: make(chan struct{})}
-	e := &versionEdit{}
-	e.setLogNumber(logNum)
-	e.setLastSeq(rp.last)
+	e := &manifest.VersionEdit{}
+	e.SetLogNumber(logNum)
+	e.SetLastSeq(rp.last)
 	for _, m := range rp.flushed {
-		e.added = append(e.added, newFileEntry{level: 0, meta: m})
+		e.Added = append(e.Added, manifest.NewFile{Level: 0, Meta: m})
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -479,7 +480,7 @@ func walModeOf(m WALRecoveryMode) wal.RecoveryMode {
 
 // flushRecovered writes a memtable rebuilt from WALs to an L0 table during
 // Open, with the same validation as a normal flush.
-func (d *DB) flushRecovered(mt *memtable.MemTable) (*fileMetadata, error) {
+func (d *DB) flushRecovered(mt *memtable.MemTable) (*manifest.FileMetadata, error) {
 	fileNum := d.vs.allocFileNum()
 	m, err := d.writeMemtableTable(mt, fileNum, "recovery flush")
 	if err != nil {

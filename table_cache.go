@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/sst"
 )
 
@@ -57,13 +58,13 @@ func newTableCache(d *DB, capacity int) *tableCache {
 }
 
 // get returns the open table for f with a reference; callers release it.
-func (c *tableCache) get(f *fileMetadata) (*tableEntry, error) {
+func (c *tableCache) get(f *manifest.FileMetadata) (*tableEntry, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
-	e, ok := c.entries[f.fileNum]
+	e, ok := c.entries[f.FileNum]
 	if ok {
 		e.refs.Add(1)
 		c.lru.MoveToFront(e.elem)
@@ -77,10 +78,10 @@ func (c *tableCache) get(f *fileMetadata) (*tableEntry, error) {
 		return e, nil
 	}
 	c.misses.Add(1)
-	e = &tableEntry{c: c, fileNum: f.fileNum, ready: make(chan struct{})}
+	e = &tableEntry{c: c, fileNum: f.FileNum, ready: make(chan struct{})}
 	e.refs.Store(2) // the cache's and the caller's
 	e.elem = c.lru.PushFront(e)
-	c.entries[f.fileNum] = e
+	c.entries[f.FileNum] = e
 	c.evictLocked()
 	c.mu.Unlock()
 
@@ -106,9 +107,9 @@ func (c *tableCache) get(f *fileMetadata) (*tableEntry, error) {
 	return e, nil
 }
 
-func (c *tableCache) open(f *fileMetadata) (*sst.Reader, error) {
+func (c *tableCache) open(f *manifest.FileMetadata) (*sst.Reader, error) {
 	d := c.d
-	name := makeFilename(d.fs, d.dirname, fileTypeTable, f.fileNum)
+	name := makeFilename(d.fs, d.dirname, fileTypeTable, f.FileNum)
 	file, err := d.fs.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("opening table %s: %w", name, err)
@@ -118,12 +119,12 @@ func (c *tableCache) open(f *fileMetadata) (*sst.Reader, error) {
 		file.Close()
 		return nil, fmt.Errorf("stat of table %s: %w", name, err)
 	}
-	if uint64(st.Size()) != f.size {
+	if uint64(st.Size()) != f.Size {
 		file.Close()
-		return nil, fmt.Errorf("%w: table %s is %d bytes, the MANIFEST says %d", ErrCorruption, name, st.Size(), f.size)
+		return nil, fmt.Errorf("%w: table %s is %d bytes, the MANIFEST says %d", ErrCorruption, name, st.Size(), f.Size)
 	}
 	r, err := sst.Open(file, name, st.Size(), sst.ReaderOptions{
-		FileNum:             f.fileNum,
+		FileNum:             f.FileNum,
 		Cache:               d.blockCache,
 		CacheID:             c.nextCacheID.Add(1),
 		ParanoidCacheChecks: d.opts.ParanoidMemoryChecks,

@@ -3,6 +3,7 @@ package vigil
 import (
 	"errors"
 	"fmt"
+	"github.com/vigildb/vigil/internal/manifest"
 
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/sst"
@@ -41,7 +42,7 @@ func (d *DB) Verify() error {
 		}
 	}
 	d.commitMu.Unlock()
-	for level, files := range rs.v.levels {
+	for level, files := range rs.v.Levels {
 		for _, f := range files {
 			if err := d.verifyTable(f); err != nil {
 				errs = append(errs, fmt.Errorf("L%d: %w", level, err))
@@ -51,17 +52,17 @@ func (d *DB) Verify() error {
 	return errors.Join(errs...)
 }
 
-func (d *DB) verifyTable(f *fileMetadata) error {
+func (d *DB) verifyTable(f *manifest.FileMetadata) error {
 	h, err := d.tableCache.get(f)
 	if err != nil {
 		return err
 	}
 	defer h.release()
 	if err := h.reader.Verify(); err != nil {
-		return fmt.Errorf("table %06d: %w", f.fileNum, err)
+		return fmt.Errorf("table %06d: %w", f.FileNum, err)
 	}
-	if got := h.reader.Properties().FileChecksum; got != f.fileChecksum {
-		return fmt.Errorf("%w: table %06d: whole-file checksum %#016x, the MANIFEST recorded %#016x", ErrCorruption, f.fileNum, got, f.fileChecksum)
+	if got := h.reader.Properties().FileChecksum; got != f.FileChecksum {
+		return fmt.Errorf("%w: table %06d: whole-file checksum %#016x, the MANIFEST recorded %#016x", ErrCorruption, f.FileNum, got, f.FileChecksum)
 	}
 	return nil
 }
@@ -73,8 +74,8 @@ func (d *DB) verifyTable(f *fileMetadata) error {
 // RocksDB does the same after every flush and compaction (its
 // paranoid_file_checks go further and re-read every block). It reads the
 // file directly, not through the table or block cache.
-func (d *DB) checkNewTable(m *fileMetadata) error {
-	name := makeFilename(d.fs, d.dirname, fileTypeTable, m.fileNum)
+func (d *DB) checkNewTable(m *manifest.FileMetadata) error {
+	name := makeFilename(d.fs, d.dirname, fileTypeTable, m.FileNum)
 	f, err := d.fs.Open(name)
 	if err != nil {
 		return fmt.Errorf("re-opening new table %s: %w", name, err)
@@ -84,26 +85,26 @@ func (d *DB) checkNewTable(m *fileMetadata) error {
 		f.Close()
 		return fmt.Errorf("stat of new table %s: %w", name, err)
 	}
-	if uint64(st.Size()) != m.size {
+	if uint64(st.Size()) != m.Size {
 		f.Close()
-		return base.CorruptionErrorf("new table %s is %d bytes, its writer wrote %d", name, st.Size(), m.size)
+		return base.CorruptionErrorf("new table %s is %d bytes, its writer wrote %d", name, st.Size(), m.Size)
 	}
-	r, err := sst.Open(f, name, st.Size(), sst.ReaderOptions{FileNum: m.fileNum})
+	r, err := sst.Open(f, name, st.Size(), sst.ReaderOptions{FileNum: m.FileNum})
 	if err != nil {
 		return fmt.Errorf("re-opening new table %s: %w", name, err)
 	}
 	defer r.Close()
 	p := r.Properties()
 	switch {
-	case p.NumEntries != m.numEntries || p.NumDeletions != m.numDeletions || p.NumRangeDels != m.numRangeDels:
+	case p.NumEntries != m.NumEntries || p.NumDeletions != m.NumDeletions || p.NumRangeDels != m.NumRangeDels:
 		return base.CorruptionErrorf("new table %s reads back %d entries, %d deletions, %d range deletions; %d, %d, %d were written",
-			name, p.NumEntries, p.NumDeletions, p.NumRangeDels, m.numEntries, m.numDeletions, m.numRangeDels)
-	case p.SmallestSeq != m.smallestSeq || p.LargestSeq != m.largestSeq:
-		return base.CorruptionErrorf("new table %s reads back seqnums %d..%d; %d..%d were written", name, p.SmallestSeq, p.LargestSeq, m.smallestSeq, m.largestSeq)
-	case base.CompareInternal(p.SmallestKey, m.smallest) != 0 || base.CompareInternal(p.LargestKey, m.largest) != 0:
-		return base.CorruptionErrorf("new table %s reads back bounds %s..%s; %s..%s were written", name, p.SmallestKey, p.LargestKey, m.smallest, m.largest)
-	case p.FileChecksum != m.fileChecksum:
-		return base.CorruptionErrorf("new table %s reads back whole-file checksum %#016x; %#016x was written", name, p.FileChecksum, m.fileChecksum)
+			name, p.NumEntries, p.NumDeletions, p.NumRangeDels, m.NumEntries, m.NumDeletions, m.NumRangeDels)
+	case p.SmallestSeq != m.SmallestSeq || p.LargestSeq != m.LargestSeq:
+		return base.CorruptionErrorf("new table %s reads back seqnums %d..%d; %d..%d were written", name, p.SmallestSeq, p.LargestSeq, m.SmallestSeq, m.LargestSeq)
+	case base.CompareInternal(p.SmallestKey, m.Smallest) != 0 || base.CompareInternal(p.LargestKey, m.Largest) != 0:
+		return base.CorruptionErrorf("new table %s reads back bounds %s..%s; %s..%s were written", name, p.SmallestKey, p.LargestKey, m.Smallest, m.Largest)
+	case p.FileChecksum != m.FileChecksum:
+		return base.CorruptionErrorf("new table %s reads back whole-file checksum %#016x; %#016x was written", name, p.FileChecksum, m.FileChecksum)
 	}
 	return nil
 }

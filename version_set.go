@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/wal"
 )
 
@@ -22,7 +23,7 @@ type versionSet struct {
 	cksum   checksum.Type
 	log     *eventLog
 
-	current     *version
+	current     *manifest.Version
 	nextFileNum uint64
 	// logNumber: every WAL numbered below it has been flushed.
 	logNumber uint64
@@ -33,7 +34,7 @@ type versionSet struct {
 	manifestNum  uint64
 	manifestSize int64
 
-	onObsolete func([]*fileMetadata)
+	onObsolete func([]*manifest.FileMetadata)
 }
 
 // maxManifestSize is the size at which a new MANIFEST (starting with a
@@ -87,7 +88,7 @@ func (vs *versionSet) load() error {
 	if err := r.CheckLogNumber(num); err != nil {
 		return fmt.Errorf("reading %s named by CURRENT: %w", name, err)
 	}
-	b := newVersionBuilder(nil)
+	b := manifest.NewBuilder(nil)
 	var haveNext, haveComparer bool
 	for {
 		rec, err := r.Next()
@@ -97,28 +98,28 @@ func (vs *versionSet) load() error {
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", name, err)
 		}
-		e, err := decodeVersionEdit(rec, path)
+		e, err := manifest.DecodeVersionEdit(rec, path)
 		if err != nil {
 			return err
 		}
-		if e.comparer != "" {
-			if e.comparer != comparerName {
-				return base.InvalidArgumentErrorf("%s: DB uses comparer %q, Vigil only knows %q", name, e.comparer, comparerName)
+		if e.Comparer != "" {
+			if e.Comparer != manifest.ComparerName {
+				return base.InvalidArgumentErrorf("%s: DB uses comparer %q, Vigil only knows %q", name, e.Comparer, manifest.ComparerName)
 			}
 			haveComparer = true
 		}
-		if err := b.apply(e); err != nil {
+		if err := b.Apply(e); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		if e.hasLogNumber {
-			vs.logNumber = e.logNumber
+		if e.HasLogNumber {
+			vs.logNumber = e.LogNumber
 		}
-		if e.hasNextFileNum {
-			vs.nextFileNum = e.nextFileNum
+		if e.HasNextFileNum {
+			vs.nextFileNum = e.NextFileNum
 			haveNext = true
 		}
-		if e.hasLastSeq {
-			vs.lastSeq = e.lastSeq
+		if e.HasLastSeq {
+			vs.lastSeq = e.LastSeq
 		}
 	}
 	if st := r.Stats(); st.TailDroppedBytes > 0 {
@@ -131,39 +132,39 @@ func (vs *versionSet) load() error {
 	if !haveNext || !haveComparer {
 		return base.CorruptionErrorf("%s: no complete initial record (next file number or comparer missing)", name)
 	}
-	v, err := b.build(vs.onObsolete)
+	v, err := b.Build(vs.onObsolete)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	for _, files := range v.levels {
+	for _, files := range v.Levels {
 		for _, f := range files {
-			if f.fileNum >= vs.nextFileNum {
-				return base.CorruptionErrorf("%s: file %06d is not below the next file number %d", name, f.fileNum, vs.nextFileNum)
+			if f.FileNum >= vs.nextFileNum {
+				return base.CorruptionErrorf("%s: file %06d is not below the next file number %d", name, f.FileNum, vs.nextFileNum)
 			}
-			if f.largestSeq > vs.lastSeq {
-				vs.lastSeq = f.largestSeq
+			if f.LargestSeq > vs.lastSeq {
+				vs.lastSeq = f.LargestSeq
 			}
 		}
 	}
 	if vs.manifestNum < num {
 		vs.manifestNum = num
 	}
-	v.ref()
+	v.Ref()
 	vs.current = v
 	return nil
 }
 
 // snapshotEdit is an edit that recreates the current state from nothing:
 // the first record of every new MANIFEST.
-func (vs *versionSet) snapshotEdit() *versionEdit {
-	e := &versionEdit{comparer: comparerName}
-	e.setLogNumber(vs.logNumber)
-	e.setNextFileNum(vs.nextFileNum)
-	e.setLastSeq(vs.lastSeq)
+func (vs *versionSet) snapshotEdit() *manifest.VersionEdit {
+	e := &manifest.VersionEdit{Comparer: manifest.ComparerName}
+	e.SetLogNumber(vs.logNumber)
+	e.SetNextFileNum(vs.nextFileNum)
+	e.SetLastSeq(vs.lastSeq)
 	if vs.current != nil {
-		for l, files := range vs.current.levels {
+		for l, files := range vs.current.Levels {
 			for _, f := range files {
-				e.added = append(e.added, newFileEntry{level: l, meta: f})
+				e.Added = append(e.Added, manifest.NewFile{Level: l, Meta: f})
 			}
 		}
 	}
@@ -185,7 +186,7 @@ func (vs *versionSet) createManifest() error {
 		f.Close()
 		return fmt.Errorf("creating %s: %w", name, err)
 	}
-	rec := vs.snapshotEdit().encode(nil)
+	rec := vs.snapshotEdit().Encode(nil)
 	if _, err := w.WriteRecord(rec); err != nil {
 		w.Close()
 		return fmt.Errorf("writing %s: %w", name, err)
@@ -206,7 +207,7 @@ func (vs *versionSet) createManifest() error {
 		}
 	}
 	vs.log.Infof("new MANIFEST-%06d (%d files, next file %d, last seq %d, log %d)",
-		num, vs.current.numFiles(), vs.nextFileNum, vs.lastSeq, vs.logNumber)
+		num, vs.current.NumFiles(), vs.nextFileNum, vs.lastSeq, vs.logNumber)
 	return nil
 }
 
@@ -242,62 +243,52 @@ func setCurrentFile(fs vfs.FS, dirname string, dataDir vfs.File, manifestNum, te
 // version. On error nothing changes in memory; the caller decides whether
 // the error is fatal (it is for flushes and compactions: the DB goes
 // read-only rather than risk a MANIFEST that disagrees with the files).
-func (vs *versionSet) logAndApply(e *versionEdit) error {
-	if e.hasLogNumber && e.logNumber < vs.logNumber {
-		return fmt.Errorf("vigil: internal error: log number moving back from %d to %d", vs.logNumber, e.logNumber)
+func (vs *versionSet) logAndApply(e *manifest.VersionEdit) error {
+	if e.HasLogNumber && e.LogNumber < vs.logNumber {
+		return fmt.Errorf("vigil: internal error: log number moving back from %d to %d", vs.logNumber, e.LogNumber)
 	}
-	b := newVersionBuilder(vs.current)
-	if err := b.apply(e); err != nil {
+	b := manifest.NewBuilder(vs.current)
+	if err := b.Apply(e); err != nil {
 		return err
 	}
-	nv, err := b.build(vs.onObsolete)
+	nv, err := b.Build(vs.onObsolete)
 	if err != nil {
 		return err
 	}
-	e.setNextFileNum(vs.nextFileNum)
+	e.SetNextFileNum(vs.nextFileNum)
 	lastSeq := vs.lastSeq
-	if e.hasLastSeq && e.lastSeq > lastSeq {
-		lastSeq = e.lastSeq
+	if e.HasLastSeq && e.LastSeq > lastSeq {
+		lastSeq = e.LastSeq
 	}
-	e.setLastSeq(lastSeq)
+	e.SetLastSeq(lastSeq)
 	if vs.manifest == nil || vs.manifestSize >= maxManifestSize {
 		// Roll to a new MANIFEST holding the state before e, then append e.
 		if err := vs.createManifest(); err != nil {
-			nv.release()
+			nv.Release()
 			return err
 		}
 	}
-	rec := e.encode(nil)
+	rec := e.Encode(nil)
 	if _, err := vs.manifest.WriteRecord(rec); err != nil {
-		nv.release()
+		nv.Release()
 		return fmt.Errorf("writing MANIFEST-%06d: %w", vs.manifestNum, err)
 	}
 	if err := vs.manifest.Sync(); err != nil {
-		nv.release()
+		nv.Release()
 		return fmt.Errorf("syncing MANIFEST-%06d: %w", vs.manifestNum, err)
 	}
 	vs.manifestSize += int64(len(rec))
-	if e.hasLogNumber {
-		vs.logNumber = e.logNumber
+	if e.HasLogNumber {
+		vs.logNumber = e.LogNumber
 	}
 	vs.lastSeq = lastSeq
-	nv.ref()
+	nv.Ref()
 	old := vs.current
 	vs.current = nv
 	if old != nil {
-		old.unref()
+		old.Unref()
 	}
 	return nil
-}
-
-// release drops the file references of a version that was built but never
-// installed, without reporting its files obsolete.
-func (v *version) release() {
-	for _, files := range v.levels {
-		for _, f := range files {
-			f.refs.Add(-1)
-		}
-	}
 }
 
 // close closes the MANIFEST writer.

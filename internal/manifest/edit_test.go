@@ -1,4 +1,4 @@
-package vigil
+package manifest
 
 import (
 	"encoding/hex"
@@ -10,25 +10,25 @@ import (
 	"github.com/vigildb/vigil/internal/base"
 )
 
-func sampleEdit() *versionEdit {
-	e := &versionEdit{comparer: comparerName}
-	e.setLogNumber(5)
-	e.setNextFileNum(9)
-	e.setLastSeq(300)
-	e.deleted = append(e.deleted, deletedFileEntry{level: 1, fileNum: 3})
-	e.added = append(e.added, newFileEntry{level: 2, meta: &fileMetadata{
-		fileNum: 8, size: 4096,
-		smallest:    base.MakeInternalKey([]byte("a"), 10, base.KindSet),
-		largest:     base.MakeInternalKey([]byte("z"), base.SeqNumMax, base.KindRangeDelete),
-		smallestSeq: 10, largestSeq: 290, numEntries: 100, numDeletions: 2, numRangeDels: 1,
-		fileChecksum: 0x1122334455667788, checksumType: checksum.XXH3,
+func sampleEdit() *VersionEdit {
+	e := &VersionEdit{Comparer: ComparerName}
+	e.SetLogNumber(5)
+	e.SetNextFileNum(9)
+	e.SetLastSeq(300)
+	e.Deleted = append(e.Deleted, DeletedFile{Level: 1, FileNum: 3})
+	e.Added = append(e.Added, NewFile{Level: 2, Meta: &FileMetadata{
+		FileNum: 8, Size: 4096,
+		Smallest:    base.MakeInternalKey([]byte("a"), 10, base.KindSet),
+		Largest:     base.MakeInternalKey([]byte("z"), base.SeqNumMax, base.KindRangeDelete),
+		SmallestSeq: 10, LargestSeq: 290, NumEntries: 100, NumDeletions: 2, NumRangeDels: 1,
+		FileChecksum: 0x1122334455667788, ChecksumType: checksum.XXH3,
 	}})
 	return e
 }
 
 // TestVersionEditGolden pins the MANIFEST record layout.
 func TestVersionEditGolden(t *testing.T) {
-	got := hex.EncodeToString(sampleEdit().encode(nil))
+	got := hex.EncodeToString(sampleEdit().Encode(nil))
 	const want = "06" + "08" + "6279746577697365" + // comparer "bytewise"
 		"01" + "05" + "02" + "09" + "03" + "ac02" + // log 5, next file 9, last seq 300
 		"04" + "01" + "03" + // deleted L1 #3
@@ -44,36 +44,36 @@ func TestVersionEditGolden(t *testing.T) {
 
 func TestVersionEditRoundTrip(t *testing.T) {
 	e := sampleEdit()
-	d, err := decodeVersionEdit(e.encode(nil), "test")
+	d, err := DecodeVersionEdit(e.Encode(nil), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Compare the exported-equivalent fields (refs are atomics).
-	if d.logNumber != e.logNumber || d.nextFileNum != e.nextFileNum || d.lastSeq != e.lastSeq ||
-		!reflect.DeepEqual(d.deleted, e.deleted) || len(d.added) != 1 || d.comparer != comparerName {
+	if d.LogNumber != e.LogNumber || d.NextFileNum != e.NextFileNum || d.LastSeq != e.LastSeq ||
+		!reflect.DeepEqual(d.Deleted, e.Deleted) || len(d.Added) != 1 || d.Comparer != ComparerName {
 		t.Fatalf("round trip: %+v", d)
 	}
-	a, b := d.added[0].meta, e.added[0].meta
-	if a.fileNum != b.fileNum || a.size != b.size || base.CompareInternal(a.smallest, b.smallest) != 0 ||
-		base.CompareInternal(a.largest, b.largest) != 0 || a.numEntries != b.numEntries || a.fileChecksum != b.fileChecksum ||
-		a.checksumType != b.checksumType || a.numRangeDels != b.numRangeDels || !a.largestIsExclusive() {
+	a, b := d.Added[0].Meta, e.Added[0].Meta
+	if a.FileNum != b.FileNum || a.Size != b.Size || base.CompareInternal(a.Smallest, b.Smallest) != 0 ||
+		base.CompareInternal(a.Largest, b.Largest) != 0 || a.NumEntries != b.NumEntries || a.FileChecksum != b.FileChecksum ||
+		a.ChecksumType != b.ChecksumType || a.NumRangeDels != b.NumRangeDels || !a.LargestIsExclusive() {
 		t.Fatalf("file meta round trip: %+v vs %+v", a, b)
 	}
 }
 
 func TestVersionEditRejectsEveryTruncation(t *testing.T) {
-	enc := sampleEdit().encode(nil)
+	enc := sampleEdit().Encode(nil)
 	for n := 1; n < len(enc); n++ {
-		if _, err := decodeVersionEdit(enc[:n], "test"); err == nil {
+		if _, err := DecodeVersionEdit(enc[:n], "test"); err == nil {
 			// A truncation that lands exactly between fields decodes fine.
 			continue
-		} else if !errors.Is(err, ErrCorruption) {
+		} else if !errors.Is(err, base.ErrCorruption) {
 			t.Fatalf("truncation at %d: %v is not corruption", n, err)
 		}
 	}
 	bad := append([]byte{}, enc...)
 	bad[0] = 99
-	if _, err := decodeVersionEdit(bad, "test"); !errors.Is(err, ErrCorruption) {
+	if _, err := DecodeVersionEdit(bad, "test"); !errors.Is(err, base.ErrCorruption) {
 		t.Fatalf("unknown tag: %v", err)
 	}
 }
@@ -81,22 +81,22 @@ func TestVersionEditRejectsEveryTruncation(t *testing.T) {
 // FuzzVersionEdit: arbitrary MANIFEST records never panic; whatever decodes
 // re-encodes and decodes to the same edit.
 func FuzzVersionEdit(f *testing.F) {
-	f.Add(sampleEdit().encode(nil))
+	f.Add(sampleEdit().Encode(nil))
 	f.Add([]byte{})
 	f.Add([]byte{5, 0, 1, 2, 3})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		e, err := decodeVersionEdit(data, "fuzz")
+		e, err := DecodeVersionEdit(data, "fuzz")
 		if err != nil {
-			if !errors.Is(err, ErrCorruption) {
+			if !errors.Is(err, base.ErrCorruption) {
 				t.Fatalf("not corruption: %v", err)
 			}
 			return
 		}
-		e2, err := decodeVersionEdit(e.encode(nil), "fuzz")
+		e2, err := DecodeVersionEdit(e.Encode(nil), "fuzz")
 		if err != nil {
 			t.Fatalf("re-decoding: %v", err)
 		}
-		if string(e2.encode(nil)) != string(e.encode(nil)) {
+		if string(e2.Encode(nil)) != string(e.Encode(nil)) {
 			t.Fatal("encoding not stable")
 		}
 	})

@@ -1,10 +1,9 @@
-package vigil
+package manifest
 
 import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
@@ -38,83 +37,95 @@ const (
 	tagComparer    = 6
 )
 
-// numLevels is the number of LSM levels, L0 to L6.
-const numLevels = 7
+// NumLevels is the number of LSM levels, L0 to L6.
+const NumLevels = 7
 
-const comparerName = "bytewise"
+// ComparerName is the only key order Vigil knows.
+const ComparerName = "bytewise"
 
-// deletedFileEntry names a file leaving a level.
-type deletedFileEntry struct {
-	level   int
-	fileNum uint64
+// DeletedFile names a file leaving a level.
+type DeletedFile struct {
+	Level   int
+	FileNum uint64
 }
 
-// newFileEntry is a file entering a level.
-type newFileEntry struct {
-	level int
-	meta  *fileMetadata
+// NewFile is a file entering a level.
+type NewFile struct {
+	Level int
+	Meta  *FileMetadata
 }
 
-// versionEdit is one atomic change to the LSM shape.
-type versionEdit struct {
-	comparer       string
-	logNumber      uint64
-	hasLogNumber   bool
-	nextFileNum    uint64
-	hasNextFileNum bool
-	lastSeq        uint64
-	hasLastSeq     bool
-	deleted        []deletedFileEntry
-	added          []newFileEntry
+// VersionEdit is one atomic change to the LSM shape.
+type VersionEdit struct {
+	// Comparer names the key order; only the first record of a MANIFEST
+	// carries it, and it is always "bytewise".
+	Comparer string
+	// LogNumber: every WAL below it is flushed (set if HasLogNumber).
+	LogNumber    uint64
+	HasLogNumber bool
+	// NextFileNum is the next file number to allocate.
+	NextFileNum    uint64
+	HasNextFileNum bool
+	// LastSeq is the largest sequence number in any table, or in any WAL
+	// below LogNumber.
+	LastSeq    uint64
+	HasLastSeq bool
+	Deleted    []DeletedFile
+	Added      []NewFile
 }
 
-func (e *versionEdit) setLogNumber(n uint64)   { e.logNumber, e.hasLogNumber = n, true }
-func (e *versionEdit) setNextFileNum(n uint64) { e.nextFileNum, e.hasNextFileNum = n, true }
-func (e *versionEdit) setLastSeq(n uint64)     { e.lastSeq, e.hasLastSeq = n, true }
+// SetLogNumber sets the log number.
+func (e *VersionEdit) SetLogNumber(n uint64) { e.LogNumber, e.HasLogNumber = n, true }
+
+// SetNextFileNum sets the next file number.
+func (e *VersionEdit) SetNextFileNum(n uint64) { e.NextFileNum, e.HasNextFileNum = n, true }
+
+// SetLastSeq sets the last sequence number.
+func (e *VersionEdit) SetLastSeq(n uint64) { e.LastSeq, e.HasLastSeq = n, true }
 
 func appendBytes(dst, b []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(b)))
 	return append(dst, b...)
 }
 
-// encode appends the edit's encoding to dst.
-func (e *versionEdit) encode(dst []byte) []byte {
-	if e.comparer != "" {
+// Encode appends the edit's encoding to dst.
+func (e *VersionEdit) Encode(dst []byte) []byte {
+	if e.Comparer != "" {
 		dst = binary.AppendUvarint(dst, tagComparer)
-		dst = appendBytes(dst, []byte(e.comparer))
+		dst = appendBytes(dst, []byte(e.Comparer))
 	}
-	if e.hasLogNumber {
+	if e.HasLogNumber {
 		dst = binary.AppendUvarint(dst, tagLogNumber)
-		dst = binary.AppendUvarint(dst, e.logNumber)
+		dst = binary.AppendUvarint(dst, e.LogNumber)
 	}
-	if e.hasNextFileNum {
+	if e.HasNextFileNum {
 		dst = binary.AppendUvarint(dst, tagNextFileNum)
-		dst = binary.AppendUvarint(dst, e.nextFileNum)
+		dst = binary.AppendUvarint(dst, e.NextFileNum)
 	}
-	if e.hasLastSeq {
+	if e.HasLastSeq {
 		dst = binary.AppendUvarint(dst, tagLastSeq)
-		dst = binary.AppendUvarint(dst, e.lastSeq)
+		dst = binary.AppendUvarint(dst, e.LastSeq)
 	}
-	for _, d := range e.deleted {
+	for _, d := range e.Deleted {
 		dst = binary.AppendUvarint(dst, tagDeletedFile)
-		dst = binary.AppendUvarint(dst, uint64(d.level))
-		dst = binary.AppendUvarint(dst, d.fileNum)
+		dst = binary.AppendUvarint(dst, uint64(d.Level))
+		dst = binary.AppendUvarint(dst, d.FileNum)
 	}
-	for _, a := range e.added {
-		m := a.meta
+	for _, a := range e.Added {
+		m := a.Meta
 		dst = binary.AppendUvarint(dst, tagNewFile)
-		dst = binary.AppendUvarint(dst, uint64(a.level))
-		dst = binary.AppendUvarint(dst, m.fileNum)
-		dst = binary.AppendUvarint(dst, m.size)
-		dst = appendBytes(dst, m.smallest.Append(nil))
-		dst = appendBytes(dst, m.largest.Append(nil))
-		dst = binary.AppendUvarint(dst, m.smallestSeq)
-		dst = binary.AppendUvarint(dst, m.largestSeq)
-		dst = binary.AppendUvarint(dst, m.numEntries)
-		dst = binary.AppendUvarint(dst, m.numDeletions)
-		dst = binary.AppendUvarint(dst, m.numRangeDels)
-		dst = binary.LittleEndian.AppendUint64(dst, m.fileChecksum)
-		dst = append(dst, byte(m.checksumType))
+		dst = binary.AppendUvarint(dst, uint64(a.Level))
+		dst = binary.AppendUvarint(dst, m.FileNum)
+		dst = binary.AppendUvarint(dst, m.Size)
+		dst = appendBytes(dst, m.Smallest.Append(nil))
+		dst = appendBytes(dst, m.Largest.Append(nil))
+		dst = binary.AppendUvarint(dst, m.SmallestSeq)
+		dst = binary.AppendUvarint(dst, m.LargestSeq)
+		dst = binary.AppendUvarint(dst, m.NumEntries)
+		dst = binary.AppendUvarint(dst, m.NumDeletions)
+		dst = binary.AppendUvarint(dst, m.NumRangeDels)
+		dst = binary.LittleEndian.AppendUint64(dst, m.FileChecksum)
+		dst = append(dst, byte(m.ChecksumType))
 	}
 	return dst
 }
@@ -157,7 +168,7 @@ func (d *editDecoder) level() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if l >= numLevels {
+	if l >= NumLevels {
 		return 0, d.errorf("level %d out of range", l)
 	}
 	return int(l), nil
@@ -175,11 +186,11 @@ func (d *editDecoder) ikey(what string) (base.InternalKey, error) {
 	return k.Clone(), nil
 }
 
-// decodeVersionEdit parses one MANIFEST record. where names the file for
+// DecodeVersionEdit parses one MANIFEST record. where names the file for
 // errors. Every length is checked against the record; nothing is trusted.
-func decodeVersionEdit(b []byte, where string) (*versionEdit, error) {
+func DecodeVersionEdit(b []byte, where string) (*VersionEdit, error) {
 	d := &editDecoder{b: b, where: where}
-	e := &versionEdit{}
+	e := &VersionEdit{}
 	for d.off < len(b) {
 		tagOff := d.off
 		tag, err := d.uvarint("tag")
@@ -192,92 +203,82 @@ func decodeVersionEdit(b []byte, where string) (*versionEdit, error) {
 			if err != nil {
 				return nil, err
 			}
-			e.comparer = string(name)
+			e.Comparer = string(name)
 		case tagLogNumber:
-			if e.logNumber, err = d.uvarint("log number"); err != nil {
+			if e.LogNumber, err = d.uvarint("log number"); err != nil {
 				return nil, err
 			}
-			e.hasLogNumber = true
+			e.HasLogNumber = true
 		case tagNextFileNum:
-			if e.nextFileNum, err = d.uvarint("next file number"); err != nil {
+			if e.NextFileNum, err = d.uvarint("next file number"); err != nil {
 				return nil, err
 			}
-			e.hasNextFileNum = true
+			e.HasNextFileNum = true
 		case tagLastSeq:
-			if e.lastSeq, err = d.uvarint("last seqnum"); err != nil {
+			if e.LastSeq, err = d.uvarint("last seqnum"); err != nil {
 				return nil, err
 			}
-			if e.lastSeq > base.SeqNumMax {
-				return nil, d.errorf("last seqnum %d exceeds the maximum", e.lastSeq)
+			if e.LastSeq > base.SeqNumMax {
+				return nil, d.errorf("last seqnum %d exceeds the maximum", e.LastSeq)
 			}
-			e.hasLastSeq = true
+			e.HasLastSeq = true
 		case tagDeletedFile:
-			var df deletedFileEntry
-			if df.level, err = d.level(); err != nil {
+			var df DeletedFile
+			if df.Level, err = d.level(); err != nil {
 				return nil, err
 			}
-			if df.fileNum, err = d.uvarint("deleted file number"); err != nil {
+			if df.FileNum, err = d.uvarint("deleted file number"); err != nil {
 				return nil, err
 			}
-			e.deleted = append(e.deleted, df)
+			e.Deleted = append(e.Deleted, df)
 		case tagNewFile:
-			nf := newFileEntry{meta: &fileMetadata{}}
-			m := nf.meta
-			if nf.level, err = d.level(); err != nil {
+			nf := NewFile{Meta: &FileMetadata{}}
+			m := nf.Meta
+			if nf.Level, err = d.level(); err != nil {
 				return nil, err
 			}
 			fields := []struct {
 				dst  *uint64
 				name string
-			}{{&m.fileNum, "file number"}, {&m.size, "file size"}}
+			}{{&m.FileNum, "file number"}, {&m.Size, "file size"}}
 			for _, f := range fields {
 				if *f.dst, err = d.uvarint(f.name); err != nil {
 					return nil, err
 				}
 			}
-			if m.smallest, err = d.ikey("smallest key"); err != nil {
+			if m.Smallest, err = d.ikey("smallest key"); err != nil {
 				return nil, err
 			}
-			if m.largest, err = d.ikey("largest key"); err != nil {
+			if m.Largest, err = d.ikey("largest key"); err != nil {
 				return nil, err
 			}
 			fields = []struct {
 				dst  *uint64
 				name string
-			}{{&m.smallestSeq, "smallest seqnum"}, {&m.largestSeq, "largest seqnum"}, {&m.numEntries, "entry count"},
-				{&m.numDeletions, "deletion count"}, {&m.numRangeDels, "range deletion count"}}
+			}{{&m.SmallestSeq, "smallest seqnum"}, {&m.LargestSeq, "largest seqnum"}, {&m.NumEntries, "entry count"},
+				{&m.NumDeletions, "deletion count"}, {&m.NumRangeDels, "range deletion count"}}
 			for _, f := range fields {
 				if *f.dst, err = d.uvarint(f.name); err != nil {
 					return nil, err
 				}
 			}
 			if len(b)-d.off < 9 {
-				return nil, d.errorf("new file %d: %d bytes left for checksum and type, need 9", m.fileNum, len(b)-d.off)
+				return nil, d.errorf("new file %d: %d bytes left for checksum and type, need 9", m.FileNum, len(b)-d.off)
 			}
-			m.fileChecksum = binary.LittleEndian.Uint64(b[d.off:])
-			m.checksumType = checksum.Type(b[d.off+8])
+			m.FileChecksum = binary.LittleEndian.Uint64(b[d.off:])
+			m.ChecksumType = checksum.Type(b[d.off+8])
 			d.off += 9
-			if !m.checksumType.Valid() {
-				return nil, d.errorf("new file %d: unknown checksum type %d", m.fileNum, m.checksumType)
+			if !m.ChecksumType.Valid() {
+				return nil, d.errorf("new file %d: unknown checksum type %d", m.FileNum, m.ChecksumType)
 			}
-			if m.size > math.MaxInt64 {
-				return nil, d.errorf("new file %d: size %d out of range", m.fileNum, m.size)
+			if m.Size > math.MaxInt64 {
+				return nil, d.errorf("new file %d: size %d out of range", m.FileNum, m.Size)
 			}
-			e.added = append(e.added, nf)
+			e.Added = append(e.Added, nf)
 		default:
 			d.off = tagOff
 			return nil, d.errorf("unknown tag %d", tag)
 		}
 	}
 	return e, nil
-}
-
-// sortedFileNums returns the numbers of files added by e, for logging.
-func (e *versionEdit) addedFileNums() []uint64 {
-	nums := make([]uint64, 0, len(e.added))
-	for _, a := range e.added {
-		nums = append(nums, a.meta.fileNum)
-	}
-	sort.Slice(nums, func(i, j int) bool { return nums[i] < nums[j] })
-	return nums
 }

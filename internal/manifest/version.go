@@ -1,0 +1,268 @@
+package manifest
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/base"
+)
+
+// FileMetadata describes one live SST file. Immutable once the file is in a
+// version, except for refs (atomic) and compacting (guarded by DB.mu).
+//
+// Bounds: smallest and largest are internal keys covering every point key and
+// range tombstone of the file. A range tombstone's end is exclusive, so a
+// file whose largest bound comes from one has largest = end#SeqNumMax,RANGEDEL,
+// which sorts before every real entry of the user key end.
+type FileMetadata struct {
+	FileNum                  uint64
+	Size                     uint64
+	Smallest, Largest        base.InternalKey
+	SmallestSeq, LargestSeq  uint64
+	NumEntries, NumDeletions uint64
+	NumRangeDels             uint64
+	// FileChecksum is the whole-file checksum of ChecksumType, recorded
+	// when the table was written and checked by DB.Verify.
+	FileChecksum uint64
+	ChecksumType checksum.Type
+	refs         atomic.Int32 // versions holding the file
+}
+
+// LargestIsExclusive reports whether the file's largest bound is a range
+// tombstone's exclusive end.
+func (m *FileMetadata) LargestIsExclusive() bool {
+	return m.Largest.Kind() == base.KindRangeDelete && m.Largest.SeqNum() == base.SeqNumMax
+}
+
+// OverlapsUserRange reports whether the file may hold keys in [start, end]
+// (end inclusive; nil = unbounded).
+func (m *FileMetadata) OverlapsUserRange(start, end []byte) bool {
+	if end != nil && bytes.Compare(m.Smallest.UserKey, end) > 0 {
+		return false
+	}
+	if start != nil {
+		c := bytes.Compare(m.Largest.UserKey, start)
+		if c < 0 || (c == 0 && m.LargestIsExclusive()) {
+			return false
+		}
+	}
+	return true
+}
+
+// ContainsUserKey reports whether key lies within the file's bounds.
+func (m *FileMetadata) ContainsUserKey(key []byte) bool {
+	return m.OverlapsUserRange(key, key)
+}
+
+func (m *FileMetadata) String() string {
+	return fmt.Sprintf("%06d:[%s-%s]", m.FileNum, m.Smallest, m.Largest)
+}
+
+// Version is an immutable snapshot of the LSM shape: the files of each
+// level. L0 files may overlap and are ordered newest first (by largest
+// seqnum); files of L1..L6 do not overlap and are ordered by key.
+//
+// Reference counting: the DB's current version holds one reference, and each
+// read state using it holds one. When the count drops to zero the version's
+// files are unreferenced; a file no version references is obsolete and is
+// deleted.
+type Version struct {
+	// Levels holds the files of L0..L6.
+	Levels [NumLevels][]*FileMetadata
+	refs   atomic.Int32
+	// onObsolete is called with files whose refcount reached zero when this
+	// version is released.
+	onObsolete func([]*FileMetadata)
+}
+
+// Ref takes a reference.
+func (v *Version) Ref() { v.refs.Add(1) }
+
+// Unref drops a reference; at zero the version's files lose theirs, and
+// files no version references any more are handed to onObsolete.
+func (v *Version) Unref() {
+	if v.refs.Add(-1) != 0 {
+		return
+	}
+	var obsolete []*FileMetadata
+	for _, files := range v.Levels {
+		for _, f := range files {
+			if f.refs.Add(-1) == 0 {
+				obsolete = append(obsolete, f)
+			}
+		}
+	}
+	if len(obsolete) > 0 && v.onObsolete != nil {
+		v.onObsolete(obsolete)
+	}
+}
+
+// NumFiles returns the total number of files.
+func (v *Version) NumFiles() int {
+	n := 0
+	for _, l := range v.Levels {
+		n += len(l)
+	}
+	return n
+}
+
+// LevelSize returns the total bytes of a level.
+func (v *Version) LevelSize(level int) uint64 {
+	var s uint64
+	for _, f := range v.Levels[level] {
+		s += f.Size
+	}
+	return s
+}
+
+// Overlaps returns the files of level that may hold keys in [start, end]
+// (inclusive, nil = unbounded). For L1+ the result is a contiguous run.
+func (v *Version) Overlaps(level int, start, end []byte) []*FileMetadata {
+	var out []*FileMetadata
+	for _, f := range v.Levels[level] {
+		if f.OverlapsUserRange(start, end) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// FindFile returns the index of the first file in a sorted level (L1+) whose
+// largest bound is >= key, i.e. the only file that can contain key.
+func FindFile(files []*FileMetadata, key []byte) int {
+	return sort.Search(len(files), func(i int) bool {
+		c := bytes.Compare(files[i].Largest.UserKey, key)
+		return c > 0 || (c == 0 && !files[i].LargestIsExclusive())
+	})
+}
+
+// CheckOrdering verifies the level invariants; a violation means a bug or a
+// corrupt MANIFEST, and is reported as corruption.
+func (v *Version) CheckOrdering() error {
+	for i := 1; i < len(v.Levels[0]); i++ {
+		a, b := v.Levels[0][i-1], v.Levels[0][i]
+		if a.LargestSeq < b.LargestSeq {
+			return base.CorruptionErrorf("L0 files out of seqnum order: %06d (largest seq %d) before %06d (largest seq %d)",
+				a.FileNum, a.LargestSeq, b.FileNum, b.LargestSeq)
+		}
+	}
+	for level := 1; level < NumLevels; level++ {
+		files := v.Levels[level]
+		for i, f := range files {
+			if base.CompareInternal(f.Smallest, f.Largest) > 0 {
+				return base.CorruptionErrorf("L%d file %06d: smallest %s > largest %s", level, f.FileNum, f.Smallest, f.Largest)
+			}
+			if i == 0 {
+				continue
+			}
+			p := files[i-1]
+			c := bytes.Compare(p.Largest.UserKey, f.Smallest.UserKey)
+			if c > 0 || (c == 0 && !p.LargestIsExclusive()) {
+				return base.CorruptionErrorf("L%d files overlap: %s and %s", level, p, f)
+			}
+		}
+	}
+	return nil
+}
+
+// Builder applies edits to a base version.
+type Builder struct {
+	levels [NumLevels]map[uint64]*FileMetadata
+}
+
+func NewBuilder(v *Version) *Builder {
+	b := &Builder{}
+	for l := range b.levels {
+		b.levels[l] = make(map[uint64]*FileMetadata)
+		if v != nil {
+			for _, f := range v.Levels[l] {
+				b.levels[l][f.FileNum] = f
+			}
+		}
+	}
+	return b
+}
+
+// Apply folds an edit in. Deleting a file that is not there, or adding one
+// twice, is corruption (of the MANIFEST or of our own bookkeeping).
+func (b *Builder) Apply(e *VersionEdit) error {
+	for _, d := range e.Deleted {
+		if _, ok := b.levels[d.Level][d.FileNum]; !ok {
+			return base.CorruptionErrorf("version edit deletes file %06d from L%d, which does not hold it", d.FileNum, d.Level)
+		}
+		delete(b.levels[d.Level], d.FileNum)
+	}
+	for _, a := range e.Added {
+		for l := range b.levels {
+			if _, ok := b.levels[l][a.Meta.FileNum]; ok {
+				return base.CorruptionErrorf("version edit adds file %06d to L%d, but L%d already holds it", a.Meta.FileNum, a.Level, l)
+			}
+		}
+		b.levels[a.Level][a.Meta.FileNum] = a.Meta
+	}
+	return nil
+}
+
+// Build produces the new version, sorted, and checks its invariants. Each
+// file gains a reference from the new version.
+func (b *Builder) Build(onObsolete func([]*FileMetadata)) (*Version, error) {
+	v := &Version{onObsolete: onObsolete}
+	for l := range b.levels {
+		files := make([]*FileMetadata, 0, len(b.levels[l]))
+		for _, f := range b.levels[l] {
+			files = append(files, f)
+		}
+		if l == 0 {
+			sort.Slice(files, func(i, j int) bool {
+				if files[i].LargestSeq != files[j].LargestSeq {
+					return files[i].LargestSeq > files[j].LargestSeq
+				}
+				return files[i].FileNum > files[j].FileNum
+			})
+		} else {
+			sort.Slice(files, func(i, j int) bool {
+				return base.CompareInternal(files[i].Smallest, files[j].Smallest) < 0
+			})
+		}
+		v.Levels[l] = files
+	}
+	if err := v.CheckOrdering(); err != nil {
+		return nil, err
+	}
+	for _, files := range v.Levels {
+		for _, f := range files {
+			f.refs.Add(1)
+		}
+	}
+	return v, nil
+}
+
+// Release drops the file references of a version that was built but never
+// installed, without reporting its files obsolete.
+func (v *Version) Release() {
+	for _, files := range v.Levels {
+		for _, f := range files {
+			f.refs.Add(-1)
+		}
+	}
+}
+
+// String renders the LSM shape for the LOG and debugging.
+func (v *Version) String() string {
+	var b strings.Builder
+	for l, files := range v.Levels {
+		if len(files) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "L%d:", l)
+		for _, f := range files {
+			fmt.Fprintf(&b, " %s", f)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
