@@ -9,6 +9,7 @@ import (
 
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/manifest"
+	"github.com/vigildb/vigil/internal/rangedel"
 	"github.com/vigildb/vigil/sst"
 )
 
@@ -395,7 +396,7 @@ type compactionStats struct {
 func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (outputs []*manifest.FileMetadata, st compactionStats, err error) {
 	// Open the inputs; collect their range tombstones.
 	var children []base.InternalIterator
-	var tombs []base.RangeTombstone
+	var tombs []rangedel.Tombstone
 	var expectEntries uint64
 	defer func() {
 		for _, ch := range children {
@@ -429,45 +430,13 @@ func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (o
 	stripe := func(seq uint64) int {
 		return sort.Search(len(snaps), func(i int) bool { return seq <= snaps[i] })
 	}
-	frags := fragmentForCompaction(tombs)
-
-	// Decide which tombstone pieces to keep: the newest per stripe, none in
-	// the lowest stripe at the bottom.
-	type keptTomb struct {
-		start, end []byte
-		seq        uint64
-	}
-	var kept []keptTomb
-	for _, fr := range frags {
-		last := -1
-		for _, seq := range fr.seqs { // descending
-			s := stripe(seq)
-			if s == last {
-				st.dropped++
-				continue
-			}
-			last = s
-			if s == 0 && bottom(fr.start, fr.end) {
-				st.dropped++
-				continue
-			}
-			kept = append(kept, keptTomb{fr.start, fr.end, seq})
-		}
-	}
-	// covered reports whether a tombstone of the same stripe deletes (key, seq).
-	covered := func(key []byte, seq uint64) bool {
-		i := sort.Search(len(frags), func(i int) bool { return bytes.Compare(frags[i].start, key) > 0 }) - 1
-		if i < 0 || bytes.Compare(key, frags[i].end) >= 0 {
-			return false
-		}
-		s := stripe(seq)
-		for _, t := range frags[i].seqs {
-			if t > seq && stripe(t) == s {
-				return true
-			}
-		}
-		return false
-	}
+	stacks := rangedel.Stacks(tombs)
+	// The tombstones to write: the newest per stripe, none in the lowest
+	// stripe at the bottom.
+	kept, dropped := rangedel.Elide(stacks, stripe, bottom)
+	st.dropped += dropped
+	clip := rangedel.NewClipper(kept)
+	covered := func(key []byte, seq uint64) bool { return rangedel.CoveredInStripe(stacks, key, seq, stripe) }
 
 	var (
 		w          *sst.Writer
@@ -475,36 +444,20 @@ func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (o
 		fileStart  []byte // first user key of the current output; nil for the first
 		lastKey    []byte
 		written    uint64 // entries added to the current output
-		tombIdx    int
 		target     = uint64(d.opts.TargetFileSize)
 		prevKey    []byte
 		prevStripe int
 		havePrev   bool
 	)
 	// addTombs adds the kept tombstones clipped to [fileStart, end).
+	var clipped []rangedel.Tombstone
 	addTombs := func(end []byte) error {
-		for i := tombIdx; i < len(kept); i++ {
-			t := kept[i]
-			if end != nil && bytes.Compare(t.start, end) >= 0 {
-				break
+		clipped = clip.Clip(clipped[:0], fileStart, end)
+		for _, t := range clipped {
+			if err := w.AddRangeDel(t.Start, t.End, t.Seq); err != nil {
+				return err
 			}
-			s, e := t.start, t.end
-			if fileStart != nil && bytes.Compare(s, fileStart) < 0 {
-				s = fileStart
-			}
-			if end != nil && bytes.Compare(e, end) > 0 {
-				e = end
-			}
-			if bytes.Compare(s, e) < 0 {
-				if err := w.AddRangeDel(s, e, t.seq); err != nil {
-					return err
-				}
-				written++
-			}
-		}
-		// Pieces ending at or before end are done.
-		for tombIdx < len(kept) && (end == nil || bytes.Compare(kept[tombIdx].end, end) <= 0) {
-			tombIdx++
+			written++
 		}
 		return nil
 	}
@@ -587,7 +540,7 @@ func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (o
 	if err := iter.Error(); err != nil {
 		return outputs, st, fmt.Errorf("reading compaction inputs: %w", err)
 	}
-	if w == nil && tombIdx < len(kept) {
+	if w == nil && clip.Pending() {
 		if err := openOutput(); err != nil {
 			return outputs, st, err
 		}
@@ -609,48 +562,4 @@ func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (o
 		}
 	}
 	return outputs, st, nil
-}
-
-// tombFragment is a piece of the key space with every tombstone seqnum
-// covering it, descending.
-type tombFragment struct {
-	start, end []byte
-	seqs       []uint64
-}
-
-// fragmentForCompaction cuts tombstones at every boundary, keeping all
-// seqnums per piece (a compaction must keep one per snapshot stripe).
-func fragmentForCompaction(ts []base.RangeTombstone) []tombFragment {
-	uniq := tombBounds(ts, base.SeqNumMax)
-	if len(uniq) == 0 {
-		return nil
-	}
-	frags := make([]tombFragment, len(uniq)-1)
-	for i := range frags {
-		frags[i].start, frags[i].end = uniq[i], uniq[i+1]
-	}
-	for _, t := range ts {
-		i := sort.Search(len(uniq), func(i int) bool { return bytes.Compare(uniq[i], t.Start) >= 0 })
-		for ; i < len(frags) && bytes.Compare(frags[i].start, t.End) < 0; i++ {
-			frags[i].seqs = append(frags[i].seqs, t.Seq)
-		}
-	}
-	out := frags[:0]
-	for _, f := range frags {
-		if len(f.seqs) == 0 {
-			continue
-		}
-		slices.SortFunc(f.seqs, func(a, b uint64) int {
-			switch {
-			case a > b:
-				return -1
-			case a < b:
-				return 1
-			}
-			return 0
-		})
-		f.seqs = slices.Compact(f.seqs)
-		out = append(out, f)
-	}
-	return out
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/cache"
 	"github.com/vigildb/vigil/internal/manifest"
+	"github.com/vigildb/vigil/internal/rangedel"
 	"github.com/vigildb/vigil/memtable"
 	"github.com/vigildb/vigil/wal"
 )
@@ -139,16 +140,27 @@ type memTableEntry struct {
 	// rangeDels counts range tombstones applied, so that Get skips the
 	// tombstone scan of memtables without any.
 	rangeDels atomic.Int64
-	// tombs caches the decoded, fragmented range tombstones (see
-	// memtable_tombstones.go).
-	tombs atomic.Pointer[memTombCache]
-	// tombStale counts reads that found tombs stale or missing since the
-	// last rebuild.
-	tombStale atomic.Int64
+	// tombs caches the memtable's range tombstones, copied and fragmented
+	// (see rangedel.Cache).
+	tombs rangedel.Cache
 	// poisoned is set when a batch failed halfway into this memtable
 	// (which takes corruption in the memtable): every later read of it
 	// fails, so that the partial batch is never visible.
 	poisoned atomic.Pointer[error]
+}
+
+// tombstones returns the memtable's range tombstones and, from the cache,
+// their index; without a current cache, the tombstones visible at snap read
+// from the skiplist and a nil index. The result must not be modified.
+func (e *memTableEntry) tombstones(snap uint64) ([]rangedel.Tombstone, *rangedel.Index, error) {
+	all, idx, ok, err := e.tombs.Get(e.rangeDels.Load(), func() ([]rangedel.Tombstone, error) {
+		return e.mt.RangeDels(base.SeqNumMax)
+	})
+	if err != nil || ok {
+		return all, idx, err
+	}
+	ts, err := e.mt.RangeDels(snap)
+	return ts, nil, err
 }
 
 func (e *memTableEntry) poison(err error) {
@@ -306,7 +318,7 @@ func (d *DB) get(dst, key []byte, snap uint64) ([]byte, error) {
 			if err != nil {
 				return nil, d.memCorruption(err)
 			}
-			cover = idx.raise(ts, key, snap, cover)
+			cover = idx.Raise(ts, key, snap, cover)
 		}
 		value, seq, kind, found, err := e.mt.Get(key, snap)
 		if err != nil {
@@ -384,7 +396,7 @@ func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, snap, cover uint
 	}
 	defer h.release()
 	if f.NumRangeDels > 0 {
-		cover = h.tombs.raise(h.reader.RangeDels(), key, snap, cover)
+		cover = h.tombs.Raise(h.reader.RangeDels(), key, snap, cover)
 	}
 	value, seq, kind, found, err := h.reader.Get(key, snap)
 	if err != nil {

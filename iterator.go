@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/rangedel"
 	"github.com/vigildb/vigil/memtable"
 )
 
@@ -31,7 +32,7 @@ type Iterator struct {
 	iter     base.InternalIterator
 	lower    []byte
 	upper    []byte
-	tombs    tombSet
+	tombs    rangedel.Set
 	paranoid bool
 
 	valid   bool
@@ -69,7 +70,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 		}
 	}
 	var children []base.InternalIterator
-	var tombs tombSources
+	var tombs rangedel.Sources
 	addMem := func(e *memTableEntry) error {
 		if err := e.readable(); err != nil {
 			return err
@@ -80,7 +81,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 			if err != nil {
 				return d.memCorruption(err)
 			}
-			tombs.add(ts, idx, snap)
+			tombs.Add(ts, idx, snap)
 		}
 		return nil
 	}
@@ -111,7 +112,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 			if err != nil {
 				return fail(err)
 			}
-			tombs.add(h.reader.RangeDels(), &h.tombs, snap)
+			tombs.Add(h.reader.RangeDels(), &h.tombs, snap)
 			h.release()
 		}
 		if level == 0 {
@@ -129,7 +130,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 		}
 		children = append(children, newLevelIter(d, files, it.lower, it.upper))
 	}
-	it.tombs = tombs.set(snap)
+	it.tombs = tombs.Set(snap)
 	it.iter = newMergingIter(children)
 	d.openIters.Add(1)
 	return it, nil
@@ -282,7 +283,7 @@ func (it *Iterator) findNextEntry(skip []byte) bool {
 			ok = iter.Next()
 			continue
 		}
-		if k.Kind() == base.KindSet && !it.tombs.covers(k.UserKey, seq) {
+		if k.Kind() == base.KindSet && !it.tombs.Covers(k.UserKey, seq) {
 			it.key, it.value, it.valid = k.UserKey, iter.Value(), true
 			return true
 		}
@@ -344,7 +345,7 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 		if err := iter.Error(); err != nil {
 			return it.fail(err)
 		}
-		if found && kind == base.KindSet && !it.tombs.covers(group, seq) {
+		if found && kind == base.KindSet && !it.tombs.Covers(group, seq) {
 			// key and value alias keyBuf and valBuf, which the next
 			// positioning call overwrites only after it is done with them.
 			it.key, it.value, it.valid = group, it.valBuf, true

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/vigildb/vigil/internal/manifest"
+	"github.com/vigildb/vigil/internal/rangedel"
 	"github.com/vigildb/vigil/sst"
 )
 
@@ -44,7 +45,7 @@ type tableEntry struct {
 	// tombs indexes the table's range tombstones, so that a Get that sees
 	// all of them is one binary search instead of a pass over every one;
 	// built once, when the table opens.
-	tombs   tombIndex
+	tombs   rangedel.Index
 	elem    *list.Element
 	evicted bool
 }
@@ -88,7 +89,7 @@ func (c *tableCache) get(f *manifest.FileMetadata) (*tableEntry, error) {
 	e.reader, e.err = c.open(f)
 	if e.err == nil {
 		if ts := e.reader.RangeDels(); len(ts) > 0 {
-			e.tombs = newTombIndex(ts)
+			e.tombs = rangedel.NewIndex(ts)
 		}
 	}
 	close(e.ready)

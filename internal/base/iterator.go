@@ -36,9 +36,3 @@ type RangeTombstone struct {
 	Start, End []byte
 	Seq        uint64
 }
-
-// Covers reports whether the tombstone, visible at snapshot snap, deletes the
-// version (userKey, seq) under the bytewise order.
-func (t RangeTombstone) Covers(cmp func(a, b []byte) int, userKey []byte, seq, snap uint64) bool {
-	return t.Seq <= snap && seq < t.Seq && cmp(t.Start, userKey) <= 0 && cmp(userKey, t.End) < 0
-}
