@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/compact"
 	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/internal/rangedel"
 	"github.com/vigildb/vigil/sst"
@@ -382,19 +383,17 @@ func (d *DB) runCompaction(c *compaction) error {
 	d.stats.compactWriteBytes.Add(int64(writeBytes))
 	d.stats.compactNanos.Add(int64(dur))
 	d.log.Infof("compaction finished in %v: %s -> %d files at L%d; read %d entries / %d bytes, wrote %d entries / %d bytes, dropped %d",
-		dur, c, len(outputs), c.outputLevel, stats.read, readBytes, stats.written, writeBytes, stats.dropped)
+		dur, c, len(outputs), c.outputLevel, stats.Read, readBytes, stats.Written, writeBytes, stats.Dropped)
 	d.stallCond.Broadcast()
 	d.maybeScheduleCompactionLocked()
 	return nil
 }
 
-type compactionStats struct {
-	read, written, dropped uint64
-}
-
-// compactFiles merges c's inputs into new tables at the output level.
-func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (outputs []*manifest.FileMetadata, st compactionStats, err error) {
-	// Open the inputs; collect their range tombstones.
+// compactFiles merges c's inputs into new tables at the output level:
+// package compact decides what survives and where outputs split; this
+// opens the inputs (bypassing the block cache), creates and finishes the
+// tables, and checks every count.
+func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (outputs []*manifest.FileMetadata, st compact.Stats, err error) {
 	var children []base.InternalIterator
 	var tombs []rangedel.Tombstone
 	var expectEntries uint64
@@ -416,8 +415,6 @@ func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (o
 			expectEntries += f.NumEntries
 		}
 	}
-	iter := newMergingIter(children)
-
 	bottom := func(start, end []byte) bool {
 		// No older data for [start, end] below the output level.
 		for l := c.outputLevel + 1; l < manifest.NumLevels; l++ {
@@ -427,131 +424,48 @@ func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (o
 		}
 		return true
 	}
-	stripe := func(seq uint64) int {
-		return sort.Search(len(snaps), func(i int) bool { return seq <= snaps[i] })
-	}
-	stacks := rangedel.Stacks(tombs)
-	// The tombstones to write: the newest per stripe, none in the lowest
-	// stripe at the bottom.
-	kept, dropped := rangedel.Elide(stacks, stripe, bottom)
-	st.dropped += dropped
-	clip := rangedel.NewClipper(kept)
-	covered := func(key []byte, seq uint64) bool { return rangedel.CoveredInStripe(stacks, key, seq, stripe) }
+	iter := compact.NewIter(newMergingIter(children), snaps, tombs, bottom, &st)
 
-	var (
-		w          *sst.Writer
-		wNum       uint64
-		fileStart  []byte // first user key of the current output; nil for the first
-		lastKey    []byte
-		written    uint64 // entries added to the current output
-		target     = uint64(d.opts.TargetFileSize)
-		prevKey    []byte
-		prevStripe int
-		havePrev   bool
-	)
-	// addTombs adds the kept tombstones clipped to [fileStart, end).
-	var clipped []rangedel.Tombstone
-	addTombs := func(end []byte) error {
-		clipped = clip.Clip(clipped[:0], fileStart, end)
-		for _, t := range clipped {
-			if err := w.AddRangeDel(t.Start, t.End, t.Seq); err != nil {
-				return err
-			}
-			written++
-		}
-		return nil
-	}
-	openOutput := func() error {
+	var wNum uint64
+	open := func() (compact.Writer, error) {
 		d.mu.Lock()
 		wNum = d.vs.allocFileNum()
 		d.mu.Unlock()
 		name := makeFilename(d.fs, d.dirname, fileTypeTable, wNum)
 		f, err := d.fs.Create(name)
 		if err != nil {
-			return fmt.Errorf("creating %s: %w", name, err)
+			return nil, fmt.Errorf("creating %s: %w", name, err)
 		}
-		w = sst.NewWriter(f, d.sstWriterOptions(wNum))
-		written = 0
-		return nil
+		return sst.NewWriter(f, d.sstWriterOptions(wNum)), nil
 	}
-	finishOutput := func(end []byte) error {
-		if err := addTombs(end); err != nil {
-			return err
-		}
-		sm, err := w.Close()
-		w = nil
+	finish := func(w compact.Writer) (uint64, error) {
+		sm, err := w.(*sst.Writer).Close()
 		if err != nil {
-			return fmt.Errorf("finishing table %06d: %w", wNum, err)
+			return 0, fmt.Errorf("finishing table %06d: %w", wNum, err)
 		}
-		if got := sm.NumEntries + sm.NumRangeDels; got != written {
-			return base.CorruptionErrorf("compaction output %06d holds %d entries, %d were written", wNum, got, written)
-		}
-		st.written += written
 		outputs = append(outputs, metaFromSST(wNum, sm))
-		return nil
+		return sm.NumEntries + sm.NumRangeDels, nil
 	}
+	out := compact.NewOutputs(uint64(d.opts.TargetFileSize), iter.Kept, open, finish, &st)
 	defer func() {
-		if w != nil {
-			w.Abort()
+		if w := out.Current(); w != nil {
+			w.(*sst.Writer).Abort()
 			_ = d.fs.Remove(makeFilename(d.fs, d.dirname, fileTypeTable, wNum))
 		}
 	}()
-
 	for ok := iter.First(); ok; ok = iter.Next() {
-		k := iter.Key()
-		st.read++
-		s := stripe(k.SeqNum())
-		if havePrev && bytes.Equal(k.UserKey, prevKey) {
-			if s == prevStripe {
-				st.dropped++ // shadowed by a newer version the same snapshots see
-				continue
-			}
-		} else {
-			prevKey = append(prevKey[:0], k.UserKey...)
-			havePrev = true
-		}
-		prevStripe = s
-		if covered(k.UserKey, k.SeqNum()) {
-			st.dropped++
-			continue
-		}
-		if k.Kind() == base.KindDelete && s == 0 && bottom(k.UserKey, k.UserKey) {
-			st.dropped++
-			continue
-		}
-		if w != nil && w.EstimatedSize() >= target && !bytes.Equal(k.UserKey, lastKey) {
-			split := slices.Clone(k.UserKey)
-			if err := finishOutput(split); err != nil {
-				return outputs, st, err
-			}
-			fileStart = split
-		}
-		if w == nil {
-			if err := openOutput(); err != nil {
-				return outputs, st, err
-			}
-		}
-		if err := w.Add(k, iter.Value()); err != nil {
+		if err := out.Add(iter.Key(), iter.Value()); err != nil {
 			return outputs, st, fmt.Errorf("compaction output %06d: %w", wNum, err)
 		}
-		written++
-		lastKey = append(lastKey[:0], k.UserKey...)
 	}
 	if err := iter.Error(); err != nil {
 		return outputs, st, fmt.Errorf("reading compaction inputs: %w", err)
 	}
-	if w == nil && clip.Pending() {
-		if err := openOutput(); err != nil {
-			return outputs, st, err
-		}
+	if err := out.Finish(); err != nil {
+		return outputs, st, fmt.Errorf("compaction output %06d: %w", wNum, err)
 	}
-	if w != nil {
-		if err := finishOutput(nil); err != nil {
-			return outputs, st, err
-		}
-	}
-	if st.read != expectEntries {
-		return outputs, st, base.CorruptionErrorf("compaction read %d point entries from inputs whose properties count %d", st.read, expectEntries)
+	if err := compact.CheckRead(&st, expectEntries); err != nil {
+		return outputs, st, err
 	}
 	if err := d.dataDir.Sync(); err != nil {
 		return outputs, st, fmt.Errorf("syncing directory after compaction outputs: %w", err)

@@ -280,9 +280,10 @@ func Stacks(ts []Tombstone) []Stack {
 }
 
 // Elide decides which tombstones a compaction writes: per stack, the newest
-// of each snapshot stripe (stripe maps a seqnum to its stripe, 0 being the
-// one no snapshot separates from the present), and none of stripe 0 where
-// bottom says no older data for the piece lies below the output. It
+// of each snapshot stripe (stripe maps a seqnum to its stripe; stripe 0
+// holds the seqnums every snapshot sees, at or below the oldest), and none
+// of stripe 0 where bottom says no older data for the piece lies below the
+// output. It
 // returns the kept tombstones in key order and the number dropped.
 func Elide(stacks []Stack, stripe func(seq uint64) int, bottom func(start, end []byte) bool) (kept []Tombstone, dropped uint64) {
 	for _, s := range stacks {

@@ -1,0 +1,233 @@
+// Package compact holds the policy of one compaction, apart from its I/O:
+// which entries of the merged inputs survive (Iter) and how the survivors
+// are cut into output tables (Outputs). The DB opens the inputs, merges
+// them, and supplies the table writers; this package decides.
+//
+// What survives. Snapshots cut the sequence numbers into stripes: stripe 0
+// holds the seqnums at or below the oldest snapshot (every reader sees
+// them), stripe i those above the i-th snapshot and at or below the next,
+// and the last stripe those above every snapshot. Within a stripe only the
+// newest version of each user key survives, since no reader can tell the
+// older ones apart from it; a point under a range tombstone of its own
+// stripe is dropped; and at the bottom (no older data for the key below the
+// output level) a deletion of stripe 0 is dropped: every reader sees it and
+// it has nothing left to delete. Range tombstones go through rangedel.Elide: the newest per stripe
+// over each piece, none of stripe 0 at the bottom.
+//
+// How outputs are cut. An output table is finished once its estimated size
+// reaches the target, but never between two versions of one user key, so
+// each user key lives in exactly one table per level. Each output receives
+// the kept tombstones clipped to its own key range, and the number of
+// entries each table reports must equal the number given to it.
+//
+// Concurrency: an Iter or Outputs belongs to one goroutine.
+package compact
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/rangedel"
+)
+
+// Stats counts what a compaction read and dropped.
+type Stats struct {
+	// Read is the point entries read from the inputs.
+	Read uint64
+	// Dropped is the point entries and tombstone pieces not written.
+	Dropped uint64
+	// Written is the entries (points and tombstones) given to outputs.
+	Written uint64
+}
+
+// Iter yields the entries of a compaction's merged input that survive.
+type Iter struct {
+	in     base.InternalIterator
+	snaps  []uint64
+	stacks []rangedel.Stack
+	bottom func(start, end []byte) bool
+	// Kept are the range tombstones to write, in key order.
+	Kept []rangedel.Tombstone
+
+	prevKey    []byte
+	havePrev   bool
+	prevStripe int
+	stats      *Stats
+}
+
+// NewIter filters in, the merged input iterator of a compaction. snaps are
+// the live snapshots' seqnums, ascending; tombs every range tombstone of the
+// inputs; bottom(start, end) reports whether no data for [start, end] lies
+// below the output level. Counts go to stats.
+func NewIter(in base.InternalIterator, snaps []uint64, tombs []rangedel.Tombstone, bottom func(start, end []byte) bool, stats *Stats) *Iter {
+	it := &Iter{in: in, snaps: snaps, bottom: bottom, stats: stats}
+	it.stacks = rangedel.Stacks(tombs)
+	var dropped uint64
+	it.Kept, dropped = rangedel.Elide(it.stacks, it.stripe, bottom)
+	stats.Dropped += dropped
+	return it
+}
+
+// stripe returns the snapshot stripe of seq.
+func (it *Iter) stripe(seq uint64) int {
+	return sort.Search(len(it.snaps), func(i int) bool { return seq <= it.snaps[i] })
+}
+
+// First positions at the first surviving entry.
+func (it *Iter) First() bool { return it.skip(it.in.First()) }
+
+// Next moves to the next surviving entry.
+func (it *Iter) Next() bool { return it.skip(it.in.Next()) }
+
+// Key and Value return the current entry; valid until the next move.
+func (it *Iter) Key() base.InternalKey { return it.in.Key() }
+
+// Value returns the current entry's value.
+func (it *Iter) Value() []byte { return it.in.Value() }
+
+// Error returns the input's error.
+func (it *Iter) Error() error { return it.in.Error() }
+
+// skip moves forward from the input's position to the first entry that
+// survives.
+func (it *Iter) skip(ok bool) bool {
+	for ; ok; ok = it.in.Next() {
+		k := it.in.Key()
+		it.stats.Read++
+		s := it.stripe(k.SeqNum())
+		if it.havePrev && bytes.Equal(k.UserKey, it.prevKey) {
+			if s == it.prevStripe {
+				it.stats.Dropped++ // shadowed by a newer version the same snapshots see
+				continue
+			}
+		} else {
+			it.prevKey = append(it.prevKey[:0], k.UserKey...)
+			it.havePrev = true
+		}
+		it.prevStripe = s
+		if rangedel.CoveredInStripe(it.stacks, k.UserKey, k.SeqNum(), it.stripe) {
+			it.stats.Dropped++
+			continue
+		}
+		if k.Kind() == base.KindDelete && s == 0 && it.bottom(k.UserKey, k.UserKey) {
+			it.stats.Dropped++
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// Writer is an output table being written.
+type Writer interface {
+	Add(k base.InternalKey, v []byte) error
+	AddRangeDel(start, end []byte, seq uint64) error
+	EstimatedSize() uint64
+}
+
+// Outputs cuts a compaction's surviving entries into output tables.
+type Outputs struct {
+	target uint64
+	clip   *rangedel.Clipper
+	// open starts the next output table; finish completes it and returns
+	// the number of entries (points and tombstones) the table holds.
+	open   func() (Writer, error)
+	finish func(Writer) (uint64, error)
+	stats  *Stats
+
+	cur       Writer
+	fileStart []byte // first user key of the current output; nil for the first
+	lastKey   []byte
+	written   uint64 // entries given to the current output
+	clipped   []rangedel.Tombstone
+}
+
+// NewOutputs returns Outputs of about target bytes each, writing the kept
+// tombstones clipped to each table's range. open and finish do the I/O.
+func NewOutputs(target uint64, kept []rangedel.Tombstone, open func() (Writer, error), finish func(Writer) (uint64, error), stats *Stats) *Outputs {
+	return &Outputs{target: target, clip: rangedel.NewClipper(kept), open: open, finish: finish, stats: stats}
+}
+
+// Add writes one surviving entry, finishing the current output first if it
+// is full and k starts a new user key.
+func (o *Outputs) Add(k base.InternalKey, v []byte) error {
+	if o.cur != nil && o.cur.EstimatedSize() >= o.target && !bytes.Equal(k.UserKey, o.lastKey) {
+		split := slices.Clone(k.UserKey)
+		if err := o.finishCurrent(split); err != nil {
+			return err
+		}
+		o.fileStart = split
+	}
+	if o.cur == nil {
+		w, err := o.open()
+		if err != nil {
+			return err
+		}
+		o.cur, o.written = w, 0
+	}
+	if err := o.cur.Add(k, v); err != nil {
+		return err
+	}
+	o.written++
+	o.lastKey = append(o.lastKey[:0], k.UserKey...)
+	return nil
+}
+
+// Finish completes the last output, opening one if tombstones remain that
+// no output took yet.
+func (o *Outputs) Finish() error {
+	if o.cur == nil && o.clip.Pending() {
+		w, err := o.open()
+		if err != nil {
+			return err
+		}
+		o.cur, o.written = w, 0
+	}
+	if o.cur != nil {
+		return o.finishCurrent(nil)
+	}
+	return nil
+}
+
+// Current returns the output being written, or nil.
+func (o *Outputs) Current() Writer { return o.cur }
+
+// finishCurrent adds the tombstones within [fileStart, end) and completes
+// the current output, checking its entry count.
+func (o *Outputs) finishCurrent(end []byte) error {
+	o.clipped = o.clip.Clip(o.clipped[:0], o.fileStart, end)
+	for _, t := range o.clipped {
+		if err := o.cur.AddRangeDel(t.Start, t.End, t.Seq); err != nil {
+			return err
+		}
+		o.written++
+	}
+	w := o.cur
+	o.cur = nil
+	got, err := o.finish(w)
+	if err != nil {
+		return err
+	}
+	if got != o.written {
+		return base.CorruptionErrorf("compaction output holds %d entries, %d were written", got, o.written)
+	}
+	o.stats.Written += o.written
+	return nil
+}
+
+// CheckRead verifies that the compaction read every point entry its inputs'
+// properties count: fewer means an input iterator skipped entries.
+func CheckRead(stats *Stats, expect uint64) error {
+	if stats.Read != expect {
+		return base.CorruptionErrorf("compaction read %d point entries from inputs whose properties count %d", stats.Read, expect)
+	}
+	return nil
+}
+
+// String renders the stats for the LOG.
+func (s Stats) String() string {
+	return fmt.Sprintf("read %d, wrote %d, dropped %d", s.Read, s.Written, s.Dropped)
+}
