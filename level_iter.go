@@ -2,9 +2,9 @@ package vigil
 
 import (
 	"bytes"
-	"github.com/vigildb/vigil/internal/manifest"
 
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/manifest"
 )
 
 // levelIter iterates over the files of one sorted level (L1..L6) as if they

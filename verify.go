@@ -3,9 +3,9 @@ package vigil
 import (
 	"errors"
 	"fmt"
-	"github.com/vigildb/vigil/internal/manifest"
 
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/sst"
 )
 
