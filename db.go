@@ -424,8 +424,10 @@ func (d *DB) Close() error {
 	d.mu.Lock()
 	d.stallCond.Broadcast()
 	d.mu.Unlock()
-	// Wait for in-flight writes, and keep new ones out (closed is set).
+	// Wait for in-flight writes, and keep new ones out (closed is set):
+	// taking the lock is the wait.
 	d.commitMu.Lock()
+	//lint:ignore SA2001 the lock is taken only to wait for writers inside it
 	d.commitMu.Unlock()
 
 	if d.opts.DisableWAL && !d.opts.ReadOnly {

@@ -44,18 +44,6 @@ func (m *mergingIter) less(a, b int) bool {
 	return c > 0
 }
 
-func (m *mergingIter) up(j int) {
-	h := m.heap
-	for j > 0 {
-		i := (j - 1) / 2
-		if !m.less(h[j], h[i]) {
-			break
-		}
-		h[i], h[j] = h[j], h[i]
-		j = i
-	}
-}
-
 func (m *mergingIter) down(i int) {
 	h := m.heap
 	n := len(h)

@@ -45,7 +45,7 @@ func (d *DB) Verify() error {
 	for level, files := range rs.v.Levels {
 		for _, f := range files {
 			if err := d.verifyTable(f); err != nil {
-				errs = append(errs, fmt.Errorf("L%d: %w", level, err))
+				errs = append(errs, fmt.Errorf("in level %d: %w", level, err))
 			}
 		}
 	}

@@ -217,7 +217,6 @@ func (n Notice) String() string {
 type CLI struct {
 	vals    map[string]*cliValue
 	order   []string // flag names, table order, kvbench's own last
-	args    []string // the arguments after expansion, for Changed
 	help    bool
 	version bool
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/vigildb/vigil/internal/invariants"
 	"github.com/zeebo/xxh3"
 )
 
@@ -105,7 +106,7 @@ func TestZeroInputs(t *testing.T) {
 		}
 		maxLen = n
 	}
-	sample := raceEnabled || testing.Short()
+	sample := invariants.RaceEnabled || testing.Short()
 	zeros := make([]byte, maxLen)
 	for n := 1; n <= maxLen; n++ {
 		if sample && n > 1024 && n%97 != 0 && n != maxLen {

@@ -6,13 +6,14 @@ import (
 
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/invariants"
 )
 
 // TestAllocations pins the hot paths at zero allocations: Add (once the
 // inserter pool is warm), Get, and iterator seeks and steps, with and
 // without paranoid checks and protection.
 func TestAllocations(t *testing.T) {
-	if raceEnabled {
+	if invariants.RaceEnabled {
 		t.Skip("the race detector allocates")
 	}
 	for _, paranoid := range []bool{false, true} {

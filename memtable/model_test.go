@@ -10,6 +10,7 @@ import (
 
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/invariants"
 )
 
 // choices is where the model run draws its decisions: a PRNG for the random
@@ -270,7 +271,7 @@ func runMemtableModel(t testing.TB, o Options, c choices, maxOps int) {
 
 func TestModel(t *testing.T) {
 	ops := 2000
-	if testing.Short() || raceEnabled {
+	if testing.Short() || invariants.RaceEnabled {
 		ops = 600
 	}
 	types := []checksum.Type{checksum.XXH3, checksum.CRC32c, checksum.XXHash, checksum.XXHash64, checksum.CRC64}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/invariants"
 )
 
 // TestConcurrent applies batches from two writers (Reserve then Add, as the
@@ -21,7 +22,7 @@ import (
 func TestConcurrent(t *testing.T) {
 	const writers, readers, batch = 2, 2, 8
 	perWriter := 3000
-	if testing.Short() || raceEnabled {
+	if testing.Short() || invariants.RaceEnabled {
 		perWriter = 800
 	}
 	for _, paranoid := range []bool{false, true} {

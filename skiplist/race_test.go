@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/vigildb/vigil/internal/invariants"
 )
 
 // TestConcurrent runs writers and readers at once. Writers insert
@@ -21,7 +23,7 @@ import (
 func TestConcurrent(t *testing.T) {
 	const writers, readers = 3, 2
 	perWriter := 4000
-	if testing.Short() || raceEnabled {
+	if testing.Short() || invariants.RaceEnabled {
 		perWriter = 1000
 	}
 	for _, validate := range []bool{false, true} {

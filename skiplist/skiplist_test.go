@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/vigildb/vigil/internal/invariants"
 )
 
 // orderCase names one of the orders a list can have, with a key generator
@@ -221,7 +223,7 @@ func runModel(t testing.TB, oc orderCase, validate bool, maxHeight int, useInser
 
 func TestModel(t *testing.T) {
 	ops, seeds := 3000, uint64(3)
-	if testing.Short() || raceEnabled {
+	if testing.Short() || invariants.RaceEnabled {
 		ops, seeds = 1000, 2
 	}
 	for _, oc := range orderCases {

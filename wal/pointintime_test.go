@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/invariants"
 )
 
 // handLog builds a one-block log of number 1 from fragment specs, each a
@@ -262,7 +263,7 @@ func TestPointInTimeCorruptionKinds(t *testing.T) {
 // damaged last record followed by 3 or by 30 blocks of bytes that never
 // verify costs the same allocations, and a small constant number of them.
 func TestPointInTimeSearchNoAlloc(t *testing.T) {
-	if raceEnabled {
+	if invariants.RaceEnabled {
 		t.Skip("allocation counts are not meaningful under the race detector")
 	}
 	data, _ := writeLog(t, 1, checksum.XXH3, smallRecords())

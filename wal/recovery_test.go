@@ -14,6 +14,7 @@ import (
 
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/invariants"
 )
 
 // longTests enables the exhaustive variants (every offset of multi-block
@@ -236,7 +237,7 @@ func TestTruncateEveryOffset(t *testing.T) {
 // sampledTypes returns types, or only the first of them under the race
 // detector or -short, to keep the package's test time low.
 func sampledTypes(types ...checksum.Type) []checksum.Type {
-	if (raceEnabled || testing.Short()) && !longTests {
+	if (invariants.RaceEnabled || testing.Short()) && !longTests {
 		return types[:1]
 	}
 	return types

@@ -1,5 +1,0 @@
-//go:build race
-
-package checksum
-
-const raceEnabled = true

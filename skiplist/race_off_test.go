@@ -1,5 +1,0 @@
-//go:build !race
-
-package skiplist
-
-const raceEnabled = false

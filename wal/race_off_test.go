@@ -1,5 +1,0 @@
-//go:build !race
-
-package wal
-
-const raceEnabled = false
