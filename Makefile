@@ -1,4 +1,13 @@
-# Vigil soak runs. CI runs .ci/run; nothing else uses this file.
+# Vigil's everyday targets. CI runs .ci/run, which runs the same commands.
+#
+#   make test     go test ./...            (the README's test command)
+#   make race     go test -race ./...      (as CI runs it)
+#   make lint     gofmt, go vet, staticcheck (pinned, installed by go install)
+#   make tidy     go mod tidy -diff        (fails if go.mod/go.sum are not tidy)
+#   make bench    the Go benchmarks once, and a short kvbench run
+#   make stress   the soak runs below
+#
+# Soak runs:
 #
 #   make stress                        # 10 minutes per mode, random seeds
 #   make stress STRESS_DURATION=1h     # longer
@@ -17,6 +26,8 @@
 # ...).
 
 GO              ?= go
+STATICCHECK_VER ?= v0.8.2
+GOBIN           ?= $(shell $(GO) env GOPATH)/bin
 STRESS_BIN      ?= /tmp/vigil-stress-bin
 STRESS_DURATION ?= 10m
 STRESS_THREADS  ?= 4
@@ -24,7 +35,27 @@ STRESS_FAULTS   ?= 0.002
 STRESS_DIR      ?= /tmp/vigil-stress-soak
 STRESS          := $(STRESS_BIN) stress --duration=$(STRESS_DURATION) --threads=$(STRESS_THREADS) --progress=30s
 
-.PHONY: stress stress-bin stress-none stress-inprocess stress-kill stress-faults stress-corrupt
+.PHONY: test race lint tidy bench stress stress-bin stress-none stress-inprocess stress-kill stress-faults stress-corrupt
+
+test:
+	$(GO) test ./...
+
+race:
+	$(GO) test -race ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VER)
+	$(GOBIN)/staticcheck ./...
+
+tidy:
+	$(GO) mod tidy -diff
+	cd bench/peers && $(GO) mod tidy -diff
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
+	$(GO) run ./cmd/vigil kvbench --benchmarks=fillseq,fillrandom,readrandom,readseq --num=200000
 
 stress: stress-none stress-inprocess stress-kill stress-faults stress-corrupt
 
