@@ -512,9 +512,24 @@ var compressionNames = []string{"none", "snappy", "zlib", "bzip2", "lz4", "lz4hc
 // Config builds the run's Config from the parsed flags. The engine options
 // honour every flag that maps onto Vigil; problems are *UsageError.
 func (c *CLI) Config() (Config, error) {
-	var cfg Config
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	cfg := c.workload(bad)
+	checkWorkload(&cfg, bad)
+	eo := c.engineOptions(&cfg, bad)
+	if len(problems) > 0 {
+		return cfg, usagef("%s", strings.Join(problems, "; "))
+	}
+	if _, err := ParseSpecs(cfg.Benchmarks); err != nil {
+		return cfg, usagef("--benchmarks: %v", err)
+	}
+	cfg.Engine = eo
+	return cfg, nil
+}
+
+// workload reads the workload and output flags into a Config.
+func (c *CLI) workload(bad func(string, ...any)) Config {
+	var cfg Config
 
 	cfg.Benchmarks = c.strFlag("benchmarks")
 	cfg.Num = c.intFlag("num")
@@ -555,6 +570,11 @@ func (c *CLI) Config() (Config, error) {
 		cfg.Progress = &off
 	}
 
+	return cfg
+}
+
+// checkWorkload reports workload values db_bench would refuse too.
+func checkWorkload(cfg *Config, bad func(string, ...any)) {
 	if cfg.Num < 0 {
 		bad("--num must be >= 0")
 	}
@@ -585,7 +605,10 @@ func (c *CLI) Config() (Config, error) {
 	if cfg.OpsBetweenDurationChecks < 1 {
 		bad("--ops_between_duration_checks must be >= 1")
 	}
+}
 
+// engineOptions maps the DB-option flags onto Vigil's engine options.
+func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions {
 	eo := EngineOptions{
 		WriteBufferSize:               int(c.intFlag("write_buffer_size")),
 		ParanoidMemoryChecks:          c.boolFlag("paranoid_memory_checks"),
@@ -669,14 +692,7 @@ func (c *CLI) Config() (Config, error) {
 		}
 		eo.WALRecoveryMode, eo.WALRecoveryModeSet = int(m), true
 	}
-	if len(problems) > 0 {
-		return cfg, usagef("%s", strings.Join(problems, "; "))
-	}
-	if _, err := ParseSpecs(cfg.Benchmarks); err != nil {
-		return cfg, usagef("--benchmarks: %v", err)
-	}
-	cfg.Engine = eo
-	return cfg, nil
+	return eo
 }
 
 // minOpenFiles is Vigil's smallest table cache; smaller --open_files are
