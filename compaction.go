@@ -135,20 +135,30 @@ func (d *DB) runCompaction(c *compaction) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.vs.logAndApply(e); err != nil {
-		// Outputs stay: the edit may be durable despite the error (see
-		// flushOne); orphans are deleted at the next Open.
-		d.setBackgroundErrorLocked(err, "compaction: MANIFEST update")
+	// Outputs stay if this fails: the edit may be durable despite the error
+	// (see flushOne); orphans are deleted at the next Open.
+	if err := d.installCompactionLocked(e); err != nil {
 		return err
 	}
-	d.updateReadStateLocked()
 	dur := time.Since(start)
-	d.stats.compactions.Add(1)
 	d.stats.compactReadBytes.Add(int64(readBytes))
 	d.stats.compactWriteBytes.Add(int64(writeBytes))
 	d.stats.compactNanos.Add(int64(dur))
 	d.log.Infof("compaction finished in %v: %s -> %d files at L%d; read %d entries / %d bytes, wrote %d entries / %d bytes, dropped %d",
 		dur, c, len(outputs), c.outputLevel, stats.Read, readBytes, stats.Written, writeBytes, stats.Dropped)
+	return nil
+}
+
+// installCompactionLocked makes a compaction's edit durable and current,
+// and wakes what waits for compactions: stalled writers, the next pick.
+// A failure is a background error. d.mu is held.
+func (d *DB) installCompactionLocked(e *manifest.VersionEdit) error {
+	if err := d.vs.logAndApply(e); err != nil {
+		d.setBackgroundErrorLocked(err, "compaction: MANIFEST update")
+		return err
+	}
+	d.updateReadStateLocked()
+	d.stats.compactions.Add(1)
 	d.stallCond.Broadcast()
 	d.maybeScheduleCompactionLocked()
 	return nil

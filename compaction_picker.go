@@ -242,14 +242,9 @@ func (d *DB) moveFiles(c *compaction) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.vs.logAndApply(e); err != nil {
-		d.setBackgroundErrorLocked(err, "compaction: MANIFEST update")
+	if err := d.installCompactionLocked(e); err != nil {
 		return err
 	}
-	d.updateReadStateLocked()
-	d.stats.compactions.Add(1)
 	d.log.Infof("compaction moved %v from L%d to L%d", nums, c.level, c.outputLevel)
-	d.stallCond.Broadcast()
-	d.maybeScheduleCompactionLocked()
 	return nil
 }

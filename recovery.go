@@ -304,12 +304,7 @@ func (rp *walReplay) meta(rec []byte, where string) error {
 func (rp *walReplay) applyBatch(rec []byte, where string) (bool, error) {
 	br, err := newBatchReader(rec, where)
 	if err != nil {
-		if rp.mode == wal.SkipAnyCorruptedRecords {
-			rp.stats.skipped++
-			rp.d.log.Errorf("%s: skipping undecodable batch: %v", where, err)
-			return false, nil
-		}
-		return false, fmt.Errorf("vigil: replaying %s: %w", where, err)
+		return false, rp.undecodable(where, err)
 	}
 	if br.count == 0 {
 		return false, nil
@@ -338,12 +333,7 @@ func (rp *walReplay) applyBatch(rec []byte, where string) (bool, error) {
 	for {
 		kind, key, value, ok, err := br.next(where)
 		if err != nil {
-			if rp.mode == wal.SkipAnyCorruptedRecords {
-				rp.stats.skipped++
-				rp.d.log.Errorf("%s: skipping undecodable batch: %v", where, err)
-				return false, nil
-			}
-			return false, fmt.Errorf("vigil: replaying %s: %w", where, err)
+			return false, rp.undecodable(where, err)
 		}
 		if !ok {
 			break
@@ -368,6 +358,17 @@ func (rp *walReplay) applyBatch(rec []byte, where string) (bool, error) {
 	}
 	rp.last = last
 	return true, nil
+}
+
+// undecodable handles a batch record that verified but does not decode: in
+// skip-any mode it is counted, logged and skipped; otherwise it fails Open.
+func (rp *walReplay) undecodable(where string, err error) error {
+	if rp.mode == wal.SkipAnyCorruptedRecords {
+		rp.stats.skipped++
+		rp.d.log.Errorf("%s: skipping undecodable batch: %v", where, err)
+		return nil
+	}
+	return fmt.Errorf("vigil: replaying %s: %w", where, err)
 }
 
 // makeRoom makes the replay memtable able to take size more bytes: a full

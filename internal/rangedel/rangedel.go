@@ -19,6 +19,7 @@ package rangedel
 
 import (
 	"bytes"
+	"cmp"
 	"slices"
 	"sort"
 
@@ -264,15 +265,7 @@ func Stacks(ts []Tombstone) []Stack {
 		if len(s.Seqs) == 0 {
 			continue
 		}
-		slices.SortFunc(s.Seqs, func(a, b uint64) int {
-			switch {
-			case a > b:
-				return -1
-			case a < b:
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(s.Seqs, func(a, b uint64) int { return cmp.Compare(b, a) }) // descending
 		s.Seqs = slices.Compact(s.Seqs)
 		out = append(out, s)
 	}
