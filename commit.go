@@ -102,6 +102,9 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 		return base.InvalidArgumentErrorf("batch of %d entries needs %d bytes of memtable, over the limit of %d", b.count, b.memSize, maxBatchMemSize)
 	}
 	syncWAL := o != nil && o.Sync
+	if n := int(d.l0Files.Load()); n >= d.opts.L0SlowdownWritesTrigger && n < d.opts.L0StopWritesTrigger {
+		d.slowDown(len(b.data), n)
+	}
 
 	var mem *memTableEntry
 	var stallStart time.Time
@@ -193,6 +196,43 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 		return applyErr
 	}
 	return nil
+}
+
+// writeDelay is the schedule of slowed-down writes: each write reserves its
+// share of time on one timeline, at the current delayed rate, and sleeps
+// until its slot once the reservations run more than a millisecond ahead
+// (so that fast writers do not pay a timer per write). RocksDB's
+// WriteController does the same with a token bucket.
+type writeDelay struct {
+	mu   sync.Mutex
+	next time.Time // end of the last reservation
+}
+
+// slowDown delays a write of n bytes while L0 holds l0 files, between the
+// slowdown and stop triggers: at the slowdown trigger the rate is
+// DelayedWriteRate, and it falls linearly to 1/16 of it just below the stop
+// trigger. Called without locks.
+func (d *DB) slowDown(n, l0 int) {
+	o := d.opts
+	span := max(o.L0StopWritesTrigger-o.L0SlowdownWritesTrigger, 1)
+	left := o.L0StopWritesTrigger - l0 // 1..span
+	rate := float64(o.DelayedWriteRate) * max(float64(left)/float64(span), 1.0/16)
+	cost := time.Duration(float64(n) / rate * float64(time.Second))
+	now := time.Now()
+	d.delay.mu.Lock()
+	start := d.delay.next
+	if start.Before(now) {
+		start = now
+	}
+	d.delay.next = start.Add(cost)
+	wait := d.delay.next.Sub(now)
+	d.delay.mu.Unlock()
+	if wait < time.Millisecond {
+		return
+	}
+	time.Sleep(wait)
+	d.stats.slowdowns.Add(1)
+	d.stats.slowdownNanos.Add(int64(wait))
 }
 
 // endStall records a write stall that began at start.

@@ -79,6 +79,11 @@ type DB struct {
 	pub        publisher
 
 	readState atomic.Pointer[readState]
+	// l0Files mirrors the current version's L0 file count, for the write
+	// path's lock-free slowdown check.
+	l0Files atomic.Int64
+	// delay paces writes while L0 is at or above the slowdown trigger.
+	delay writeDelay
 
 	// mu guards everything below and the compacting flags of files.
 	mu sync.Mutex
@@ -234,6 +239,7 @@ func (d *DB) updateReadStateLocked() {
 	if old := d.readState.Swap(s); old != nil {
 		old.unref()
 	}
+	d.l0Files.Store(int64(len(s.v.Levels[0])))
 }
 
 // writable returns nil if the DB accepts writes.
@@ -510,6 +516,8 @@ type dbStats struct {
 	walRecords        atomic.Int64
 	writeStalls       atomic.Int64
 	stalledWriters    atomic.Int64
+	slowdowns         atomic.Int64
+	slowdownNanos     atomic.Int64
 	stallNanos        atomic.Int64
 	flushes           atomic.Int64
 	flushBytes        atomic.Int64

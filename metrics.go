@@ -73,6 +73,10 @@ type Metrics struct {
 		Duration time.Duration
 		// Waiting is the number of writers stalled right now.
 		Waiting int64
+		// Slowdowns counts the waits of writes slowed down at or above
+		// L0SlowdownWritesTrigger, and SlowdownDuration their total.
+		Slowdowns        int64
+		SlowdownDuration time.Duration
 		// LastReason is the reason of the most recent stall.
 		LastReason string
 		// Reasons counts stalls by reason.
@@ -127,6 +131,8 @@ func (d *DB) Metrics() *Metrics {
 	m.Stall.Count = s.writeStalls.Load()
 	m.Stall.Duration = time.Duration(s.stallNanos.Load())
 	m.Stall.Waiting = s.stalledWriters.Load()
+	m.Stall.Slowdowns = s.slowdowns.Load()
+	m.Stall.SlowdownDuration = time.Duration(s.slowdownNanos.Load())
 	if r := s.lastStallReason.Load(); r != nil {
 		m.Stall.LastReason = *r
 	}
@@ -205,6 +211,7 @@ func (m *Metrics) String() string {
 		fmt.Fprintf(&b, " (%s)", strings.Join(reasons, "; "))
 	}
 	b.WriteByte('\n')
+	fmt.Fprintf(&b, "write slowdowns: %d, %v\n", m.Stall.Slowdowns, m.Stall.SlowdownDuration.Round(time.Millisecond))
 	bc := m.BlockCache
 	hitRate := 0.0
 	if bc.Hits+bc.Misses > 0 {

@@ -138,6 +138,8 @@ const (
 	DefaultBlockCacheSize        = 64 << 20
 	DefaultL0CompactionTrigger   = 4
 	DefaultL0StopWritesTrigger   = 12
+	DefaultL0SlowdownTrigger     = 8
+	DefaultDelayedWriteRate      = 16 << 20
 	DefaultLBaseMaxBytes         = 64 << 20
 	DefaultLevelMultiplier       = 10
 	DefaultTargetFileSize        = 4 << 20
@@ -191,6 +193,18 @@ type Options struct {
 	// L0StopWritesTrigger is the number of L0 files at which writes stall
 	// until compaction catches up. Default 12.
 	L0StopWritesTrigger int
+	// L0SlowdownWritesTrigger is the number of L0 files from which writes
+	// are slowed to DelayedWriteRate (less as L0 nears the stop trigger),
+	// so that compaction catches up before writes must stop: writers slow
+	// down smoothly instead of stalling at the stop trigger. It must lie
+	// between L0CompactionTrigger and L0StopWritesTrigger (equal to the
+	// stop trigger: no slowdown). Default 8, or L0CompactionTrigger if
+	// larger, or L0StopWritesTrigger if smaller (RocksDB's
+	// level0_slowdown_writes_trigger).
+	L0SlowdownWritesTrigger int
+	// DelayedWriteRate is the write rate, in bytes per second, at the
+	// slowdown trigger. Default 16 MiB/s (RocksDB's delayed_write_rate).
+	DelayedWriteRate int64
 	// LBaseMaxBytes is the target size of the first level below L0. Default 64 MiB.
 	LBaseMaxBytes int64
 	// LevelMultiplier is the size ratio between adjacent levels. Default 10.
@@ -241,6 +255,12 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.L0StopWritesTrigger == 0 {
 		o.L0StopWritesTrigger = DefaultL0StopWritesTrigger
+	}
+	if o.L0SlowdownWritesTrigger == 0 {
+		o.L0SlowdownWritesTrigger = min(max(DefaultL0SlowdownTrigger, o.L0CompactionTrigger), o.L0StopWritesTrigger)
+	}
+	if o.DelayedWriteRate == 0 {
+		o.DelayedWriteRate = DefaultDelayedWriteRate
 	}
 	if o.LBaseMaxBytes == 0 {
 		o.LBaseMaxBytes = DefaultLBaseMaxBytes
@@ -311,6 +331,13 @@ func (o *Options) Validate() error {
 	if o.L0StopWritesTrigger < o.L0CompactionTrigger {
 		add("L0StopWritesTrigger = %d: must be at least L0CompactionTrigger (%d)", o.L0StopWritesTrigger, o.L0CompactionTrigger)
 	}
+	if o.L0SlowdownWritesTrigger < o.L0CompactionTrigger || o.L0SlowdownWritesTrigger > o.L0StopWritesTrigger {
+		add("L0SlowdownWritesTrigger = %d: must lie between L0CompactionTrigger (%d) and L0StopWritesTrigger (%d)",
+			o.L0SlowdownWritesTrigger, o.L0CompactionTrigger, o.L0StopWritesTrigger)
+	}
+	if o.DelayedWriteRate < 1 {
+		add("DelayedWriteRate = %d: must be positive (bytes per second)", o.DelayedWriteRate)
+	}
 	if o.LBaseMaxBytes < 1 {
 		add("LBaseMaxBytes = %d: must be positive", o.LBaseMaxBytes)
 	}
@@ -350,6 +377,8 @@ func (o *Options) String() string {
 	p("max_open_files", o.MaxOpenFiles)
 	p("l0_compaction_trigger", o.L0CompactionTrigger)
 	p("l0_stop_writes_trigger", o.L0StopWritesTrigger)
+	p("l0_slowdown_writes_trigger", o.L0SlowdownWritesTrigger)
+	p("delayed_write_rate", o.DelayedWriteRate)
 	p("lbase_max_bytes", o.LBaseMaxBytes)
 	p("level_multiplier", o.LevelMultiplier)
 	p("target_file_size", o.TargetFileSize)

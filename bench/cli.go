@@ -659,6 +659,16 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 			bad("--level0_stop_writes_trigger must be >= 1")
 		}
 	}
+	if c.Changed("level0_slowdown_writes_trigger") {
+		if eo.L0SlowdownWritesTrigger = int(c.intFlag("level0_slowdown_writes_trigger")); eo.L0SlowdownWritesTrigger < 1 {
+			bad("--level0_slowdown_writes_trigger must be >= 1")
+		}
+	}
+	if c.Changed("delayed_write_rate") {
+		if eo.DelayedWriteRate = int64(c.uintFlag("delayed_write_rate")); eo.DelayedWriteRate < 1 {
+			bad("--delayed_write_rate must be >= 1")
+		}
+	}
 	if c.Changed("max_bytes_for_level_base") {
 		if eo.LBaseMaxBytes = int64(c.uintFlag("max_bytes_for_level_base")); eo.LBaseMaxBytes < 1 {
 			bad("--max_bytes_for_level_base must be >= 1")

@@ -113,6 +113,8 @@ var flagRules = map[string]flagRule{
 		instead:  fixed("Vigil compresses with snappy or not at all; snappy ran")},
 	"level0_file_num_compaction_trigger": {group: groupDB, usage: "L0 files that start a compaction"},
 	"level0_stop_writes_trigger":         {group: groupDB, def: strp("12"), usage: "L0 files at which writes stall (Vigil's default 12; db_bench's 36)"},
+	"level0_slowdown_writes_trigger":     {group: groupDB, def: strp("8"), usage: "L0 files from which writes slow to --delayed_write_rate (Vigil's default 8; db_bench's 20); kept between the compaction and stop triggers"},
+	"delayed_write_rate":                 {group: groupDB, def: strp("16777216"), usage: "bytes/s of slowed-down writes at the slowdown trigger (Vigil's default 16 MiB/s; db_bench's 8 MiB/s)"},
 	"max_bytes_for_level_base":           {group: groupDB, def: strp("67108864"), usage: "target size of L1 (Vigil's default 64 MiB; db_bench's 256 MiB)"},
 	"max_bytes_for_level_multiplier": {group: groupDB, usage: "size ratio of adjacent levels (Vigil takes whole numbers >= 2)",
 		honoured: func(_ *CLI, v *cliValue) bool { return v.x == math.Round(v.x) && v.x >= 2 },
@@ -146,13 +148,6 @@ var flagRules = map[string]flagRule{
 		instead: fixed("Vigil compacts leveled only; leveled ran")},
 	"use_fsync":     {group: groupDB, usage: "accepted either way: Vigil syncs files with fsync"},
 	"file_checksum": {group: groupDB, usage: "accepted either way: Vigil always records a whole-file checksum per table"},
-	"level0_slowdown_writes_trigger": {honouredValues: ">= --level0_stop_writes_trigger",
-		honoured: func(c *CLI, v *cliValue) bool {
-			stop := c.value("level0_stop_writes_trigger").i
-			return v.i >= stop
-		},
-		instead:    fixed("Vigil has no write slowdown stage; writes ran at full speed until --level0_stop_writes_trigger stalls them"),
-		rootOption: "L0SlowdownWritesTrigger"},
 	"use_tailing_iterator": {honoured: wantBool(false), honouredValues: "false",
 		instead: fixed("Vigil iterators are snapshots; seekrandom opened a new iterator per seek")},
 	"db_write_buffer_size": {instead: fixed("Vigil has no memory budget for memtables across column families; --write_buffer_size ran"),
@@ -270,7 +265,6 @@ var prefixNotes = []struct{ prefix, note string }{
 	{"max_bytes_for_level_multiplier_additional", "Vigil uses one multiplier for every level"},
 	{"soft_pending_compaction_bytes_limit", "Vigil stalls writes on L0 files and immutable memtables only"},
 	{"hard_pending_compaction_bytes_limit", "Vigil stalls writes on L0 files and immutable memtables only"},
-	{"delayed_write_rate", "Vigil has no write slowdown stage"},
 	{"max_compaction_bytes", "Vigil sizes compactions its own way"},
 	{"periodic_compaction_seconds", "Vigil compacts by size only"},
 	{"ttl_seconds", "Vigil compacts by size only"},

@@ -74,7 +74,7 @@ func TestNotices(t *testing.T) {
 		"-num=30000", "-checksum_type=1", "--use_direct_reads=true", "--compression_type=zstd",
 		"--memtablerep=vector", "--stats_interval_seconds=5", "--report_interval_seconds=1",
 		"--print_malloc_stats", "--mrc_only=true", "--analyze_get=true", "--verify_checksum=true",
-		"--level0_slowdown_writes_trigger=8", "--max_bytes_for_level_multiplier=8.5")
+		"--level0_slowdown_writes_trigger=8", "--delayed_write_rate=1000000", "--max_bytes_for_level_multiplier=8.5")
 	var got []string
 	for _, n := range c.Notices() {
 		got = append(got, n.Flag)
@@ -83,20 +83,16 @@ func TestNotices(t *testing.T) {
 		}
 	}
 	want := []string{"--allow_concurrent_memtable_write=false", "--compression_type=zstd",
-		"--level0_slowdown_writes_trigger=8", "--max_bytes_for_level_multiplier=8.5", "--memtablerep=vector", "--use_direct_reads=true"}
+		"--max_bytes_for_level_multiplier=8.5", "--memtablerep=vector", "--use_direct_reads=true"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("notices for\n %v\nwant\n %v", got, want)
-	}
-	for _, n := range c.Notices() {
-		if n.Flag == "--level0_slowdown_writes_trigger=8" && n.RootOption == "" {
-			t.Error("slowdown trigger notice should name the root option it needs")
-		}
 	}
 	cfg, err := c.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Engine.Compression != "snappy" || cfg.Engine.ChecksumType != 1 || cfg.Num != 30000 {
+	if cfg.Engine.Compression != "snappy" || cfg.Engine.ChecksumType != 1 || cfg.Num != 30000 ||
+		cfg.Engine.L0SlowdownWritesTrigger != 8 || cfg.Engine.DelayedWriteRate != 1000000 {
 		t.Errorf("config %+v", cfg.Engine)
 	}
 	if n := parse(t, "--memtablerep=skip_list", "--allow_concurrent_memtable_write=true", "--level0_slowdown_writes_trigger=40").Notices(); len(n) != 0 {
@@ -178,7 +174,7 @@ func TestHelpGroupsAndNotApplicableList(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{"Workload:", "DB options", "Output:", "not applicable to Vigil", "memtablerep (honoured: skip_list)",
 		"allow_concurrent_memtable_write (honoured: true)", "use_direct_reads", "--batch_size=int64", "--statistics=bool",
-		"level0_slowdown_writes_trigger", "needs vigil.Options.L0SlowdownWritesTrigger", "Benchmarks (", "fillbatch"} {
+		"level0_slowdown_writes_trigger", "needs vigil.Options.MemoryBudget", "Benchmarks (", "fillbatch"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("help lacks %q", want)
 		}

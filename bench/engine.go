@@ -89,14 +89,18 @@ type EngineOptions struct {
 
 	// The LSM's shape, from db_bench's flags of the same meaning; 0 = the
 	// engine's default.
-	BlockRestartInterval  int     // --block_restart_interval
-	MaxImmutableMemtables int     // --max_write_buffer_number minus the mutable one
-	L0CompactionTrigger   int     // --level0_file_num_compaction_trigger
-	L0StopWritesTrigger   int     // --level0_stop_writes_trigger
-	LBaseMaxBytes         int64   // --max_bytes_for_level_base
-	LevelMultiplier       float64 // --max_bytes_for_level_multiplier
-	TargetFileSize        int64   // --target_file_size_base
-	MaxOpenFiles          int     // --open_files; -1 = unlimited
+	BlockRestartInterval  int // --block_restart_interval
+	MaxImmutableMemtables int // --max_write_buffer_number minus the mutable one
+	L0CompactionTrigger   int // --level0_file_num_compaction_trigger
+	L0StopWritesTrigger   int // --level0_stop_writes_trigger
+	// L0SlowdownWritesTrigger and DelayedWriteRate: --level0_slowdown_writes_trigger
+	// and --delayed_write_rate (0 = the engine's default).
+	L0SlowdownWritesTrigger int
+	DelayedWriteRate        int64
+	LBaseMaxBytes           int64   // --max_bytes_for_level_base
+	LevelMultiplier         float64 // --max_bytes_for_level_multiplier
+	TargetFileSize          int64   // --target_file_size_base
+	MaxOpenFiles            int     // --open_files; -1 = unlimited
 	// WALRecoveryMode is RocksDB's --wal_recovery_mode number (0 tolerate
 	// a corrupted tail, 1 absolute consistency, 2 point in time, 3 skip any
 	// corrupted record), used when WALRecoveryModeSet.

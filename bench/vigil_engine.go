@@ -46,6 +46,7 @@ func VigilOptions(o EngineOptions) (*vigil.Options, error) {
 		MaxImmutableMemtables:         o.MaxImmutableMemtables,
 		L0CompactionTrigger:           o.L0CompactionTrigger,
 		L0StopWritesTrigger:           o.L0StopWritesTrigger,
+		DelayedWriteRate:              o.DelayedWriteRate,
 		LBaseMaxBytes:                 o.LBaseMaxBytes,
 		LevelMultiplier:               int(math.Round(o.LevelMultiplier)),
 		TargetFileSize:                o.TargetFileSize,
@@ -76,6 +77,17 @@ func VigilOptions(o EngineOptions) (*vigil.Options, error) {
 	}
 	if opts.L0CompactionTrigger > 0 && opts.L0StopWritesTrigger == 0 && opts.L0CompactionTrigger > vigil.DefaultL0StopWritesTrigger {
 		opts.L0StopWritesTrigger = opts.L0CompactionTrigger
+	}
+	if s := o.L0SlowdownWritesTrigger; s > 0 {
+		// Kept between the triggers, as RocksDB sanitizes it.
+		lo, hi := opts.L0CompactionTrigger, opts.L0StopWritesTrigger
+		if lo == 0 {
+			lo = vigil.DefaultL0CompactionTrigger
+		}
+		if hi == 0 {
+			hi = vigil.DefaultL0StopWritesTrigger
+		}
+		opts.L0SlowdownWritesTrigger = min(max(s, lo), max(hi, lo))
 	}
 	switch o.Compression {
 	case "none", "no", "kNoCompression":
