@@ -3,6 +3,7 @@ package vigil
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/memtable"
@@ -197,4 +198,105 @@ func (r *batchReader) varstring(where, what string) ([]byte, error) {
 	s := r.data[r.off : r.off+int(n) : r.off+int(n)]
 	r.off += int(n)
 	return s, nil
+}
+
+// BatchKind is the kind of one record of a Batch.
+type BatchKind uint8
+
+// Batch record kinds.
+const (
+	// BatchPut sets Key to Value.
+	BatchPut BatchKind = iota + 1
+	// BatchDelete removes Key.
+	BatchDelete
+	// BatchDeleteRange removes every key in [Key, Value).
+	BatchDeleteRange
+)
+
+func (k BatchKind) String() string {
+	switch k {
+	case BatchPut:
+		return "put"
+	case BatchDelete:
+		return "delete"
+	case BatchDeleteRange:
+		return "delete-range"
+	}
+	return fmt.Sprintf("BatchKind(%d)", uint8(k))
+}
+
+// BatchReader iterates over the records of a Batch in the order they were
+// added. Key and Value alias the batch's buffer: valid until the batch is
+// modified or reset. It is not safe for concurrent use.
+type BatchReader struct {
+	r   batchReader
+	err error
+}
+
+// Reader returns a reader over the batch's records, in order.
+func (b *Batch) Reader() *BatchReader {
+	b.init()
+	binary.LittleEndian.PutUint32(b.data[8:12], b.count)
+	r, err := newBatchReader(b.data, "batch")
+	return &BatchReader{r: r, err: err}
+}
+
+// Next returns the next record; ok is false at the end (or on error).
+// For BatchDeleteRange, value is the exclusive end of the range.
+func (br *BatchReader) Next() (kind BatchKind, key, value []byte, ok bool) {
+	if br.err != nil {
+		return 0, nil, nil, false
+	}
+	k, key, value, ok, err := br.r.next("batch")
+	if err != nil {
+		br.err = err
+		return 0, nil, nil, false
+	}
+	if !ok {
+		return 0, nil, nil, false
+	}
+	switch k {
+	case base.KindSet:
+		return BatchPut, key, value, true
+	case base.KindDelete:
+		return BatchDelete, key, nil, true
+	default:
+		return BatchDeleteRange, key, value, true
+	}
+}
+
+// Error returns the error that stopped the reader (a batch built by Batch's
+// methods never has one).
+func (br *BatchReader) Error() error { return br.err }
+
+// BatchHandler receives a batch's records from Replay.
+type BatchHandler interface {
+	Put(key, value []byte) error
+	Delete(key []byte) error
+	DeleteRange(start, end []byte) error
+}
+
+// Replay calls h for each record of the batch, in order, stopping at the
+// first error h returns (go-ethereum's ethdb.Batch.Replay, RocksDB's
+// WriteBatch::Iterate). The slices alias the batch's buffer.
+func (b *Batch) Replay(h BatchHandler) error {
+	r := b.Reader()
+	for {
+		kind, key, value, ok := r.Next()
+		if !ok {
+			return r.Error()
+		}
+		var err error
+		switch kind {
+		case BatchPut:
+			err = h.Put(key, value)
+		case BatchDelete:
+			err = h.Delete(key)
+		case BatchDeleteRange:
+			err = h.DeleteRange(key, value)
+		}
+		if err != nil {
+			return err
+		}
+	}
 }

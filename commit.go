@@ -1,6 +1,7 @@
 package vigil
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -240,6 +241,35 @@ func (d *DB) endStall(start time.Time, reason string) {
 	dur := time.Since(start)
 	d.stats.recordStall(reason, dur)
 	d.log.Infof("write stall ended after %v: %s", dur, reason)
+}
+
+// SyncWAL makes every write that Apply has returned for durable, without
+// writing anything: one fsync of the WAL (older WALs were synced when they
+// were closed). For embedders that write without Sync and choose when to
+// pay for durability (go-ethereum's SyncKeyValue, RocksDB's SyncWAL).
+func (d *DB) SyncWAL() error {
+	if err := d.writable(); err != nil {
+		return err
+	}
+	if d.opts.DisableWAL {
+		return base.InvalidArgumentErrorf("SyncWAL needs the WAL, but the DB was opened with DisableWAL")
+	}
+	d.commitMu.Lock()
+	if d.closed.Load() {
+		d.commitMu.Unlock()
+		return ErrClosed
+	}
+	w := d.walW
+	end := w.Size()
+	d.commitMu.Unlock()
+	if err := w.SyncTo(end); err != nil {
+		// A WAL closed by a rotation since was synced in full by it.
+		if errors.Is(err, base.ErrClosed) {
+			return nil
+		}
+		return d.walFailed(err)
+	}
+	return nil
 }
 
 // walFailed makes a WAL write or sync failure a background error: the WAL

@@ -158,9 +158,7 @@ type memTableEntry struct {
 // their index; without a current cache, the tombstones visible at snap read
 // from the skiplist and a nil index. The result must not be modified.
 func (e *memTableEntry) tombstones(snap uint64) ([]rangedel.Tombstone, *rangedel.Index, error) {
-	all, idx, ok, err := e.tombs.Get(e.rangeDels.Load(), func() ([]rangedel.Tombstone, error) {
-		return e.mt.RangeDels(base.SeqNumMax)
-	})
+	all, idx, ok, err := e.tombs.Get(e.rangeDels.Load(), e.mt)
 	if err != nil || ok {
 		return all, idx, err
 	}
@@ -280,7 +278,19 @@ func (d *DB) Get(key []byte) ([]byte, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
 	}
-	return d.get(nil, key, d.visibleSeq.Load())
+	return d.get(nil, key, d.visibleSeq.Load(), false)
+}
+
+// Has reports whether key has a live value, without copying it.
+func (d *DB) Has(key []byte) (bool, error) {
+	if d.closed.Load() {
+		return false, ErrClosed
+	}
+	_, err := d.get(nil, key, d.visibleSeq.Load(), true)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // GetAppend is Get appending the value to dst: with a reused buffer, a read
@@ -290,7 +300,7 @@ func (d *DB) GetAppend(dst, key []byte) ([]byte, error) {
 	if d.closed.Load() {
 		return dst, ErrClosed
 	}
-	v, err := d.get(dst, key, d.visibleSeq.Load())
+	v, err := d.get(dst, key, d.visibleSeq.Load(), false)
 	if err != nil {
 		return dst, err
 	}
@@ -301,7 +311,7 @@ func (d *DB) GetAppend(dst, key []byte) ([]byte, error) {
 // newest first, then one file per level L1..L6, stopping at the first
 // version found. A range tombstone seen in a source hides older versions in
 // that source and every older source.
-func (d *DB) get(dst, key []byte, snap uint64) ([]byte, error) {
+func (d *DB) get(dst, key []byte, snap uint64, noCopy bool) ([]byte, error) {
 	rs := d.loadReadState()
 	if rs == nil {
 		return dst, ErrClosed
@@ -331,7 +341,7 @@ func (d *DB) get(dst, key []byte, snap uint64) ([]byte, error) {
 			return nil, d.memCorruption(err)
 		}
 		if found {
-			return getResult(dst, value, seq, kind, cover)
+			return getResult(dst, value, seq, kind, cover, noCopy)
 		}
 		if cover > 0 {
 			return nil, ErrNotFound
@@ -361,7 +371,7 @@ func (d *DB) get(dst, key []byte, snap uint64) ([]byte, error) {
 			}
 			cover = c
 			if found {
-				return getResult(dst, value, seq, kind, cover)
+				return getResult(dst, value, seq, kind, cover, noCopy)
 			}
 			if cover > 0 {
 				return nil, ErrNotFound
@@ -374,9 +384,12 @@ func (d *DB) get(dst, key []byte, snap uint64) ([]byte, error) {
 // getResult turns the version Get found into its answer: the value appended
 // to dst (a fresh copy when dst is nil) for a live Set, ErrNotFound for a
 // deletion or a version under a range tombstone.
-func getResult(dst, value []byte, seq uint64, kind base.Kind, cover uint64) ([]byte, error) {
+func getResult(dst, value []byte, seq uint64, kind base.Kind, cover uint64, noCopy bool) ([]byte, error) {
 	if seq < cover || kind != base.KindSet {
 		return nil, ErrNotFound
+	}
+	if noCopy {
+		return nil, nil
 	}
 	if dst == nil {
 		return append(make([]byte, 0, len(value)), value...), nil

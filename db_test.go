@@ -416,7 +416,7 @@ func TestReadersRacingClose(t *testing.T) {
 		}
 		// The window is a few instructions wide, so step into it directly:
 		// these are the paths a reader takes after its closed check.
-		if _, err := db.get(nil, []byte("k050"), db.visibleSeq.Load()); !errors.Is(err, ErrClosed) {
+		if _, err := db.get(nil, []byte("k050"), db.visibleSeq.Load(), false); !errors.Is(err, ErrClosed) {
 			t.Fatalf("get after the closed check = %v, want ErrClosed", err)
 		}
 		if _, err := db.newIter(nil, db.visibleSeq.Load()); !errors.Is(err, ErrClosed) {

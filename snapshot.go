@@ -80,7 +80,7 @@ func (s *Snapshot) Get(key []byte) ([]byte, error) {
 	if s.closed.Load() || s.d.closed.Load() {
 		return nil, ErrClosed
 	}
-	return s.d.get(nil, key, s.seq)
+	return s.d.get(nil, key, s.seq, false)
 }
 
 // NewIter returns an iterator over the snapshot's state.

@@ -3,6 +3,8 @@ package rangedel
 import (
 	"math/bits"
 	"sync/atomic"
+
+	"github.com/vigildb/vigil/internal/base"
 )
 
 // Cache holds the tombstones of a source that keeps growing (a memtable),
@@ -39,13 +41,20 @@ type cached struct {
 	idx Index
 }
 
+// Source is what a Cache caches: RangeDels(snap) returns the source's
+// tombstones visible at snap, in a slice the caller may keep and modify
+// (its bounds may alias the source's memory).
+type Source interface {
+	RangeDels(snap uint64) ([]Tombstone, error)
+}
+
 // Get returns the source's tombstones and their index if the cache is
 // current with n, the number of tombstones the source holds now, building
-// it with load (which returns every tombstone of the source) when it is
-// missing or stale and enough reads have found it so. ok is false when the
-// caller should read the source directly this time. The result must not be
-// modified.
-func (c *Cache) Get(n int64, load func() ([]Tombstone, error)) (all []Tombstone, idx *Index, ok bool, err error) {
+// it from src when it is missing or stale and enough reads have found it
+// so. ok is false when the caller should read the source directly this
+// time. The result must not be modified. (An interface, not a closure: a
+// read through the cache allocates nothing.)
+func (c *Cache) Get(n int64, src Source) (all []Tombstone, idx *Index, ok bool, err error) {
 	if n == 0 {
 		return nil, nil, false, nil
 	}
@@ -62,7 +71,7 @@ func (c *Cache) Get(n int64, load func() ([]Tombstone, error)) (all []Tombstone,
 		return nil, nil, false, nil
 	}
 	c.stale.Store(0)
-	ts, err := load()
+	ts, err := src.RangeDels(base.SeqNumMax)
 	if err != nil {
 		return nil, nil, false, err
 	}

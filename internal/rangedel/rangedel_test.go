@@ -205,12 +205,12 @@ func TestCache(t *testing.T) {
 	var c Cache
 	src := []Tombstone{{Start: []byte("a"), End: []byte("c"), Seq: 5}}
 	loads := 0
-	load := func() ([]Tombstone, error) {
+	load := sourceFunc(func() ([]Tombstone, error) {
 		loads++
 		out := make([]Tombstone, len(src))
 		copy(out, src)
 		return out, nil
-	}
+	})
 	if _, _, ok, _ := c.Get(0, load); ok || loads != 0 {
 		t.Fatal("a source without tombstones has a cache")
 	}
@@ -237,3 +237,8 @@ func TestCache(t *testing.T) {
 		t.Fatalf("second rebuild: ok=%v len=%d loads=%d", ok, len(all), loads)
 	}
 }
+
+// sourceFunc adapts a function to Source.
+type sourceFunc func() ([]Tombstone, error)
+
+func (f sourceFunc) RangeDels(uint64) ([]Tombstone, error) { return f() }
