@@ -481,13 +481,12 @@ func (d *DB) Close() error {
 
 	d.mu.Lock()
 	if d.walW != nil {
-		if d.bgErr == nil {
-			// The clean-close record: after it, damage to the last batch
-			// cannot pass for a torn tail (see walmeta.go).
-			if _, err := d.walW.WriteRecord(encodeWALClose(d.nextSeq - 1)); err != nil {
-				errs = append(errs, fmt.Errorf("writing the WAL's clean-close record: %w", err))
-			}
-		}
+		// The clean-close record: after it, damage to the last batch cannot
+		// pass for a torn tail (see walmeta.go). It is written after a
+		// background error too (a failed flush or compaction leaves the WAL
+		// whole); only a WAL writer that failed refuses it, and its Close
+		// below reports that failure.
+		_, _ = d.walW.WriteRecord(encodeWALClose(d.nextSeq - 1))
 		if err := d.walW.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing WAL: %w", err))
 		}
