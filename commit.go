@@ -416,6 +416,7 @@ func (d *DB) rotateMemtableLocked(memSize int) error {
 		if err != nil {
 			return err
 		}
+		d.wals = append(d.wals, logNum)
 	}
 	old := d.mem
 	d.imm = append(d.imm, old)

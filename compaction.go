@@ -62,9 +62,7 @@ func (d *DB) compactionLoop() {
 		case <-d.closing:
 			return
 		}
-		d.mu.Lock()
-		d.deleteObsoleteFilesLocked()
-		d.mu.Unlock()
+		d.deleteObsoleteFiles()
 		for {
 			select {
 			case <-d.closing:

@@ -110,9 +110,10 @@ type DB struct {
 	// compactPointer[l] is the largest key of the last file compacted out of
 	// level l, for round-robin picking (d.mu).
 	compactPointer [manifest.NumLevels][]byte
-	// opening is set while Open deletes leftovers, the only time a
-	// directory scan may treat unreferenced tables as obsolete.
-	opening bool
+	// wals are the numbers of the WALs this DB has, oldest first: those
+	// replayed at Open and those created since; deleteObsoleteFiles removes
+	// the ones below the log number (d.mu).
+	wals []uint64
 
 	// obsoleteTables are files no version references, to delete. Guarded by
 	// obsoleteMu, not mu: versions are released on readers' goroutines.
@@ -498,8 +499,8 @@ func (d *DB) Close() error {
 	if rs := d.readState.Swap(nil); rs != nil {
 		rs.unref()
 	}
-	d.deleteObsoleteFilesLocked()
 	d.mu.Unlock()
+	d.deleteObsoleteFiles()
 
 	if err := d.tableCache.close(); err != nil {
 		errs = append(errs, err)

@@ -198,7 +198,11 @@ func (d *DB) flushOne() (did bool, err error) {
 	} else {
 		d.log.Infof("flushed empty memtable (WAL %06d)", e.logNum)
 	}
-	d.deleteObsoleteFilesLocked()
+	// The old WAL and any tables freed by the new read state go now, but
+	// not under d.mu (Flush waiters wake on the broadcast below, after it).
+	d.mu.Unlock()
+	d.deleteObsoleteFiles()
+	d.mu.Lock()
 	d.maybeScheduleFlushLocked()
 	d.maybeScheduleCompactionLocked()
 	d.stallCond.Broadcast()

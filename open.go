@@ -87,7 +87,8 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 	} else {
 		d.log = openEventLog(fs, dir)
 	}
-	d.vs = versionSet{fs: fs, dirname: dir, dataDir: d.dataDir, cksum: d.cksum, log: d.log, onObsolete: d.onObsoleteTables}
+	d.vs = versionSet{fs: fs, dirname: dir, dataDir: d.dataDir, cksum: d.cksum, log: d.log, onObsolete: d.onObsoleteTables,
+		mu: &d.mu, cond: sync.NewCond(&d.mu)}
 	if exists {
 		if err := d.vs.load(); err != nil {
 			return nil, fmt.Errorf("vigil: opening %s: %w", dir, err)
@@ -116,10 +117,8 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 	}
 	d.mu.Lock()
 	d.updateReadStateLocked()
-	d.opening = true
-	d.deleteObsoleteFilesLocked()
-	d.opening = false
 	d.mu.Unlock()
+	d.removeLeftovers()
 	d.log.Infof("opened %s: visible seq %d\n%s", dir, d.visibleSeq.Load(), d.vs.current)
 	if !opts.ReadOnly {
 		d.bgWG.Add(2)
@@ -187,10 +186,12 @@ func (d *DB) onObsoleteTables(files []*manifest.FileMetadata) {
 	}
 }
 
-// deleteObsoleteFilesLocked deletes tables no version references, WALs
-// below the log number, and MANIFEST / OPTIONS / temp files other than the
-// live ones. Read-only DBs delete nothing. d.mu is held.
-func (d *DB) deleteObsoleteFilesLocked() {
+// deleteObsoleteFiles deletes the tables no version references any more,
+// the WALs below the log number and the MANIFESTs replaced since the last
+// call. It decides under d.mu, from what the DB tracks (no directory scan),
+// and removes the files without it: no file I/O under the DB mutex.
+// Read-only DBs delete nothing. d.mu must not be held.
+func (d *DB) deleteObsoleteFiles() {
 	if d.opts.ReadOnly {
 		return
 	}
@@ -198,14 +199,49 @@ func (d *DB) deleteObsoleteFilesLocked() {
 	tables := d.obsoleteTables
 	d.obsoleteTables = nil
 	d.obsoleteMu.Unlock()
+	d.mu.Lock()
+	var wals []uint64
+	keep := d.wals[:0]
+	for _, n := range d.wals {
+		if n < d.vs.logNumber && n != d.walNum {
+			wals = append(wals, n)
+		} else {
+			keep = append(keep, n)
+		}
+	}
+	d.wals = keep
+	manifests := d.vs.obsoleteManifests
+	d.vs.obsoleteManifests = nil
+	d.mu.Unlock()
+
 	for _, f := range tables {
 		d.tableCache.evict(f.FileNum)
-		name := makeFilename(d.fs, d.dirname, fileTypeTable, f.FileNum)
-		if err := d.fs.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
-			d.log.Errorf("deleting obsolete table %s: %v", name, err)
-		} else {
-			d.log.Infof("deleted obsolete table %s", name)
-		}
+		d.removeObsolete(makeFilename(d.fs, d.dirname, fileTypeTable, f.FileNum))
+	}
+	for _, n := range wals {
+		d.removeObsolete(makeFilename(d.fs, d.dirname, fileTypeLog, n))
+	}
+	for _, n := range manifests {
+		d.removeObsolete(makeFilename(d.fs, d.dirname, fileTypeManifest, n))
+	}
+}
+
+func (d *DB) removeObsolete(path string) {
+	if err := d.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		d.log.Errorf("deleting obsolete file %s: %v", path, err)
+	} else {
+		d.log.Infof("deleted obsolete file %s", path)
+	}
+}
+
+// removeLeftovers is Open's cleanup, the one directory scan: tables no
+// version references (a flush or compaction that crashed before its
+// MANIFEST edit), WALs below the log number, MANIFESTs but the live one,
+// OPTIONS files but the newest, and temp files. Open calls it before any
+// background work starts, without d.mu.
+func (d *DB) removeLeftovers() {
+	if d.opts.ReadOnly {
+		return
 	}
 	names, err := d.fs.List(d.dirname)
 	if err != nil {
@@ -240,18 +276,14 @@ func (d *DB) deleteObsoleteFilesLocked() {
 		case fileTypeTemp:
 			obsolete = true
 		case fileTypeTable:
-			// Only at Open: later, tables become obsolete through
-			// version reference counts, and a table being written by a
-			// flush or compaction is not yet in any version.
-			obsolete = d.opening && !live[num]
+			obsolete = !live[num]
 		}
 		if obsolete {
-			path := d.fs.PathJoin(d.dirname, n)
-			if err := d.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				d.log.Errorf("deleting obsolete file %s: %v", path, err)
-			} else {
-				d.log.Infof("deleted obsolete file %s", path)
-			}
+			d.removeObsolete(d.fs.PathJoin(d.dirname, n))
 		}
 	}
+	d.obsoleteMu.Lock()
+	d.obsoleteTables = nil // deleted by the scan
+	d.obsoleteMu.Unlock()
+	d.vs.obsoleteManifests = nil
 }

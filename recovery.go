@@ -149,6 +149,7 @@ func (d *DB) walsToReplay() ([]uint64, error) {
 			d.vs.manifestNum, len(missing), d.dirname, missing)
 	}
 	sort.Slice(logs, func(i, j int) bool { return logs[i] < logs[j] })
+	d.wals = append(d.wals, logs...)
 	return logs, nil
 }
 
@@ -446,6 +447,7 @@ func (rp *walReplay) finish() error {
 		if err != nil {
 			return err
 		}
+		d.wals = append(d.wals, logNum)
 		d.walW, d.walNum = w, logNum
 	} else {
 		// Every replayed WAL is in an SST now.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/checksum"
@@ -15,7 +16,8 @@ import (
 )
 
 // versionSet owns the current version and the MANIFEST that makes it
-// durable. All methods run under DB.mu (or during Open, single-threaded).
+// durable. All methods run under DB.mu (or during Open, single-threaded);
+// logAndApply releases it while it writes.
 type versionSet struct {
 	fs      vfs.FS
 	dirname string
@@ -35,6 +37,13 @@ type versionSet struct {
 	manifestSize int64
 
 	onObsolete func([]*manifest.FileMetadata)
+	// mu is the DB's mutex, which logAndApply releases during I/O; cond
+	// (on mu) and busy serialize edits.
+	mu   *sync.Mutex
+	cond *sync.Cond
+	busy bool
+	// obsoleteManifests are MANIFESTs replaced by a newer one, to delete.
+	obsoleteManifests []uint64
 }
 
 // maxManifestSize is the size at which a new MANIFEST (starting with a
@@ -171,44 +180,33 @@ func (vs *versionSet) snapshotEdit() *manifest.VersionEdit {
 	return e
 }
 
-// createManifest writes a new MANIFEST holding a snapshot of the current
-// state, syncs it, and points CURRENT at it (write temp, fsync, rename,
-// fsync the directory). The old MANIFEST becomes obsolete.
-func (vs *versionSet) createManifest() error {
-	num := vs.allocFileNum()
+// writeManifest creates MANIFEST-num holding the encoded snapshot rec,
+// syncs it, and points CURRENT at it (write temp, fsync, rename, fsync the
+// directory). File I/O only: called without d.mu.
+func (vs *versionSet) writeManifest(num, tempNum uint64, rec []byte) (*wal.Writer, error) {
 	name := makeFilename(vs.fs, vs.dirname, fileTypeManifest, num)
 	f, err := vs.fs.Create(name)
 	if err != nil {
-		return fmt.Errorf("creating %s: %w", name, err)
+		return nil, fmt.Errorf("creating %s: %w", name, err)
 	}
 	w, err := wal.NewWriter(f, name, num, vs.cksum)
 	if err != nil {
 		f.Close()
-		return fmt.Errorf("creating %s: %w", name, err)
+		return nil, fmt.Errorf("creating %s: %w", name, err)
 	}
-	rec := vs.snapshotEdit().Encode(nil)
 	if _, err := w.WriteRecord(rec); err != nil {
 		w.Close()
-		return fmt.Errorf("writing %s: %w", name, err)
+		return nil, fmt.Errorf("writing %s: %w", name, err)
 	}
 	if err := w.Sync(); err != nil {
 		w.Close()
-		return fmt.Errorf("syncing %s: %w", name, err)
+		return nil, fmt.Errorf("syncing %s: %w", name, err)
 	}
-	if err := setCurrentFile(vs.fs, vs.dirname, vs.dataDir, num, vs.allocFileNum()); err != nil {
+	if err := setCurrentFile(vs.fs, vs.dirname, vs.dataDir, num, tempNum); err != nil {
 		w.Close()
-		return err
+		return nil, err
 	}
-	old := vs.manifest
-	vs.manifest, vs.manifestNum, vs.manifestSize = w, num, int64(len(rec))
-	if old != nil {
-		if err := old.Close(); err != nil {
-			vs.log.Errorf("closing old MANIFEST: %v", err)
-		}
-	}
-	vs.log.Infof("new MANIFEST-%06d (%d files, next file %d, last seq %d, log %d)",
-		num, vs.current.NumFiles(), vs.nextFileNum, vs.lastSeq, vs.logNumber)
-	return nil
+	return w, nil
 }
 
 // setCurrentFile atomically points CURRENT at MANIFEST-num.
@@ -243,7 +241,21 @@ func setCurrentFile(fs vfs.FS, dirname string, dataDir vfs.File, manifestNum, te
 // version. On error nothing changes in memory; the caller decides whether
 // the error is fatal (it is for flushes and compactions: the DB goes
 // read-only rather than risk a MANIFEST that disagrees with the files).
+//
+// It is called with d.mu held and returns with it held, but releases it
+// while it writes and syncs: no file I/O under the DB mutex. Edits are
+// serialized (busy, waited for on cond, which is on d.mu), so the version e
+// is built on is still current when it is installed; readers and writers
+// meanwhile see the previous version, which is consistent.
 func (vs *versionSet) logAndApply(e *manifest.VersionEdit) error {
+	for vs.busy {
+		vs.cond.Wait()
+	}
+	vs.busy = true
+	defer func() {
+		vs.busy = false
+		vs.cond.Broadcast()
+	}()
 	if e.HasLogNumber && e.LogNumber < vs.logNumber {
 		return fmt.Errorf("vigil: internal error: log number moving back from %d to %d", vs.logNumber, e.LogNumber)
 	}
@@ -255,27 +267,55 @@ func (vs *versionSet) logAndApply(e *manifest.VersionEdit) error {
 	if err != nil {
 		return err
 	}
-	e.SetNextFileNum(vs.nextFileNum)
 	lastSeq := vs.lastSeq
 	if e.HasLastSeq && e.LastSeq > lastSeq {
 		lastSeq = e.LastSeq
 	}
 	e.SetLastSeq(lastSeq)
+	// A new MANIFEST starts with a snapshot of the state before e.
+	var newNum, tempNum uint64
+	var snapshot []byte
 	if vs.manifest == nil || vs.manifestSize >= maxManifestSize {
-		// Roll to a new MANIFEST holding the state before e, then append e.
-		if err := vs.createManifest(); err != nil {
+		newNum, tempNum = vs.allocFileNum(), vs.allocFileNum()
+		snapshot = vs.snapshotEdit().Encode(nil)
+	}
+	e.SetNextFileNum(vs.nextFileNum)
+	rec := e.Encode(nil)
+	w, oldNum := vs.manifest, vs.manifestNum
+
+	vs.mu.Unlock()
+	var oldW *wal.Writer
+	if snapshot != nil {
+		nw, err := vs.writeManifest(newNum, tempNum, snapshot)
+		if err != nil {
+			vs.mu.Lock()
 			nv.Release()
 			return err
 		}
+		oldW, w = w, nw
 	}
-	rec := e.Encode(nil)
-	if _, err := vs.manifest.WriteRecord(rec); err != nil {
+	_, err = w.WriteRecord(rec)
+	if err == nil {
+		err = w.Sync()
+	}
+	if oldW != nil {
+		if cerr := oldW.Close(); cerr != nil {
+			vs.log.Errorf("closing old MANIFEST-%06d: %v", oldNum, cerr)
+		}
+	}
+	vs.mu.Lock()
+
+	if snapshot != nil {
+		vs.manifest, vs.manifestNum, vs.manifestSize = w, newNum, int64(len(snapshot))
+		if oldW != nil || oldNum > 0 {
+			vs.obsoleteManifests = append(vs.obsoleteManifests, oldNum)
+		}
+		vs.log.Infof("new MANIFEST-%06d (%d files, next file %d, last seq %d, log %d)",
+			newNum, vs.current.NumFiles(), vs.nextFileNum, vs.lastSeq, vs.logNumber)
+	}
+	if err != nil {
 		nv.Release()
 		return fmt.Errorf("writing MANIFEST-%06d: %w", vs.manifestNum, err)
-	}
-	if err := vs.manifest.Sync(); err != nil {
-		nv.Release()
-		return fmt.Errorf("syncing MANIFEST-%06d: %w", vs.manifestNum, err)
 	}
 	vs.manifestSize += int64(len(rec))
 	if e.HasLogNumber {
