@@ -11,14 +11,27 @@ import (
 // eventLog writes the human-readable LOG file of a DB directory: opens,
 // flushes, rotations, compactions, stalls and errors, one timestamped line
 // each. It is for people debugging a DB, not for recovery; failures to write
-// it are ignored after the first (which is remembered for Metrics).
+// it are ignored after the first (which is remembered).
+//
+// Lines are queued in memory and written by a goroutine of the log's own,
+// so a caller holding the DB mutex never waits for the file system. The
+// queue is bounded (maxPendingLog bytes): past it lines are dropped and the
+// count is written once the writer catches up.
 //
 // Safe for concurrent use.
 type eventLog struct {
-	mu  sync.Mutex
-	f   vfs.File
-	err error
+	mu      sync.Mutex
+	cond    sync.Cond
+	f       vfs.File
+	err     error
+	pending []byte
+	dropped int
+	closing bool
+	done    chan struct{}
 }
+
+// maxPendingLog bounds the LOG lines waiting for the writer.
+const maxPendingLog = 1 << 20
 
 // openEventLog moves an existing LOG to LOG.old and starts a new one. A nil
 // fs or read-only DB gets a log that discards everything.
@@ -31,7 +44,10 @@ func openEventLog(fs vfs.FS, dir string) *eventLog {
 	if err != nil {
 		return &eventLog{err: err}
 	}
-	return &eventLog{f: f}
+	l := &eventLog{f: f, done: make(chan struct{})}
+	l.cond.L = &l.mu
+	go l.writer()
+	return l
 }
 
 // Infof logs one event.
@@ -54,26 +70,68 @@ func (l *eventLog) write(level, format string, args ...any) {
 	line := fmt.Sprintf("%s %-5s %s\n", time.Now().UTC().Format("2006/01/02-15:04:05.000000"), level, fmt.Sprintf(format, args...))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.f == nil {
+	if l.f == nil || l.closing {
 		return
 	}
-	if _, err := l.f.Write([]byte(line)); err != nil && l.err == nil {
-		l.err = err
+	if len(l.pending)+len(line) > maxPendingLog {
+		l.dropped++
+		return
+	}
+	l.pending = append(l.pending, line...)
+	l.cond.Signal()
+}
+
+// writer hands queued lines to the file until Close.
+func (l *eventLog) writer() {
+	defer close(l.done)
+	var buf []byte
+	for {
+		l.mu.Lock()
+		for len(l.pending) == 0 && l.dropped == 0 && !l.closing {
+			l.cond.Wait()
+		}
+		if l.dropped > 0 {
+			l.pending = fmt.Appendf(l.pending, "%s ERROR (%d LOG lines dropped: the LOG writer fell behind)\n",
+				time.Now().UTC().Format("2006/01/02-15:04:05.000000"), l.dropped)
+			l.dropped = 0
+		}
+		buf, l.pending = l.pending, buf[:0]
+		closing := l.closing
+		l.mu.Unlock()
+		if len(buf) > 0 {
+			if _, err := l.f.Write(buf); err != nil {
+				l.mu.Lock()
+				if l.err == nil {
+					l.err = err
+				}
+				l.mu.Unlock()
+			}
+		}
+		if closing {
+			l.mu.Lock()
+			empty := len(l.pending) == 0
+			l.mu.Unlock()
+			if empty {
+				return
+			}
+		}
 	}
 }
 
-// Close syncs and closes the log.
+// Close writes what is queued, syncs and closes the log.
 func (l *eventLog) Close() error {
 	if l == nil {
 		return nil
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f == nil {
+	if l.f == nil || l.closing {
+		l.mu.Unlock()
 		return nil
 	}
+	l.closing = true
+	l.cond.Signal()
+	l.mu.Unlock()
+	<-l.done
 	_ = l.f.Sync()
-	err := l.f.Close()
-	l.f = nil
-	return err
+	return l.f.Close()
 }
