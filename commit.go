@@ -334,6 +334,9 @@ func (d *DB) makeRoomForWrite(memSize int) (*memTableEntry, string, error) {
 			return nil, reason, nil
 		}
 		if err := d.rotateMemtableLocked(memSize); err != nil {
+			if errors.Is(err, errNoSpareWAL) {
+				return nil, "waiting for the next WAL to be created", nil
+			}
 			d.setBackgroundErrorLocked(err, "memtable rotation")
 			return nil, "", err
 		}
@@ -367,7 +370,7 @@ func (d *DB) waitForStall() error {
 		if d.closed.Load() {
 			return ErrClosed
 		}
-		if d.stallReasonLocked() == "" {
+		if d.stallReasonLocked() == "" && (d.spareWAL != nil || d.opts.DisableWAL) {
 			return nil
 		}
 		d.stallCond.Wait()
@@ -393,12 +396,22 @@ func (d *DB) newMemTable(size int) (*memtable.MemTable, error) {
 	})
 }
 
-// rotateMemtableLocked makes the mutable memtable immutable, starts a new
-// WAL and memtable, and schedules a flush. The old WAL is synced and closed
-// first, so a synced write in the new WAL can never sit behind an unsynced
-// tail of the old one (recovery stops at the first damaged WAL). d.mu and
-// commitMu are held.
+// errNoSpareWAL is rotateMemtableLocked's answer when the next WAL is not
+// created yet: the caller waits (without commitMu) and retries.
+var errNoSpareWAL = errors.New("vigil: waiting for the next WAL to be created")
+
+// rotateMemtableLocked makes the mutable memtable immutable, switches to a
+// new WAL and memtable, and schedules a flush. It does no file I/O: the new
+// WAL was created ahead of time by prepareWAL (errNoSpareWAL if it is not
+// ready yet), and the old one is synced and closed in the background by
+// closeWAL, which holds the new one back until then (wal.Writer.Hold), so a
+// synced write in the new WAL can never sit behind an unsynced tail of the
+// old one. d.mu and commitMu are held.
 func (d *DB) rotateMemtableLocked(memSize int) error {
+	if !d.opts.DisableWAL && d.spareWAL == nil {
+		d.maybePrepareWALLocked()
+		return errNoSpareWAL
+	}
 	// The memtable first: it can fail (an arena too large), and must do so
 	// before the WAL switches.
 	mt, err := d.newMemTable(d.memtableSizeFor(memSize))
@@ -406,24 +419,23 @@ func (d *DB) rotateMemtableLocked(memSize int) error {
 		return err
 	}
 	var logNum uint64
-	var newW *wal.Writer
 	if !d.opts.DisableWAL {
-		if err := d.walW.Close(); err != nil {
-			return fmt.Errorf("closing WAL %06d: %w", d.walNum, err)
+		oldW, oldNum := d.walW, d.walNum
+		newW := d.spareWAL
+		logNum = d.spareWALNum
+		pre := walPreamble{prevLogNum: oldNum, prevSize: oldW.Size(), lastSeq: d.nextSeq - 1}
+		if _, err := newW.WriteRecord(pre.encode()); err != nil {
+			return fmt.Errorf("writing the preamble of WAL %06d: %w", logNum, err)
 		}
-		logNum = d.vs.allocFileNum()
-		newW, err = d.createWAL(logNum, walPreamble{prevLogNum: d.walNum, prevSize: d.walW.Size(), lastSeq: d.nextSeq - 1})
-		if err != nil {
-			return err
-		}
-		d.wals = append(d.wals, logNum)
+		d.spareWAL, d.spareWALNum = nil, 0
+		d.walW, d.walNum = newW, logNum
+		d.bgWG.Add(1)
+		go d.closeWAL(oldW, oldNum, newW)
+		d.maybePrepareWALLocked()
 	}
 	old := d.mem
 	d.imm = append(d.imm, old)
 	d.mem = &memTableEntry{mt: mt, logNum: logNum, flushed: make(chan struct{})}
-	if newW != nil {
-		d.walW, d.walNum = newW, logNum
-	}
 	d.updateReadStateLocked()
 	d.log.Infof("memtable rotated: %d bytes, %d entries, WAL %06d -> %06d",
 		old.mt.ApproximateSize(), old.mt.Count(), old.logNum, logNum)
@@ -431,9 +443,89 @@ func (d *DB) rotateMemtableLocked(memSize int) error {
 	return nil
 }
 
+// closeWAL syncs and closes a WAL the DB rotated away from, then lets the
+// WAL after it (next, held until now) reach the disk, or fails it if the old
+// one could not be made durable: its writes then stop the DB, as any WAL
+// failure does. Runs on its own goroutine (counted in bgWG).
+func (d *DB) closeWAL(w *wal.Writer, num uint64, next *wal.Writer) {
+	defer d.bgWG.Done()
+	err := w.Close()
+	next.Release(err)
+	if err != nil {
+		d.mu.Lock()
+		d.setBackgroundErrorLocked(fmt.Errorf("closing WAL %06d: %w", num, err), "WAL rotation")
+		d.mu.Unlock()
+	}
+}
+
+// maybePrepareWALLocked starts creating the next WAL unless one is ready or
+// being created. d.mu is held.
+func (d *DB) maybePrepareWALLocked() {
+	if d.opts.DisableWAL || d.opts.ReadOnly || d.spareWAL != nil || d.preparingWAL || d.bgErr != nil || d.closed.Load() {
+		return
+	}
+	d.preparingWAL = true
+	num := d.vs.allocFileNum()
+	d.wals = append(d.wals, num)
+	d.bgWG.Add(1)
+	go d.prepareWAL(num)
+}
+
+// prepareWAL creates WAL num ahead of its use, its header and directory
+// entry durable, held (see rotateMemtableLocked), and hands it to the next
+// rotation. Runs on its own goroutine, without locks during the I/O.
+func (d *DB) prepareWAL(num uint64) {
+	defer d.bgWG.Done()
+	w, err := d.createWALFile(num)
+	if err == nil {
+		w.Hold()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.preparingWAL = false
+	switch {
+	case err != nil:
+		d.setBackgroundErrorLocked(err, "creating the next WAL")
+	case d.closed.Load():
+		// Close is under way and will not use it.
+		d.discardWALLocked(w, num)
+	default:
+		d.spareWAL, d.spareWALNum = w, num
+	}
+	d.stallCond.Broadcast()
+}
+
+// discardWALLocked closes an unused spare WAL; its file, which holds no
+// record, is removed with the obsolete files. d.mu is held.
+func (d *DB) discardWALLocked(w *wal.Writer, num uint64) {
+	w.Release(errors.New("unused"))
+	_ = w.Close()
+	d.unusedWALs = append(d.unusedWALs, num)
+}
+
 // createWAL creates WAL logNum with its preamble (see walmeta.go) and makes
-// both, and the directory entry, durable before any batch goes into it.
+// both, and the directory entry, durable before any batch goes into it:
+// Open's first WAL. Later WALs come from prepareWAL.
 func (d *DB) createWAL(logNum uint64, pre walPreamble) (*wal.Writer, error) {
+	w, err := d.createWALFile(logNum)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.WriteRecord(pre.encode()); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("writing the preamble of WAL %06d: %w", logNum, err)
+	}
+	if err := w.Sync(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("syncing new WAL %06d: %w", logNum, err)
+	}
+	return w, nil
+}
+
+// createWALFile creates WAL logNum and makes its header and directory entry
+// durable, so that a crash leaves a valid (empty) log, not an empty file
+// (which AbsoluteConsistency recovery would reject).
+func (d *DB) createWALFile(logNum uint64) (*wal.Writer, error) {
 	name := makeFilename(d.fs, d.dirname, fileTypeLog, logNum)
 	f, err := d.fs.Create(name)
 	if err != nil {
@@ -444,13 +536,6 @@ func (d *DB) createWAL(logNum uint64, pre walPreamble) (*wal.Writer, error) {
 		f.Close()
 		return nil, fmt.Errorf("creating WAL %s: %w", name, err)
 	}
-	if _, err := w.WriteRecord(pre.encode()); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("writing the preamble of WAL %s: %w", name, err)
-	}
-	// Make the header and preamble durable, so that a crash leaves a valid
-	// log, not an empty file (which AbsoluteConsistency recovery would
-	// reject), and so that the predecessor's size is on record.
 	if err := w.Sync(); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("syncing new WAL %s: %w", name, err)

@@ -94,6 +94,13 @@ type DB struct {
 	imm       []*memTableEntry // oldest first
 	walW      *wal.Writer
 	walNum    uint64
+	// spareWAL is the next WAL, created ahead of its rotation by
+	// prepareWAL (nil while none is ready; preparingWAL while one is being
+	// created); unusedWALs are spares discarded at Close, to delete.
+	spareWAL     *wal.Writer
+	spareWALNum  uint64
+	preparingWAL bool
+	unusedWALs   []uint64
 	vs        versionSet
 	snapshots snapshotList
 	bgErr     error
@@ -481,6 +488,10 @@ func (d *DB) Close() error {
 	defer d.compactionMu.Unlock()
 
 	d.mu.Lock()
+	if d.spareWAL != nil {
+		d.discardWALLocked(d.spareWAL, d.spareWALNum)
+		d.spareWAL = nil
+	}
 	if d.walW != nil {
 		// The clean-close record: after it, damage to the last batch cannot
 		// pass for a torn tail (see walmeta.go). It is written after a

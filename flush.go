@@ -2,6 +2,7 @@ package vigil
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"time"
 
@@ -54,11 +55,24 @@ func (d *DB) flushAndWait(closing bool) error {
 	var target *memTableEntry
 	if !d.mem.mt.Empty() {
 		target = d.mem
-		if err := d.rotateMemtableLocked(0); err != nil {
-			d.setBackgroundErrorLocked(err, "memtable rotation")
+		for {
+			err := d.rotateMemtableLocked(0)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, errNoSpareWAL) {
+				d.setBackgroundErrorLocked(err, "memtable rotation")
+				d.mu.Unlock()
+				d.commitMu.Unlock()
+				return err
+			}
+			// Wait for the next WAL without either lock, then start over.
 			d.mu.Unlock()
 			d.commitMu.Unlock()
-			return err
+			if err := d.waitForStall(); err != nil {
+				return err
+			}
+			return d.flushAndWait(closing)
 		}
 	} else if len(d.imm) > 0 {
 		target = d.imm[len(d.imm)-1]

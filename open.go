@@ -126,6 +126,7 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 		go d.compactionLoop()
 		d.mu.Lock()
 		d.maybeScheduleCompactionLocked()
+		d.maybePrepareWALLocked()
 		d.mu.Unlock()
 	}
 	return d, nil
@@ -210,6 +211,8 @@ func (d *DB) deleteObsoleteFiles() {
 		}
 	}
 	d.wals = keep
+	wals = append(wals, d.unusedWALs...)
+	d.unusedWALs = nil
 	manifests := d.vs.obsoleteManifests
 	d.vs.obsoleteManifests = nil
 	d.mu.Unlock()

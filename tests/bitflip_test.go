@@ -98,6 +98,33 @@ func newestFile(t *testing.T, fs vfs.FS, dir string, match func(string) bool) st
 	return fs.PathJoin(dir, got[len(got)-1])
 }
 
+// largestFile returns the path in dir of the largest matching file (a live
+// DB also has the next WAL, created ahead of time and empty).
+func largestFile(t *testing.T, fs vfs.FS, dir string, match func(string) bool) string {
+	t.Helper()
+	names, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	best, bestSize := "", int64(-1)
+	for _, n := range names {
+		if !match(n) {
+			continue
+		}
+		st, err := fs.Stat(fs.PathJoin(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() > bestSize {
+			best, bestSize = fs.PathJoin(dir, n), st.Size()
+		}
+	}
+	if best == "" {
+		t.Fatalf("no matching file in %s", dir)
+	}
+	return best
+}
+
 // openAndCheck opens a damaged copy and classifies the outcome against the
 // acknowledged state. inTail says whether the flip is in the last record of
 // a crashed WAL, where losing exactly the last write is allowed.
@@ -242,7 +269,7 @@ func sweepWAL(t *testing.T, n, valueLen int, sample func(int) bool) {
 	modes := []vigil.WALRecoveryMode{vigil.WALRecoverPointInTime, vigil.WALTolerateCorruptedTail, vigil.WALAbsoluteConsistency, vigil.WALSkipAnyCorrupted}
 	for _, clean := range []bool{true, false} {
 		base, want, last := walFlipFixture(t, clean, n, valueLen)
-		walName := newestFile(t, base, "db", func(n string) bool { return strings.HasSuffix(n, ".log") })
+		walName := largestFile(t, base, "db", func(n string) bool { return strings.HasSuffix(n, ".log") })
 		orig := readAll(t, base, walName)
 		starts := recordStarts(t, orig, walName)
 		// After a clean Close the last record is the close record; the

@@ -83,6 +83,7 @@ type Writer struct {
 	err        error // sticky failure
 	closed     bool  // Close was called: no more records
 	closing    bool  // the flusher may exit once it has no work
+	held       bool  // Hold: the flusher hands nothing to the file until Release
 	idle       bool  // the flusher waits on workCond
 	waiters    int   // goroutines blocked in SyncTo (for tests and metrics)
 	stats      WriterStats
@@ -258,7 +259,7 @@ func (w *Writer) flushLoop() {
 	defer w.mu.Unlock()
 	var batch []*block
 	for {
-		for w.err == nil && !w.closing && !w.hasWork() {
+		for w.err == nil && (w.held || (!w.closing && !w.hasWork())) {
 			w.idle = true
 			w.workCond.Wait()
 		}
@@ -331,6 +332,33 @@ func (w *Writer) writeOut(batch []*block, cur *block, from, to int) (writes int6
 		}
 	}
 	return writes, nil
+}
+
+// Hold stops the flusher from handing anything more to the file until
+// Release: records still append in memory (WriteRecord blocks once the
+// queue bound is reached), and Flush, SyncTo and Close wait. The DB holds
+// a new WAL this way until the WAL before it is synced and closed, so that
+// nothing of the new log can reach the disk while the old one might still
+// lose its tail in a crash: recovery can then tell a real torn tail from
+// damage (see the DB's WAL preamble).
+func (w *Writer) Hold() {
+	w.mu.Lock()
+	w.held = true
+	w.mu.Unlock()
+}
+
+// Release lets a held writer's flusher go on. A non-nil err fails the
+// writer with it instead (sticky, as any write error): its records must
+// never reach the disk.
+func (w *Writer) Release(err error) {
+	w.mu.Lock()
+	if err != nil && w.err == nil {
+		w.err = fmt.Errorf("wal: %s: not written, the log before it failed: %w", w.name, err)
+	}
+	w.held = false
+	w.workCond.Signal()
+	w.doneCond.Broadcast()
+	w.mu.Unlock()
 }
 
 // Flush blocks until everything appended so far has been handed to the file

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -569,4 +570,63 @@ func TestWriterNoAllocs(t *testing.T) {
 		}
 	}
 	runtime.GC()
+}
+
+// A held writer hands nothing to the file until Release; Release with an
+// error fails it without writing.
+func TestHoldAndRelease(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		fs := vfs.NewMem()
+		f, err := fs.Create("log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := NewWriter(f, "log", 1, checksum.XXH3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		w.Hold()
+		end, err := w.WriteRecord([]byte("held record"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		synced := make(chan error, 1)
+		go func() { synced <- w.SyncTo(end) }()
+		select {
+		case err := <-synced:
+			t.Fatalf("SyncTo of a held writer returned %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if got := len(readFile(t, fs, "log")); got != FileHeaderSize {
+			t.Fatalf("held writer wrote: file has %d bytes, want the %d-byte header", got, FileHeaderSize)
+		}
+		var relErr error
+		if fail {
+			relErr = errors.New("predecessor failed")
+		}
+		w.Release(relErr)
+		err = <-synced
+		if fail {
+			if err == nil || !strings.Contains(err.Error(), "predecessor failed") {
+				t.Fatalf("SyncTo after Release(err) = %v", err)
+			}
+			if got := len(readFile(t, fs, "log")); got != FileHeaderSize {
+				t.Fatalf("a writer released with an error wrote %d bytes", got-FileHeaderSize)
+			}
+			w.Close()
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if recs := readAll(t, readFile(t, fs, "log"), AbsoluteConsistency).recs; len(recs) != 1 || string(recs[0]) != "held record" {
+			t.Fatalf("records after release: %q", recs)
+		}
+	}
 }
