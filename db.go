@@ -101,9 +101,9 @@ type DB struct {
 	spareWALNum  uint64
 	preparingWAL bool
 	unusedWALs   []uint64
-	vs        versionSet
-	snapshots snapshotList
-	bgErr     error
+	vs           versionSet
+	snapshots    snapshotList
+	bgErr        error
 	// bgErrFast mirrors bgErr for the write path's lock-free check.
 	bgErrFast atomic.Pointer[error]
 	// flushPending signals the flush goroutine.
