@@ -15,6 +15,14 @@ type blockWriter struct {
 	counter         int // entries since the last restart point; 0 = next entry is one
 	prevKey         []byte
 	nEntries        int
+
+	// maxKeyAmp, if > 0, bounds keyBytes (the total length of the keys
+	// added) to maxKeyAmp times the block's size: an entry that would
+	// break the bound becomes a restart point instead, storing its key
+	// whole. The range-del block needs this because the reader
+	// materialises its keys (see maxRangeDelKeyAmp).
+	maxKeyAmp int
+	keyBytes  int
 }
 
 func (b *blockWriter) init(restartInterval int) {
@@ -28,6 +36,7 @@ func (b *blockWriter) reset() {
 	b.counter = 0
 	b.prevKey = b.prevKey[:0]
 	b.nEntries = 0
+	b.keyBytes = 0
 }
 
 func (b *blockWriter) empty() bool { return b.nEntries == 0 }
@@ -43,7 +52,15 @@ func (b *blockWriter) add(key, value []byte) {
 		for shared < n && b.prevKey[shared] == key[shared] {
 			shared++
 		}
+		if b.maxKeyAmp > 0 && b.keyBytes+len(key) > b.maxKeyAmp*b.sizeAfter(shared, len(key), len(value)) {
+			// Restart here. The bound then holds again: it held before,
+			// and the block grows by at least len(key) bytes.
+			shared = 0
+			b.restarts = append(b.restarts, uint32(len(b.buf)))
+			b.counter = 0
+		}
 	}
+	b.keyBytes += len(key)
 	b.buf = binary.AppendUvarint(b.buf, uint64(shared))
 	b.buf = binary.AppendUvarint(b.buf, uint64(len(key)-shared))
 	b.buf = binary.AppendUvarint(b.buf, uint64(len(value)))
@@ -57,6 +74,20 @@ func (b *blockWriter) add(key, value []byte) {
 		b.counter = 0
 	}
 	b.nEntries++
+}
+
+// sizeAfter is the size of the block after adding an entry that shares
+// shared bytes of the previous key, without a new restart point.
+func (b *blockWriter) sizeAfter(shared, keyLen, valueLen int) int {
+	return b.estimatedSize() + uvarintLen(shared) + uvarintLen(keyLen-shared) + uvarintLen(valueLen) + keyLen - shared + valueLen
+}
+
+func uvarintLen(x int) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
 }
 
 // estimatedSize is the size finish would return now.
@@ -111,11 +142,18 @@ const (
 )
 
 // cachedEntry is one entry of the restart interval a blockIter decoded for
-// backward iteration.
+// backward iteration. Offsets are uint32 because blocks are at most
+// MaxBlockSize bytes, so an entry costs 20 bytes of cache however long its
+// key; every entry takes at least 3 bytes of the block, so the entries are
+// at most 7 times the interval they cover (14 times counting what growing
+// the slice by doubling allocates).
 type cachedEntry struct {
-	offset, nextOffset int
-	keyStart, keyEnd   int // in blockIter.cacheBuf
-	valStart, valEnd   int // in blockIter.data
+	offset uint32 // the entry's first byte in the block
+	// cacheBuf[bufStart:bufEnd] is the entry's whole key if
+	// blockIter.cacheKeys, else its undo bytes (the previous key's
+	// [shared:]).
+	bufStart, bufEnd uint32
+	valStart, valEnd uint32 // the value is data[valStart:valEnd]; the next entry starts at valEnd
 }
 
 // blockIter iterates over the entries of one block. It never panics on bad
@@ -123,10 +161,25 @@ type cachedEntry struct {
 // failure makes the iterator invalid with err set (a blockError).
 //
 // Positioning methods return whether the iterator is at an entry; key and
-// val then hold it. key points into keyBuf (forward decoding) or cacheBuf
-// (backward); val points into the block. Moving backward is not quadratic:
-// Prev decodes the whole restart interval before the current entry once into
-// cached/cacheBuf and then steps through it, as LevelDB and Pebble do.
+// val then hold it. val points into the block; key into keyBuf, which each
+// forward step edits in place (keeping the shared prefix), or into cacheBuf.
+// Memory is linear in the block, never in the total length of its keys,
+// which prefix compression can make quadratic in the block's size (n
+// entries that each add a byte to the previous key hold n²/2 key bytes):
+//
+//   - Forward, keyBuf is the only key buffer; it grows to the longest key,
+//     at most the block's size.
+//   - Backward, Prev decodes the restart interval before the current entry
+//     once (not once per step, which would be quadratic in time) into
+//     cached, as LevelDB and Pebble do. Like them it copies every key of
+//     the interval into cacheBuf, so that a step back is O(1), but only
+//     while that takes at most cacheKeysBudget (4 times the interval's size
+//     plus 1 KiB: in a normal data block the keys are a fraction of the
+//     interval, the values the rest). Beyond that it decodes the interval
+//     again keeping, per entry, only the bytes of the previous key that the
+//     entry's key replaced (its "undo" bytes): a step back truncates keyBuf
+//     to the shared length and appends them. The undo bytes of an interval
+//     total at most the key bytes its entries add, i.e. the interval's size.
 //
 // A blockIter is used by one goroutine at a time; it does not own the block.
 type blockIter struct {
@@ -144,7 +197,8 @@ type blockIter struct {
 	keyBuf     []byte
 
 	cached    []cachedEntry
-	cacheBuf  []byte
+	cacheBuf  []byte // the cached entries' keys (cacheKeys) or undo bytes
+	cacheKeys bool
 	cacheIdx  int // index in cached when positioned by Prev/Last/SeekLT, else -1
 	err       error
 	errOffset int // entry offset where err was found
@@ -330,12 +384,20 @@ func (i *blockIter) next() bool {
 	if i.cacheIdx >= 0 {
 		if i.cacheIdx+1 < len(i.cached) {
 			i.cacheIdx++
+			if !i.cacheKeys {
+				// Redo the entry's step forward (its header was checked
+				// when the cache was filled).
+				shared, unshared, _, p, _ := i.readHeader(int(i.cached[i.cacheIdx].offset))
+				i.keyBuf = append(i.keyBuf[:shared], i.data[p:p+unshared]...)
+			}
 			i.setCached()
 			return true
 		}
 		// Leaving the cached interval: continue decoding forward from the
 		// current key, which readEntry expects in keyBuf.
-		i.keyBuf = append(i.keyBuf[:0], i.key...)
+		if i.cacheKeys {
+			i.keyBuf = append(i.keyBuf[:0], i.key...)
+		}
 		i.cacheIdx = -1
 	}
 	if i.nextOffset >= len(i.data) {
@@ -422,14 +484,34 @@ func (i *blockIter) last() bool {
 
 // prev moves to the preceding entry.
 func (i *blockIter) prev() bool {
+	if i.cacheIdx > 0 && i.cacheKeys {
+		// The usual step: the previous entry's key is in cacheBuf.
+		i.cacheIdx--
+		e := &i.cached[i.cacheIdx]
+		i.key = i.cacheBuf[e.bufStart:e.bufEnd:e.bufEnd]
+		i.val = i.data[e.valStart:e.valEnd:e.valEnd]
+		i.offset, i.nextOffset = int(e.offset), int(e.valEnd)
+		return true
+	}
+	return i.prevSlow()
+}
+
+// prevSlow is prev in the cache's undo mode and at the start of the cached
+// interval.
+func (i *blockIter) prevSlow() bool {
 	if i.cacheIdx > 0 {
+		// Undo the current entry's step: keep its shared bytes (its
+		// header was checked when the cache was filled), restore the rest.
+		e := &i.cached[i.cacheIdx]
+		shared, _, _, _, _ := i.readHeader(int(e.offset))
+		i.keyBuf = append(i.keyBuf[:shared], i.cacheBuf[e.bufStart:e.bufEnd]...)
 		i.cacheIdx--
 		i.setCached()
 		return true
 	}
 	cur := i.offset
 	if i.cacheIdx == 0 {
-		cur = i.cached[0].offset
+		cur = int(i.cached[0].offset)
 	}
 	if cur == 0 || i.numRestarts == 0 {
 		i.cacheIdx = -1
@@ -461,42 +543,121 @@ func (i *blockIter) prev() bool {
 	return i.fillCache(start, cur, nil, 0, false)
 }
 
+// cacheKeysBudget is how much of cacheBuf the reverse cache may use to hold
+// the whole keys of an interval of the given size (see blockIter).
+func cacheKeysBudget(interval int) int { return 4*interval + 1024 }
+
 // fillCache decodes the entries in [start, end) into the reverse cache,
 // stopping early (if bounded) at the first key >= target, and positions the
 // iterator at the last cached entry. start must be a restart point. When
 // not bounded, decoding must land exactly on end.
 func (i *blockIter) fillCache(start, end int, ukey []byte, trailer uint64, bounded bool) bool {
+	if ok, fits := i.fillCacheKeys(start, end, ukey, trailer, bounded); fits {
+		return ok
+	}
+	return i.fillCacheUndo(start, end, ukey, trailer, bounded)
+}
+
+// fillCacheKeys is fillCache keeping every key whole in cacheBuf. It gives
+// up (fits = false) if that would take more than cacheKeysBudget.
+func (i *blockIter) fillCacheKeys(start, end int, ukey []byte, trailer uint64, bounded bool) (ok, fits bool) {
 	i.cached = i.cached[:0]
 	i.cacheBuf = i.cacheBuf[:0]
+	i.cacheKeys = true
+	budget := cacheKeysBudget(end - start)
 	off := start
 	prevStart, prevEnd := 0, 0
 	for off < end {
 		shared, unshared, vlen, p, ok := i.readHeader(off)
 		if !ok {
-			return false
+			return false, true
 		}
 		if shared > prevEnd-prevStart {
-			return i.fail(errBlockShared, off)
+			return i.fail(errBlockShared, off), true
 		}
 		ks := len(i.cacheBuf)
+		if ks+shared+unshared > cap(i.cacheBuf) {
+			// Only growing cacheBuf costs memory, so only then is the
+			// budget checked; and it doubles, where append would grow a
+			// large buffer by 1.25x, allocating 5 times its final size.
+			if ks+shared+unshared > budget {
+				return false, false
+			}
+			i.cacheBuf = growCap(i.cacheBuf, shared+unshared)
+		}
 		i.cacheBuf = append(i.cacheBuf, i.cacheBuf[prevStart:prevStart+shared]...)
 		i.cacheBuf = append(i.cacheBuf, i.data[p:p+unshared]...)
 		ke := len(i.cacheBuf)
 		if i.internalKeys && ke-ks < 8 {
-			return i.fail(errBlockShortKey, off)
+			return i.fail(errBlockShortKey, off), true
 		}
 		if bounded && i.compareKey(i.cacheBuf[ks:ke], ukey, trailer) >= 0 {
 			i.cacheBuf = i.cacheBuf[:ks]
 			break
 		}
 		vs := p + unshared
-		i.cached = append(i.cached, cachedEntry{
-			offset: off, nextOffset: vs + vlen,
-			keyStart: ks, keyEnd: ke, valStart: vs, valEnd: vs + vlen,
-		})
+		i.addCached(cachedEntry{offset: uint32(off), bufStart: uint32(ks), bufEnd: uint32(ke), valStart: uint32(vs), valEnd: uint32(vs + vlen)})
 		prevStart, prevEnd = ks, ke
 		off = vs + vlen
 	}
+	return i.finishCache(start, end, off, bounded), true
+}
+
+// fillCacheUndo is fillCache keeping the current key in keyBuf and each
+// entry's undo bytes in cacheBuf.
+func (i *blockIter) fillCacheUndo(start, end int, ukey []byte, trailer uint64, bounded bool) bool {
+	i.cached = i.cached[:0]
+	i.cacheBuf = i.cacheBuf[:0]
+	i.cacheKeys = false
+	i.keyBuf = i.keyBuf[:0]
+	off := start
+	for off < end {
+		shared, unshared, vlen, p, ok := i.readHeader(off)
+		if !ok {
+			return false
+		}
+		if shared > len(i.keyBuf) {
+			return i.fail(errBlockShared, off)
+		}
+		undoStart := len(i.cacheBuf)
+		i.cacheBuf = growCap(i.cacheBuf, len(i.keyBuf)-shared)
+		i.cacheBuf = append(i.cacheBuf, i.keyBuf[shared:]...)
+		i.keyBuf = append(i.keyBuf[:shared], i.data[p:p+unshared]...)
+		if i.internalKeys && len(i.keyBuf) < 8 {
+			return i.fail(errBlockShortKey, off)
+		}
+		if bounded && i.compareKey(i.keyBuf, ukey, trailer) >= 0 {
+			// Back to the previous entry's key.
+			i.keyBuf = append(i.keyBuf[:shared], i.cacheBuf[undoStart:]...)
+			i.cacheBuf = i.cacheBuf[:undoStart]
+			break
+		}
+		vs := p + unshared
+		i.addCached(cachedEntry{offset: uint32(off), bufStart: uint32(undoStart), bufEnd: uint32(len(i.cacheBuf)), valStart: uint32(vs), valEnd: uint32(vs + vlen)})
+		off = vs + vlen
+	}
+	return i.finishCache(start, end, off, bounded)
+}
+
+// addCached appends e to cached, doubling its capacity when full (append
+// grows large slices by 1.25x, which allocates five times the final size
+// along the way).
+func (i *blockIter) addCached(e cachedEntry) {
+	n := len(i.cached)
+	if n == cap(i.cached) {
+		i.growCached()
+	}
+	i.cached = i.cached[:n+1]
+	i.cached[n] = e
+}
+
+func (i *blockIter) growCached() {
+	i.cached = append(make([]cachedEntry, 0, 2*cap(i.cached)+16), i.cached...)
+}
+
+// finishCache ends fillCache, whose decoding stopped at off: it positions
+// the iterator at the last cached entry.
+func (i *blockIter) finishCache(start, end, off int, bounded bool) bool {
 	if !bounded && off != end {
 		return i.fail(errBlockPrevRestart, start)
 	}
@@ -511,10 +672,15 @@ func (i *blockIter) fillCache(start, end int, ukey []byte, trailer uint64, bound
 	return true
 }
 
+// setCached publishes cached entry cacheIdx; in undo mode its key must be
+// in keyBuf.
 func (i *blockIter) setCached() {
 	e := &i.cached[i.cacheIdx]
-	i.key = i.cacheBuf[e.keyStart:e.keyEnd:e.keyEnd]
+	if i.cacheKeys {
+		i.key = i.cacheBuf[e.bufStart:e.bufEnd:e.bufEnd]
+	} else {
+		i.key = i.keyBuf
+	}
 	i.val = i.data[e.valStart:e.valEnd:e.valEnd]
-	i.offset = e.offset
-	i.nextOffset = e.nextOffset
+	i.offset, i.nextOffset = int(e.offset), int(e.valEnd)
 }

@@ -97,7 +97,10 @@
 // last key a and the next block's first key b first differ at byte i,
 // a[i] < 0xff, and either a[i]+1 < b[i] or len(b) > i+1, the separator is
 // a[:i] ‖ a[i]+1 with trailer (SeqNumMax, kind 15); its user key is then
-// strictly between a's and b's. Otherwise it is a itself. Restart interval 1.
+// strictly between a's and b's. Otherwise it is a itself. Restart interval 1:
+// every entry is a restart point (shared == 0, its offset in the restart
+// array), and a reader rejects an index block where one is not, so each
+// separator is stored whole and can be read in place.
 // Data block i must start where block i-1's trailer ends, block 0 at offset 0.
 //
 // # Filter block
@@ -121,8 +124,15 @@
 //
 // One entry per range tombstone [start, end)#seq: key = start ‖ trailer
 // (seq, RangeDelete), value = end; in internal-key order (start ascending,
-// seq descending), start < end. Restart interval 16. The reader loads them
-// all at open.
+// seq descending), start < end. Restart interval BlockRestartInterval (16
+// by default), except that an entry whose key would bring the total length
+// of the block's keys above 16 times the block's size is made a restart
+// point (stored whole) instead. A reader rejects a range-del block whose
+// keys total more than 16 times its size: it loads the tombstones at open,
+// and without the bound prefix compression would let a block of n entries
+// of a few bytes each hold n²/2 bytes of keys. A block written with restart
+// interval <= 16 is always within the bound (a key is at most the size of
+// its restart interval), so for such blocks the early restarts never happen.
 //
 // # Properties block
 //
@@ -175,9 +185,17 @@
 // count is bounds-checked, and bad bytes give an error wrapping
 // base.ErrCorruption (naming file, block kind and offset), never a panic.
 // A block is only allocated after its handle has been checked against the
-// file size (and MaxBlockSize, and for snappy the expansion bound above);
-// decoded structures (index entries, tombstones) are at most a small
-// constant factor larger than the block they come from.
+// file size (and MaxBlockSize, and for snappy the expansion bound above).
+// What is decoded from a block is at most a small constant factor larger
+// than the block, however its entries use prefix compression: the index is
+// kept as the block and searched in place, Open copying no separator (it
+// keeps 32 bytes per entry, which takes at least 17 bytes of the block);
+// the tombstones' start keys
+// are at most 16 times the range-del block (see above) plus a 56-byte
+// RangeTombstone per entry of at least 5 bytes; and a block iterator's
+// memory is linear in the block, not in the total length of its keys (see
+// blockIter). So Open allocates at most a small multiple (the tests check
+// 32) of the bytes it reads and decompresses.
 //
 // # Concurrency and memory
 //

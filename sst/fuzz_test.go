@@ -16,40 +16,70 @@ import (
 
 // The fuzz targets feed arbitrary bytes to every decoder of on-disk data.
 // The property is always the same: no panic, no hang, no allocation beyond
-// the bounds documented in the package comment, and every error wraps
-// base.ErrCorruption. Seed corpora are committed in testdata/fuzz/<Name>/
-// (regenerate with go test -run TestWriteFuzzSeeds -write-fuzz-seeds);
-// most seeds use checksum type None so mutations reach the decoders instead
-// of stopping at a checksum.
+// the bounds documented in the package comment (checked: see checkAlloc),
+// and every error wraps base.ErrCorruption. Seed corpora are committed in
+// testdata/fuzz/<Name>/ (regenerate with go test -run TestWriteFuzzSeeds
+// -write-fuzz-seeds); most seeds use checksum type None so mutations reach
+// the decoders instead of stopping at a checksum, and the "shared-*" and
+// "prefix-chain-*" seeds are the prefix-compression amplification attacks
+// of alloc_test.go.
+
+// Every decoder allocates at most allocAmp times the bytes it decodes, plus
+// allocSlack for fixed costs (error messages, the footer, pools). The
+// largest factor a valid input reaches is the range-del block's: start keys
+// up to 16 times the block and 56 bytes of RangeTombstone per 5-byte entry.
+const (
+	allocAmp   = 32
+	allocSlack = 64 << 10
+)
+
+// checkAlloc fails t if f allocated more than allocAmp×n + allocSlack bytes.
+func checkAlloc(t *testing.T, what string, n uint64, f func()) {
+	t.Helper()
+	got := allocBytes(f)
+	if limit := allocAmp*n + allocSlack; got > limit {
+		t.Fatalf("%s of %d bytes allocated %d bytes, over the limit of %d", what, n, got, limit)
+	}
+}
+
+// craftSeedN is the size of the amplification attacks in the seed corpus:
+// large enough that the old quadratic decoders break checkAlloc's bound,
+// small enough to keep the corpus files small.
+const craftSeedN = 2000
 
 // FuzzBlock decodes arbitrary bytes as a block (with and without the
 // internal-key requirement) through every positioning method.
 func FuzzBlock(f *testing.F) {
 	f.Add(buildBlock(randKeys(newRand(1), 40), 4), true)
 	f.Add(buildBlock(randKeys(newRand(2), 5), 1), false)
+	for _, s := range craftedBlockSeeds() {
+		f.Add(s.block, s.internal)
+	}
 	f.Fuzz(func(t *testing.T, b []byte, internal bool) {
 		var it blockIter
 		if it.init(b, internal) != nil {
 			return
 		}
-		n := 0
-		for ok := it.first(); ok && n < len(b); ok = it.next() {
-			n++
-		}
-		n = 0
-		for ok := it.last(); ok && n < len(b); ok = it.prev() {
-			n++
-		}
-		for _, k := range []string{"", "a", "m", "\xff\xff"} {
-			if it.seekGE([]byte(k), 0) {
-				it.prev()
-				it.next()
+		checkAlloc(t, "iterating a block", uint64(len(b)), func() {
+			n := 0
+			for ok := it.first(); ok && n < len(b); ok = it.next() {
+				n++
 			}
-			if it.seekLT([]byte(k), ^uint64(0)) {
-				it.next()
-				it.prev()
+			n = 0
+			for ok := it.last(); ok && n < len(b); ok = it.prev() {
+				n++
 			}
-		}
+			for _, k := range []string{"", "a", "m", "\xff\xff"} {
+				if it.seekGE([]byte(k), 0) {
+					it.prev()
+					it.next()
+				}
+				if it.seekLT([]byte(k), ^uint64(0)) {
+					it.next()
+					it.prev()
+				}
+			}
+		})
 	})
 }
 
@@ -59,8 +89,21 @@ func FuzzOpen(f *testing.F) {
 	for _, seed := range openSeeds() {
 		f.Add(seed)
 	}
+	for _, s := range craftedOpenSeeds() {
+		f.Add(s.data)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := openBytes(data, ReaderOptions{})
+		var r *Reader
+		var err error
+		var decoded uint64
+		got := allocBytes(func() {
+			r, decoded, err = open(vfs.NewMemFile(data), "t.sst", int64(len(data)), ReaderOptions{})
+		})
+		// What Open read and decompressed, not the file's size: a small
+		// snappy block may legitimately decode to 22 times its size.
+		if limit := allocAmp*decoded + allocSlack; got > limit {
+			t.Fatalf("Open of %d bytes (%d read and decoded) allocated %d bytes, over the limit of %d", len(data), decoded, got, limit)
+		}
 		if err != nil {
 			if !errors.Is(err, base.ErrCorruption) {
 				t.Fatalf("Open error not corruption: %v", err)
@@ -113,7 +156,9 @@ func FuzzProperties(f *testing.F) {
 	f.Add(encodeProperties(&p))
 	f.Add(encodeProperties(&Properties{}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := decodeProperties(b)
+		var p Properties
+		var err error
+		checkAlloc(t, "decodeProperties", uint64(len(b)), func() { p, err = decodeProperties(b) })
 		if err == nil {
 			_ = p.String()
 		}
@@ -125,7 +170,9 @@ func FuzzFilter(f *testing.F) {
 	f.Add(buildFilter([]uint64{1, 2, 3, 1 << 40}, 10))
 	f.Add(buildFilter(nil, 10))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fl, err := decodeFilter(b)
+		var fl bloomFilter
+		var err error
+		checkAlloc(t, "decodeFilter", uint64(len(b)), func() { fl, err = decodeFilter(b) })
 		if err != nil {
 			return
 		}
@@ -142,8 +189,11 @@ func FuzzRangeDels(f *testing.F) {
 	bw.add(base.MakeInternalKey([]byte("a"), 5, base.KindRangeDelete).Append(nil), []byte("c"))
 	bw.add(base.MakeInternalKey([]byte("b"), 9, base.KindRangeDelete).Append(nil), []byte("d"))
 	f.Add(bw.finish())
+	f.Add(sharedRangeDelBlock(craftSeedN))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ts, err := decodeRangeDels(b)
+		var ts []base.RangeTombstone
+		var err error
+		checkAlloc(t, "decodeRangeDels", uint64(len(b)), func() { ts, err = decodeRangeDels(b) })
 		if err != nil {
 			return
 		}
@@ -179,6 +229,40 @@ func openSeeds() [][]byte {
 	return append(seeds, empty)
 }
 
+// namedSeed is a seed of the corpus written under a name of its own.
+type namedSeed struct {
+	name  string
+	data  []byte
+	block []byte
+	// internal is FuzzBlock's second argument.
+	internal bool
+}
+
+// craftedOpenSeeds are the amplification attacks on Open and the table
+// iterator: an index, a range-del block and a (valid) data block whose
+// entries each extend the previous key by a byte.
+func craftedOpenSeeds() []namedSeed {
+	chain, _, err := buildBytes(prefixChainOptions(craftSeedN), prefixChainSpec(craftSeedN, false))
+	if err != nil {
+		panic(err)
+	}
+	return []namedSeed{
+		{name: "shared-index", data: sharedIndexTable(craftSeedN)},
+		{name: "shared-rangedel", data: sharedRangeDelTable(craftSeedN)},
+		{name: "prefix-chain-table", data: chain},
+	}
+}
+
+// craftedBlockSeeds are the same attacks on a block: a data-like block of
+// keys "a", "aa", ... (valid, restart interval above its length) and the
+// crafted range-del block.
+func craftedBlockSeeds() []namedSeed {
+	return []namedSeed{
+		{name: "prefix-chain-block", block: prefixChainBlock(craftSeedN)},
+		{name: "shared-rangedel", block: sharedRangeDelBlock(craftSeedN), internal: true},
+	}
+}
+
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed)) }
 
 var writeFuzzSeeds = flag.Bool("write-fuzz-seeds", false, "rewrite the seed corpora in testdata/fuzz")
@@ -186,33 +270,43 @@ var writeFuzzSeeds = flag.Bool("write-fuzz-seeds", false, "rewrite the seed corp
 // TestWriteFuzzSeeds writes the seed corpora to testdata/fuzz with
 // -write-fuzz-seeds; otherwise it checks that they exist.
 func TestWriteFuzzSeeds(t *testing.T) {
-	seeds := map[string][]string{}
+	seeds := map[string][]namedSeed{}
+	add := func(target, text string) {
+		seeds[target] = append(seeds[target], namedSeed{name: fmt.Sprintf("seed-%d", len(seeds[target])), data: []byte(text)})
+	}
 	for _, s := range openSeeds() {
-		seeds["FuzzOpen"] = append(seeds["FuzzOpen"], fmt.Sprintf("[]byte(%q)", s))
-		seeds["FuzzFooter"] = append(seeds["FuzzFooter"], fmt.Sprintf("[]byte(%q)\nuint64(%d)", s[len(s)-FooterLen:], len(s)))
+		add("FuzzOpen", fmt.Sprintf("[]byte(%q)", s))
+		add("FuzzFooter", fmt.Sprintf("[]byte(%q)\nuint64(%d)", s[len(s)-FooterLen:], len(s)))
 	}
-	seeds["FuzzBlock"] = []string{
-		fmt.Sprintf("[]byte(%q)\nbool(true)", buildBlock(randKeys(newRand(1), 40), 4)),
-		fmt.Sprintf("[]byte(%q)\nbool(false)", buildBlock(randKeys(newRand(2), 5), 1)),
-	}
+	add("FuzzBlock", fmt.Sprintf("[]byte(%q)\nbool(true)", buildBlock(randKeys(newRand(1), 40), 4)))
+	add("FuzzBlock", fmt.Sprintf("[]byte(%q)\nbool(false)", buildBlock(randKeys(newRand(2), 5), 1)))
 	p := Properties{NumEntries: 3, SmallestKey: base.MakeInternalKey([]byte("a"), 1, base.KindSet),
 		LargestKey: base.MakeInternalKey([]byte("b"), 1, base.KindSet), ChecksumType: checksum.XXH3}
-	seeds["FuzzProperties"] = []string{fmt.Sprintf("[]byte(%q)", encodeProperties(&p))}
-	seeds["FuzzFilter"] = []string{fmt.Sprintf("[]byte(%q)", buildFilter([]uint64{1, 2, 3, 1 << 40}, 10))}
+	add("FuzzProperties", fmt.Sprintf("[]byte(%q)", encodeProperties(&p)))
+	add("FuzzFilter", fmt.Sprintf("[]byte(%q)", buildFilter([]uint64{1, 2, 3, 1 << 40}, 10)))
 	var bw blockWriter
 	bw.init(16)
 	bw.add(base.MakeInternalKey([]byte("a"), 5, base.KindRangeDelete).Append(nil), []byte("c"))
-	seeds["FuzzRangeDels"] = []string{fmt.Sprintf("[]byte(%q)", bw.finish())}
+	add("FuzzRangeDels", fmt.Sprintf("[]byte(%q)", bw.finish()))
+	// The amplification attacks, under their own names.
+	for _, s := range craftedOpenSeeds() {
+		seeds["FuzzOpen"] = append(seeds["FuzzOpen"], namedSeed{name: s.name, data: []byte(fmt.Sprintf("[]byte(%q)", s.data))})
+	}
+	for _, s := range craftedBlockSeeds() {
+		seeds["FuzzBlock"] = append(seeds["FuzzBlock"], namedSeed{name: s.name, data: []byte(fmt.Sprintf("[]byte(%q)\nbool(%v)", s.block, s.internal))})
+	}
+	seeds["FuzzRangeDels"] = append(seeds["FuzzRangeDels"], namedSeed{name: "shared-rangedel",
+		data: []byte(fmt.Sprintf("[]byte(%q)", sharedRangeDelBlock(craftSeedN)))})
 	write := *writeFuzzSeeds
 	for name, list := range seeds {
 		dir := filepath.Join("testdata", "fuzz", name)
-		for i, s := range list {
-			path := filepath.Join(dir, fmt.Sprintf("seed-%d", i))
+		for _, s := range list {
+			path := filepath.Join(dir, s.name)
 			if write {
 				if err := vfs.Default.MkdirAll(dir, 0o755); err != nil {
 					t.Fatal(err)
 				}
-				writeTestdata(t, path, []byte("go test fuzz v1\n"+s+"\n"))
+				writeTestdata(t, path, append([]byte("go test fuzz v1\n"), append(s.data, '\n')...))
 			} else if _, err := vfs.Default.Stat(path); err != nil {
 				t.Errorf("seed corpus file missing: %v", err)
 			}

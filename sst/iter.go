@@ -34,7 +34,8 @@ type tableIter struct {
 	r            *Reader
 	lower, upper []byte
 	bi           blockIter
-	blockIdx     int // index of the block loaded in bi; -1 if none
+	blockIdx     int    // index of the block loaded in bi; -1 if none
+	blockH       handle // its handle
 	checkLower   bool
 	checkUpper   bool
 	valid        bool
@@ -88,13 +89,13 @@ func (i *tableIter) loadBlock(idx int) bool {
 		return true
 	}
 	r := i.r
-	e := &r.index[idx]
+	h := r.index.handle(idx)
 	var data []byte
 	var err error
 	if i.noCache {
-		data, err = r.readBlock(e.h, BlockKindData, &i.raw, &i.dec)
+		data, err = r.readBlock(h, BlockKindData, &i.raw, &i.dec)
 	} else {
-		data, err = r.dataBlock(e.h, &i.raw, &i.dec)
+		data, err = r.dataBlock(h, &i.raw, &i.dec)
 	}
 	if err != nil {
 		i.blockIdx = -1
@@ -102,12 +103,12 @@ func (i *tableIter) loadBlock(idx int) bool {
 	}
 	if err := i.bi.init(data, true); err != nil {
 		i.blockIdx = -1
-		return i.fail(r.blockErr(BlockKindData, e.h.offset, err))
+		return i.fail(r.blockErr(BlockKindData, h.offset, err))
 	}
-	i.blockIdx = idx
+	i.blockIdx, i.blockH = idx, h
 	// Every key k in block idx has sep(idx-1) < k <= sep(idx).
-	i.checkUpper = i.upper != nil && bytes.Compare(e.sepUser, i.upper) >= 0
-	i.checkLower = i.lower != nil && !(idx > 0 && bytes.Compare(r.index[idx-1].sepUser, i.lower) >= 0)
+	i.checkUpper = i.upper != nil && bytes.Compare(r.index.sepUser(idx), i.upper) >= 0
+	i.checkLower = i.lower != nil && !(idx > 0 && bytes.Compare(r.index.sepUser(idx-1), i.lower) >= 0)
 	return true
 }
 
@@ -116,8 +117,7 @@ func (i *tableIter) loadBlock(idx int) bool {
 // check i.err).
 func (i *tableIter) blockFailed() bool {
 	if i.bi.err != nil {
-		e := &i.r.index[i.blockIdx]
-		i.err = i.r.dataErr(e.h, &i.bi)
+		i.err = i.r.dataErr(i.blockH, &i.bi)
 		i.blockIdx = -1
 	}
 	return i.invalidate()
@@ -138,8 +138,7 @@ func (i *tableIter) setKey(forward bool) bool {
 	}
 	t := binary.LittleEndian.Uint64(k[n:])
 	if kind := base.Kind(t); kind != base.KindSet && kind != base.KindDelete {
-		e := &i.r.index[i.blockIdx]
-		return i.fail(blockCorruptf(i.r.fid, BlockKindData, e.h.offset, "entry %s of kind %s at block offset %d",
+		return i.fail(blockCorruptf(i.r.fid, BlockKindData, i.blockH.offset, "entry %s of kind %s at block offset %d",
 			base.InternalKey{UserKey: ukey, Trailer: t}, kind, i.bi.offset))
 	}
 	i.ikey = base.InternalKey{UserKey: ukey, Trailer: t}
@@ -151,12 +150,12 @@ func (i *tableIter) setKey(forward bool) bool {
 func (i *tableIter) nextBlock() bool {
 	for {
 		idx := i.blockIdx + 1
-		if idx >= len(i.r.index) {
+		if idx >= i.r.index.len() {
 			return i.invalidate()
 		}
 		// Keys of block idx are > sep(idx-1), so if that is already at or
 		// past the upper bound there is nothing more to read.
-		if i.upper != nil && idx > 0 && bytes.Compare(i.r.index[idx-1].sepUser, i.upper) >= 0 {
+		if i.upper != nil && idx > 0 && bytes.Compare(i.r.index.sepUser(idx-1), i.upper) >= 0 {
 			return i.invalidate()
 		}
 		if !i.loadBlock(idx) {
@@ -179,7 +178,7 @@ func (i *tableIter) prevBlock() bool {
 			return i.invalidate()
 		}
 		// Keys of block idx are <= sep(idx): below the lower bound, done.
-		if i.lower != nil && bytes.Compare(i.r.index[idx].sepUser, i.lower) < 0 {
+		if i.lower != nil && bytes.Compare(i.r.index.sepUser(idx), i.lower) < 0 {
 			return i.invalidate()
 		}
 		if !i.loadBlock(idx) {
@@ -200,8 +199,8 @@ func (i *tableIter) SeekGE(key []byte) bool {
 	if i.lower != nil && bytes.Compare(key, i.lower) < 0 {
 		key = i.lower
 	}
-	idx := i.r.searchIndex(key, iterSearchTrailer)
-	if idx >= len(i.r.index) {
+	idx := i.r.index.search(key, iterSearchTrailer)
+	if idx >= i.r.index.len() {
 		return i.invalidate()
 	}
 	if !i.loadBlock(idx) {
@@ -222,11 +221,11 @@ func (i *tableIter) SeekLT(key []byte) bool {
 	if i.upper != nil && bytes.Compare(key, i.upper) > 0 {
 		key = i.upper
 	}
-	n := len(i.r.index)
+	n := i.r.index.len()
 	if n == 0 {
 		return i.invalidate()
 	}
-	idx := i.r.searchIndex(key, iterSearchTrailer)
+	idx := i.r.index.search(key, iterSearchTrailer)
 	if idx >= n {
 		// Every key of the table is < key.
 		if !i.loadBlock(n - 1) {
@@ -258,7 +257,7 @@ func (i *tableIter) First() bool {
 		return i.SeekGE(i.lower)
 	}
 	i.err = nil
-	if len(i.r.index) == 0 {
+	if i.r.index.len() == 0 {
 		return i.invalidate()
 	}
 	if !i.loadBlock(0) {
@@ -279,7 +278,7 @@ func (i *tableIter) Last() bool {
 		return i.SeekLT(i.upper)
 	}
 	i.err = nil
-	n := len(i.r.index)
+	n := i.r.index.len()
 	if n == 0 {
 		return i.invalidate()
 	}
@@ -350,7 +349,8 @@ func (i *tableIter) Close() error {
 	if cap(i.dec) > maxPooledBuf {
 		i.dec = nil
 	}
-	if cap(i.bi.keyBuf) > maxPooledBuf || cap(i.bi.cacheBuf) > maxPooledBuf {
+	// (cachedEntry is 20 bytes.)
+	if cap(i.bi.keyBuf) > maxPooledBuf || cap(i.bi.cacheBuf) > maxPooledBuf || cap(i.bi.cached) > maxPooledBuf/20 {
 		i.bi.keyBuf, i.bi.cacheBuf, i.bi.cached = nil, nil, nil
 	}
 	i.r, i.lower, i.upper = nil, nil, nil

@@ -416,3 +416,24 @@ func BenchmarkBlockSeek(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkIndexSearch: the index binary search alone (the first step of
+// Get and SeekGE) over the 32K data blocks of the 1M-entry table.
+func BenchmarkIndexSearch(b *testing.B) {
+	r := benchReader(b, 10, false)
+	defer r.Close()
+	rng := rand.New(rand.NewPCG(4, 4))
+	keys := make([][]byte, 4096)
+	for i := range keys {
+		keys[i] = benchKey(rng.IntN(benchN))
+	}
+	b.ReportAllocs()
+	i, sum := 0, 0
+	for b.Loop() {
+		sum += r.index.search(keys[i%len(keys)], iterSearchTrailer)
+		i++
+	}
+	if sum < 0 {
+		b.Fatal(sum)
+	}
+}

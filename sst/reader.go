@@ -21,12 +21,73 @@ import (
 // reader rejects it before allocating.
 const maxSnappyExpansion = 22
 
-// indexEntry is one decoded index entry: data block i's separator (split
-// into user key and trailer, aliasing the index block) and its handle.
-type indexEntry struct {
-	sepUser    []byte
-	sepTrailer uint64
-	h          handle
+// indexBlock is the table's index block, kept as it was read and searched
+// in place: no separator is copied at Open. The index is written with
+// restart interval 1, so every entry is a restart point and stores its
+// separator whole (shared == 0); Open checks that (decodeIndex), and that
+// the handles tile the file, so the accessors need no error paths.
+//
+// Open decodes each entry once, to fill two slices that make a probe of the
+// binary search, and a handle, cost what they did when the index was a
+// slice of decoded entries (rather than parsing entry headers and varints):
+// seps[i] is entry i's separator's user key, a slice of the block whose
+// capacity extends over its 8-byte trailer, and ends[i] is the end of data
+// block i's trailer (block i starts where block i-1 ends, block 0 at 0).
+// That is 32 bytes per entry, and a valid entry takes at least 17 bytes of
+// the block (3 varints, an 8-byte trailer, a handle of 2 or more bytes, a
+// 4-byte restart), so they are at most twice the block, whatever the
+// entries hold: keys are never copied, so prefix compression cannot
+// amplify them. decodeIndex allocates them only after checking that the
+// block has at least 11 bytes of entries per restart point, so even for a
+// bad block they are at most 3 times the block.
+type indexBlock struct {
+	data     []byte // the entries: the block up to its restart array
+	restarts []byte // one uint32 LE offset per entry
+	seps     [][]byte
+	ends     []uint64
+}
+
+// len returns the number of entries, i.e. of data blocks.
+func (x *indexBlock) len() int { return len(x.seps) }
+
+// sepUser returns the user key of data block i's separator.
+func (x *indexBlock) sepUser(i int) []byte {
+	k := x.seps[i]
+	return k[:len(k):len(k)]
+}
+
+// sep returns data block i's separator, an encoded internal key.
+func (x *indexBlock) sep(i int) []byte {
+	k := x.seps[i]
+	return k[: len(k)+base.TrailerLen : len(k)+base.TrailerLen]
+}
+
+// handle returns data block i's handle.
+func (x *indexBlock) handle(i int) handle {
+	var start uint64
+	if i > 0 {
+		start = x.ends[i-1]
+	}
+	return handle{offset: start, size: x.ends[i] - start - BlockTrailerLen}
+}
+
+// search returns the first data block whose separator is >= (ukey,
+// trailer), or the number of data blocks.
+func (x *indexBlock) search(ukey []byte, trailer uint64) int {
+	seps := x.seps
+	lo, hi := 0, len(seps)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		k := seps[m]
+		// compareIKey(separator, ukey, trailer) < 0, inlined (the compiler
+		// does not).
+		if c := bytes.Compare(k, ukey); c < 0 || c == 0 && binary.LittleEndian.Uint64(k[len(k):cap(k)]) > trailer {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
 
 // BlockInfo describes one block of a table (or its footer), for tools.
@@ -52,7 +113,7 @@ func (b BlockInfo) TrailerLen() uint64 {
 // decodes it again from the file and compares.
 type tableMeta struct {
 	footer    footer
-	index     []indexEntry
+	index     indexBlock
 	filter    bloomFilter
 	hasFilter bool
 	filterH   handle
@@ -60,6 +121,9 @@ type tableMeta struct {
 	propsH    handle
 	rangeDels []base.RangeTombstone
 	props     Properties
+	// decoded counts the bytes read and decompressed to build the rest
+	// (for the allocation bound tests).
+	decoded uint64
 }
 
 // Reader reads one table. Open reads and verifies everything except the data
@@ -74,7 +138,10 @@ type Reader struct {
 	opts  ReaderOptions
 	cache *cache.Cache
 	tableMeta
-	layout []BlockInfo
+	// layout is built on the first call of Layout, not by Open: it is 56
+	// bytes per data block, and only tools want it.
+	layoutOnce sync.Once
+	layout     []BlockInfo
 }
 
 // fileReader reads and verifies blocks of one file. It is a small value so
@@ -94,21 +161,31 @@ type fileReader struct {
 // consistent with each other. The checksum type is the footer's, so tables of
 // different types are read side by side. Every problem with the bytes is an
 // error wrapping base.ErrCorruption that names the file.
+//
+// Open allocates at most a small multiple of the bytes it reads and
+// decompresses (see "Reading" in the package comment), whatever the file
+// holds; in particular it copies no index separator.
 func Open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, error) {
+	r, _, err := open(f, name, size, o)
+	return r, err
+}
+
+// open is Open; it also returns the bytes Open read from the file plus the
+// sizes of the blocks it decompressed, which bound what it allocates (the
+// tests check that).
+func open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, uint64, error) {
 	fr := fileReader{f: f, fid: fileID{name: name, num: o.FileNum}}
 	if size < 0 {
 		f.Close()
-		return nil, invalidArgf("negative size %d for %s", size, fr.fid)
+		return nil, 0, invalidArgf("negative size %d for %s", size, fr.fid)
 	}
 	fr.size = uint64(size)
 	m, fr, err := fr.readMeta()
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, m.decoded, err
 	}
-	r := &Reader{fileReader: fr, opts: o, cache: o.Cache, tableMeta: m}
-	r.buildLayout()
-	return r, nil
+	return &Reader{fileReader: fr, opts: o, cache: o.Cache, tableMeta: m}, m.decoded, nil
 }
 
 // readMeta reads and cross-checks everything but the data blocks, without
@@ -125,6 +202,7 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 		return m, base.CorruptionErrorf("Input is too short to be an SST file: %d bytes in %s", r.size, r.fid)
 	}
 	fb := make([]byte, FooterLen)
+	m.decoded = FooterLen
 	if err := r.readAt(fb, r.size-FooterLen, BlockKindFooter); err != nil {
 		return m, err
 	}
@@ -136,8 +214,19 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 	// Blocks are verified with the footer's type and base.
 	r.t, r.base = ft.checksumType, ft.base
 
+	// read reads a block into fresh buffers, counting in m.decoded what it
+	// read and what it returned.
+	read := func(h handle, kind BlockKind) ([]byte, error) {
+		if h.size <= MaxBlockSize && h.offset <= r.size && h.end() <= r.size {
+			m.decoded += h.size + BlockTrailerLen
+		}
+		b, err := r.readBlock(h, kind, nil, nil)
+		m.decoded += uint64(len(b))
+		return b, err
+	}
+
 	// Metaindex: the handles of the filter, range-del and properties blocks.
-	mb, err := r.readBlock(ft.metaindex, BlockKindMetaIndex, nil, nil)
+	mb, err := read(ft.metaindex, BlockKindMetaIndex)
 	if err != nil {
 		return m, err
 	}
@@ -172,50 +261,14 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 		return m, blockCorruptf(r.fid, BlockKindMetaIndex, ft.metaindex.offset, "metaindex lacks the properties or range-del handle")
 	}
 
-	// Index: decode every entry once, checking that the data blocks tile
-	// the file from offset 0 and the separators increase.
-	ib, err := r.readBlock(ft.index, BlockKindIndex, nil, nil)
+	// Index: checked entry by entry, but kept as a block (see indexBlock).
+	ib, err := read(ft.index, BlockKindIndex)
 	if err != nil {
 		return m, err
 	}
-	if err := it.init(ib, true); err != nil {
-		return m, r.blockErr(BlockKindIndex, ft.index.offset, err)
-	}
 	var dataEnd uint64
-	// Separators' user keys are copied into one arena (it.key lives in the
-	// iterator's buffer) and sliced once the arena stops growing.
-	var arena []byte
-	var ends []int
-	for ok := it.first(); ok; ok = it.next() {
-		h, hok := decodeHandle(it.val)
-		if !hok || h.offset != dataEnd || h.size > MaxBlockSize || h.offset > r.size || h.end() > ft.index.offset {
-			return m, blockCorruptf(r.fid, BlockKindIndex, ft.index.offset,
-				"bad handle for data block %d (offset %d, size %d; expected offset %d)", len(m.index), h.offset, h.size, dataEnd)
-		}
-		n := len(it.key) - base.TrailerLen
-		e := indexEntry{sepUser: it.key[:n:n], sepTrailer: binary.LittleEndian.Uint64(it.key[n:]), h: h}
-		if len(m.index) > 0 {
-			p := &m.index[len(m.index)-1]
-			prevStart := 0
-			if len(ends) > 1 {
-				prevStart = ends[len(ends)-2]
-			}
-			if compareIKey(it.key, arena[prevStart:], p.sepTrailer) <= 0 {
-				return m, blockCorruptf(r.fid, BlockKindIndex, ft.index.offset, "index separators out of order at data block %d", len(m.index))
-			}
-		}
-		arena = append(arena, e.sepUser...)
-		ends = append(ends, len(arena))
-		m.index = append(m.index, e)
-		dataEnd = h.end()
-	}
-	if it.err != nil {
-		return m, r.blockErr(BlockKindIndex, ft.index.offset, it.err)
-	}
-	start := 0
-	for i, end := range ends {
-		m.index[i].sepUser = arena[start:end:end]
-		start = end
+	if m.index, dataEnd, err = r.decodeIndex(ib, ft.index.offset); err != nil {
+		return m, err
 	}
 
 	// The rest of the file must be filter?, range-del, properties, index.
@@ -243,7 +296,7 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 	}
 
 	if m.hasFilter {
-		b, err := r.readBlock(m.filterH, BlockKindFilter, nil, nil)
+		b, err := read(m.filterH, BlockKindFilter)
 		if err != nil {
 			return m, err
 		}
@@ -251,14 +304,14 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 			return m, r.blockErr(BlockKindFilter, m.filterH.offset, err)
 		}
 	}
-	rb, err := r.readBlock(m.rangeDelH, BlockKindRangeDel, nil, nil)
+	rb, err := read(m.rangeDelH, BlockKindRangeDel)
 	if err != nil {
 		return m, err
 	}
 	if m.rangeDels, err = decodeRangeDels(rb); err != nil {
 		return m, r.blockErr(BlockKindRangeDel, m.rangeDelH.offset, err)
 	}
-	pb, err := r.readBlock(m.propsH, BlockKindProperties, nil, nil)
+	pb, err := read(m.propsH, BlockKindProperties)
 	if err != nil {
 		return m, err
 	}
@@ -282,8 +335,8 @@ func (m *tableMeta) crossCheck(dataEnd uint64) error {
 	switch {
 	case p.ChecksumType != m.footer.checksumType:
 		return fmt.Errorf("properties say checksum type %s, footer %s", p.ChecksumType, m.footer.checksumType)
-	case p.NumDataBlocks != uint64(len(m.index)):
-		return fmt.Errorf("properties say %d data blocks, index has %d", p.NumDataBlocks, len(m.index))
+	case p.NumDataBlocks != uint64(m.index.len()):
+		return fmt.Errorf("properties say %d data blocks, index has %d", p.NumDataBlocks, m.index.len())
 	case p.DataSize != dataEnd:
 		return fmt.Errorf("properties say %d bytes of data blocks, index says %d", p.DataSize, dataEnd)
 	case p.IndexSize != m.footer.index.size+BlockTrailerLen:
@@ -296,23 +349,107 @@ func (m *tableMeta) crossCheck(dataEnd uint64) error {
 		return fmt.Errorf("properties say range-del size %d, metaindex %d", p.RangeDelSize, m.rangeDelH.size+BlockTrailerLen)
 	case p.NumRangeDels != uint64(len(m.rangeDels)):
 		return fmt.Errorf("properties say %d range tombstones, block has %d", p.NumRangeDels, len(m.rangeDels))
-	case (p.NumEntries == 0) != (len(m.index) == 0):
-		return fmt.Errorf("properties say %d entries, index has %d data blocks", p.NumEntries, len(m.index))
+	case (p.NumEntries == 0) != (m.index.len() == 0):
+		return fmt.Errorf("properties say %d entries, index has %d data blocks", p.NumEntries, m.index.len())
 	case p.NumDeletions > p.NumEntries:
 		return fmt.Errorf("properties say %d deletions of %d entries", p.NumDeletions, p.NumEntries)
 	}
 	return nil
 }
 
-// decodeRangeDels parses the range-del block into tombstones that alias it.
+// decodeIndex checks index block b (at file offset off) and returns it as
+// an indexBlock and the end of the data blocks. Every entry must be a
+// restart point with shared == 0 (restart interval 1, as the format
+// specifies and the Writer writes): so a separator is stored whole and
+// aliases the block, and no entry can make the reader build a key out of
+// bytes it has already counted once. The handles must tile the file from
+// offset 0 and the separators must increase. It allocates only
+// indexBlock.seps and ends.
+func (r *fileReader) decodeIndex(b []byte, off uint64) (indexBlock, uint64, error) {
+	var it blockIter
+	if err := it.init(b, true); err != nil {
+		return indexBlock{}, 0, r.blockErr(BlockKindIndex, off, err)
+	}
+	x := indexBlock{data: it.data, restarts: it.restarts}
+	n := it.numRestarts
+	fail := func(format string, args ...any) (indexBlock, uint64, error) {
+		return indexBlock{}, 0, blockCorruptf(r.fid, BlockKindIndex, off, format, args...)
+	}
+	// An entry takes at least 11 bytes (3 varints and a trailer) besides
+	// its restart: check that before allocating keys.
+	if n > len(x.data)/11 {
+		return fail("%d restart points for %d bytes of index entries", n, len(x.data))
+	}
+	x.seps, x.ends = make([][]byte, n), make([]uint64, n)
+	var dataEnd uint64
+	var prev []byte
+	i, eo := 0, 0 // entry i starts at block offset eo
+	for ; eo < len(x.data); i++ {
+		shared, unshared, vlen, p, ok := it.readHeader(eo)
+		if !ok {
+			return fail("%v (entry at block offset %d)", it.err, it.errOffset)
+		}
+		if shared != 0 {
+			return fail("index entry %d at block offset %d shares %d key bytes with the previous one (the index has restart interval 1)", i, eo, shared)
+		}
+		if i >= n || int(binary.LittleEndian.Uint32(x.restarts[4*i:])) != eo {
+			return fail("index entry %d at block offset %d is not a restart point (the index has restart interval 1)", i, eo)
+		}
+		if unshared < base.TrailerLen {
+			return fail("%v (entry at block offset %d)", errBlockShortKey, eo)
+		}
+		key, val := x.data[p:p+unshared], x.data[p+unshared:p+unshared+vlen]
+		h, hok := decodeHandle(val)
+		if !hok || h.offset != dataEnd || h.size > MaxBlockSize || h.offset > r.size || h.end() > off {
+			return fail("bad handle for data block %d (offset %d, size %d; expected offset %d)", i, h.offset, h.size, dataEnd)
+		}
+		if i > 0 && base.CompareEncoded(prev, key) >= 0 {
+			return fail("index separators out of order at data block %d", i)
+		}
+		ue := p + unshared - base.TrailerLen
+		x.seps[i], x.ends[i] = x.data[p:ue:p+unshared], h.end()
+		prev, dataEnd, eo = key, h.end(), p+unshared+vlen
+	}
+	if i != n {
+		return fail("%d restart points for %d index entries (the index has restart interval 1)", n, i)
+	}
+	return x, dataEnd, nil
+}
+
+// maxRangeDelKeyAmp bounds the tombstones decoded from a range-del block:
+// their encoded start keys (start ‖ trailer) may total at most this many
+// times the block's size, else the block is corrupt. Prefix compression
+// makes the keys longer than the bytes storing them, by at most the number
+// of entries in a restart interval (each key is at most the size of its
+// interval), so a block written with restart interval <= 16 — the default,
+// and all the golden files — is always within the bound, and the Writer
+// keeps every range-del block within it whatever the interval (it restarts
+// early; see blockWriter.maxKeyAmp). Without the bound, n entries that each
+// add a byte to the previous key, a few bytes apiece, would make the reader
+// allocate n²/2 bytes.
+const maxRangeDelKeyAmp = 16
+
+// decodeRangeDels parses the range-del block into tombstones. The ends alias
+// the block; the starts are copied into one arena. A first pass checks
+// every entry and sums the key lengths, allocating nothing but two key
+// buffers (each at most the longest key, so at most the block's size); the
+// second fills two exactly sized slices: the starts, at most
+// maxRangeDelKeyAmp times the block's size, and one 56-byte RangeTombstone
+// per entry, each of which takes at least 5 bytes of the block (3 varints,
+// a key byte of its own, as keys increase, and a non-empty end).
 func decodeRangeDels(b []byte) ([]base.RangeTombstone, error) {
 	var it blockIter
 	if err := it.init(b, true); err != nil {
 		return nil, err
 	}
-	var out []base.RangeTombstone
+	n, keyBytes := 0, 0
+	limit := maxRangeDelKeyAmp * len(b)
 	var prev []byte
 	for ok := it.first(); ok; ok = it.next() {
+		if keyBytes += len(it.key); keyBytes > limit {
+			return nil, blockError(fmt.Sprintf("range tombstones' start keys exceed %d times the block's size (%d bytes) at entry %d (block offset %d)",
+				maxRangeDelKeyAmp, len(b), n, it.offset))
+		}
 		k, _ := base.DecodeInternalKey(it.key)
 		if k.Kind() != base.KindRangeDelete {
 			return nil, blockError(fmt.Sprintf("range-del entry %s is not a RANGEDEL", k))
@@ -320,14 +457,29 @@ func decodeRangeDels(b []byte) ([]base.RangeTombstone, error) {
 		if bytes.Compare(k.UserKey, it.val) >= 0 {
 			return nil, blockError(fmt.Sprintf("range tombstone %s has end %s <= start", k, base.HexKey(it.val)))
 		}
-		if prev != nil && base.CompareEncoded(prev, it.key) >= 0 {
+		if n > 0 && base.CompareEncoded(prev, it.key) >= 0 {
 			return nil, blockError(fmt.Sprintf("range tombstones out of order at %s", k))
 		}
 		prev = append(prev[:0], it.key...)
-		out = append(out, base.RangeTombstone{Start: bytes.Clone(k.UserKey), End: it.val, Seq: k.SeqNum()})
+		n++
 	}
 	if it.err != nil {
 		return nil, it.err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]base.RangeTombstone, 0, n)
+	arena := make([]byte, 0, keyBytes-n*base.TrailerLen)
+	for ok := it.first(); ok; ok = it.next() {
+		k, _ := base.DecodeInternalKey(it.key)
+		s := len(arena)
+		arena = append(arena, k.UserKey...)
+		out = append(out, base.RangeTombstone{Start: arena[s:len(arena):len(arena)], End: it.val, Seq: k.SeqNum()})
+	}
+	if it.err != nil || len(out) != n {
+		// The block is immutable: the second pass sees what the first did.
+		return nil, blockError("range-del block decoded differently twice")
 	}
 	return out, nil
 }
@@ -439,23 +591,6 @@ func (r *Reader) dataBlock(h handle, raw, dec *[]byte) ([]byte, error) {
 	return data, nil
 }
 
-// searchIndex returns the first data block whose separator is >= (ukey,
-// trailer), or len(index).
-func (r *Reader) searchIndex(ukey []byte, trailer uint64) int {
-	lo, hi := 0, len(r.index)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		e := &r.index[m]
-		c := bytes.Compare(e.sepUser, ukey)
-		if c < 0 || c == 0 && e.sepTrailer > trailer {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo
-}
-
 var getIterPool = sync.Pool{New: func() any { return new(blockIter) }}
 
 // MayContain reports whether the table may hold a point entry for userKey,
@@ -481,11 +616,11 @@ func (r *Reader) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, 
 		return nil, 0, 0, false, nil
 	}
 	trailer := base.MakeTrailer(min(snapSeq, base.SeqNumMax), base.KindMax)
-	idx := r.searchIndex(userKey, trailer)
-	if idx == len(r.index) {
+	idx := r.index.search(userKey, trailer)
+	if idx == r.index.len() {
 		return nil, 0, 0, false, nil
 	}
-	h := r.index[idx].h
+	h := r.index.handle(idx)
 	data, err := r.dataBlock(h, nil, nil)
 	if err != nil {
 		return nil, 0, 0, false, err
@@ -533,14 +668,20 @@ func (r *Reader) Properties() *Properties { return &r.props }
 func (r *Reader) ChecksumType() checksum.Type { return r.t }
 
 // Layout lists the table's blocks and footer in file order, for tools like
-// "vigil sst dump". The returned slice is shared: do not modify it.
-func (r *Reader) Layout() []BlockInfo { return r.layout }
+// "vigil sst dump". The returned slice is shared: do not modify it. It is
+// built on the first call (about 56 bytes per data block, whose index entry
+// takes at least 17 bytes of the index block), not by Open.
+func (r *Reader) Layout() []BlockInfo {
+	r.layoutOnce.Do(r.buildLayout)
+	return r.layout
+}
 
 func (r *Reader) buildLayout() {
-	l := make([]BlockInfo, 0, len(r.index)+6)
-	for _, e := range r.index {
-		l = append(l, BlockInfo{Kind: BlockKindData, Offset: e.h.offset, Size: e.h.size,
-			IndexKey: base.InternalKey{UserKey: e.sepUser, Trailer: e.sepTrailer}})
+	l := make([]BlockInfo, 0, r.index.len()+6)
+	for i := 0; i < r.index.len(); i++ {
+		k, _ := base.DecodeInternalKey(r.index.sep(i))
+		h := r.index.handle(i)
+		l = append(l, BlockInfo{Kind: BlockKindData, Offset: h.offset, Size: h.size, IndexKey: k})
 	}
 	if r.hasFilter {
 		l = append(l, BlockInfo{Kind: BlockKindFilter, Offset: r.filterH.offset, Size: r.filterH.size})

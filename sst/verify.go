@@ -40,22 +40,24 @@ func (r *Reader) Verify() error {
 	var p Properties
 	var havePoint bool
 	var firstPoint base.InternalKey
-	for bi, e := range r.index {
-		data, err := r.readBlock(e.h, BlockKindData, &raw, &dec)
+	for bi := 0; bi < r.index.len(); bi++ {
+		sep := r.index.sep(bi)
+		h := r.index.handle(bi)
+		data, err := r.readBlock(h, BlockKindData, &raw, &dec)
 		if err != nil {
 			return err
 		}
 		if hasher != nil {
-			hasher.write(raw[:e.h.size+BlockTrailerLen])
+			hasher.write(raw[:h.size+BlockTrailerLen])
 		}
 		if err := it.init(data, true); err != nil {
-			return r.blockErr(BlockKindData, e.h.offset, err)
+			return r.blockErr(BlockKindData, h.offset, err)
 		}
 		n := 0
 		for ok := it.first(); ok; ok = it.next() {
 			k, _ := base.DecodeInternalKey(it.key)
 			fail := func(format string, args ...any) error {
-				return blockCorruptf(r.fid, BlockKindData, e.h.offset, "entry %s at block offset %d: %s", k, it.offset, fmt.Sprintf(format, args...))
+				return blockCorruptf(r.fid, BlockKindData, h.offset, "entry %s at block offset %d: %s", k, it.offset, fmt.Sprintf(format, args...))
 			}
 			if kind := k.Kind(); kind != base.KindSet && kind != base.KindDelete {
 				return fail("kind %s not allowed in a data block", kind)
@@ -64,14 +66,12 @@ func (r *Reader) Verify() error {
 				pk, _ := base.DecodeInternalKey(prev)
 				return fail("out of order after %s", pk)
 			}
-			if compareIKey(it.key, e.sepUser, e.sepTrailer) > 0 {
-				return fail("above the block's index separator %s", base.InternalKey{UserKey: e.sepUser, Trailer: e.sepTrailer})
+			if base.CompareEncoded(it.key, sep) > 0 {
+				sk, _ := base.DecodeInternalKey(sep)
+				return fail("above the block's index separator %s", sk)
 			}
-			if bi > 0 {
-				pe := &r.index[bi-1]
-				if compareIKey(it.key, pe.sepUser, pe.sepTrailer) <= 0 {
-					return fail("not above the previous block's separator")
-				}
+			if bi > 0 && base.CompareEncoded(it.key, r.index.sep(bi-1)) <= 0 {
+				return fail("not above the previous block's separator")
 			}
 			newUserKey := prev == nil || !bytes.Equal(prev[:len(prev)-base.TrailerLen], k.UserKey)
 			if newUserKey && r.hasFilter && !r.filter.mayContain(filterHash(k.UserKey)) {
@@ -95,10 +95,10 @@ func (r *Reader) Verify() error {
 			n++
 		}
 		if it.err != nil {
-			return r.dataErr(e.h, &it)
+			return r.dataErr(h, &it)
 		}
 		if n == 0 {
-			return blockCorruptf(r.fid, BlockKindData, e.h.offset, "empty data block")
+			return blockCorruptf(r.fid, BlockKindData, h.offset, "empty data block")
 		}
 	}
 
@@ -177,8 +177,8 @@ func (r *Reader) sameMeta(m *tableMeta) error {
 	switch {
 	case m.footer != r.footer:
 		return fmt.Errorf("footer differs")
-	case len(m.index) != len(r.index):
-		return fmt.Errorf("index has %d entries, had %d", len(m.index), len(r.index))
+	case m.index.len() != r.index.len():
+		return fmt.Errorf("index has %d entries, had %d", m.index.len(), r.index.len())
 	case m.hasFilter != r.hasFilter || m.filterH != r.filterH || !bytes.Equal(m.filter.lines, r.filter.lines) ||
 		m.filter.probes != r.filter.probes:
 		return fmt.Errorf("filter differs")
@@ -187,9 +187,9 @@ func (r *Reader) sameMeta(m *tableMeta) error {
 	case m.propsH != r.propsH || !reflect.DeepEqual(m.props, r.props):
 		return fmt.Errorf("properties differ")
 	}
-	for i := range m.index {
-		a, b := &m.index[i], &r.index[i]
-		if a.h != b.h || a.sepTrailer != b.sepTrailer || !bytes.Equal(a.sepUser, b.sepUser) {
+	for i := 0; i < m.index.len(); i++ {
+		a, b := &m.index, &r.index
+		if a.handle(i) != b.handle(i) || !bytes.Equal(a.sep(i), b.sep(i)) {
 			return fmt.Errorf("index entry %d differs", i)
 		}
 	}

@@ -121,6 +121,9 @@ func NewWriter(f vfs.File, o WriterOptions) *Writer {
 	w.data.init(w.o.BlockRestartInterval)
 	w.index.init(1)
 	w.rangeDel.init(w.o.BlockRestartInterval)
+	// The reader materialises range tombstones and rejects a block whose
+	// keys total more than maxRangeDelKeyAmp times its size.
+	w.rangeDel.maxKeyAmp = maxRangeDelKeyAmp
 	return w
 }
 
