@@ -13,7 +13,8 @@ import (
 )
 
 // newStressCmd is `vigil stress`: random concurrent operations against a
-// DB checked by an oracle, with crashes, I/O faults and memory bit flips.
+// DB checked by an oracle, with crashes, I/O faults, and bit flips in memory
+// and in files.
 func newStressCmd() *cobra.Command {
 	var (
 		cfg   stress.Config
@@ -35,10 +36,21 @@ verifies the DB after every crash:
   --faults=RATE      fail file reads/writes/syncs with probability RATE
   --corrupt-memory   flip bits in memtable entries and cached blocks and count
                      how many the DB reports as corruption
+  --corrupt-files    at some reopen points (clean close, crash, kill) flip one
+                     bit in a WAL, MANIFEST or CURRENT file of the closed DB,
+                     then Open: count detected (ErrCorruption; the bit is
+                     restored), no effect, tail (the last record of the newest
+                     WAL after a crash, indistinguishable from a crash-cut
+                     tail) and missed (an acknowledged write lost or wrong:
+                     a divergence)
 
 The plan (seed, DB options, workload) is printed first; rerun a failure with
 its --seed. Progress goes to stderr; the summary and any failure report to
-stdout. Exit status 0 means nothing diverged.`,
+stdout. Exit status 0 means nothing diverged.
+
+Every mode also issues empty range deletions (DeleteRange(k, k), alone and in
+batches: no-ops) and inverted ones (start > end: must fail with
+ErrInvalidArgument, leaving nothing behind).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -78,6 +90,7 @@ stdout. Exit status 0 means nothing diverged.`,
 	f.StringVar(&crash, "crash", "none", "crash mode: none, inprocess or kill")
 	f.Float64Var(&cfg.FaultRate, "faults", 0, "probability of an injected I/O error per file read, write or sync")
 	f.BoolVar(&cfg.CorruptMemory, "corrupt-memory", false, "flip bits in memtable entries and cached blocks")
+	f.BoolVar(&cfg.CorruptFiles, "corrupt-files", false, "flip a bit in a WAL, MANIFEST or CURRENT file at some reopens and check that Open detects it or it is harmless")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for --crash=kill (default: a temporary directory)")
 	f.IntVar(&cfg.Keys, "keys", 0, "key-space size (default: drawn from the seed)")
 	f.BoolVar(&cfg.Verbose, "verbose", false, "log every crash, reopen, kill and flip")

@@ -58,6 +58,10 @@ type Config struct {
 	// CorruptMemory flips bits in memtable entries and cached blocks and
 	// counts how many flips the DB reports.
 	CorruptMemory bool
+	// CorruptFiles flips a bit in a WAL, MANIFEST or CURRENT file of the
+	// closed DB at some reopen points and counts how many flips Open
+	// detects (see files.go).
+	CorruptFiles bool
 	// Dir is the directory for kill mode (default: a new temporary
 	// directory, removed after a successful run).
 	Dir string
@@ -102,6 +106,11 @@ type plan struct {
 	Crash     CrashMode `json:"crash"`
 	FaultRate float64   `json:"fault_rate"`
 	Corrupt   bool      `json:"corrupt_memory"`
+	// CorruptFiles repeats the configuration; FileFlipPct is the share of
+	// reopen points (clean reopens, crashes, kills) that flip a bit in a
+	// file first.
+	CorruptFiles bool `json:"corrupt_files,omitempty"`
+	FileFlipPct  int  `json:"file_flip_pct,omitempty"`
 	// CrashEvery and ReopenEvery are the mean number of operations
 	// between in-process crashes and between clean reopens.
 	CrashEvery  int64 `json:"crash_every"`
@@ -152,6 +161,8 @@ func drawPlan(cfg *Config) plan {
 		Crash:     cfg.Crash,
 		FaultRate: cfg.FaultRate,
 		Corrupt:   cfg.CorruptMemory,
+		// CorruptFiles is set below, after every draw of the plan without
+		// it: the option changes nothing else of a seed's plan.
 	}
 	// Tiny key spaces find concurrency bugs (every operation collides);
 	// large ones build deep LSMs.
@@ -225,8 +236,25 @@ func drawPlan(cfg *Config) plan {
 			p.Notes = append(p.Notes, "automatic compactions off: race detector build (flips in cached blocks would race with them)")
 		}
 	}
+	if cfg.CorruptFiles {
+		// Drawn last, so that without the option the plan is the same.
+		p.CorruptFiles = true
+		p.FileFlipPct = pick(rng, 30, 60, 100)
+		// More reopen points, each a chance to flip.
+		p.ReopenEvery = pick(rng, int64(2000), 5000, 20000)
+		if p.Checksum == vigil.ChecksumNone {
+			p.Checksum = pick(rng, vigil.ChecksumCRC32c, vigil.ChecksumXXH3, vigil.ChecksumCRC64)
+			p.Notes = append(p.Notes, fmt.Sprintf("checksum %s: --corrupt-files needs checksummed WAL and MANIFEST records (with none a flipped payload goes unnoticed by design)", p.Checksum.Type()))
+		}
+	}
 	if cfg.planHook != nil {
 		cfg.planHook(&p)
+	}
+	if p.DisableWAL && p.SyncPct > 0 {
+		// Apply refuses a synced write without a WAL (ErrInvalidArgument):
+		// with no WAL to sync, acknowledging it would be a lie.
+		p.SyncPct = 0
+		p.Notes = append(p.Notes, "no synced writes: the WAL is disabled (a synced write is ErrInvalidArgument then)")
 	}
 	if p.NoAutoCompact {
 		// Nothing would drain L0: never stall on it (workers compact by
@@ -272,8 +300,11 @@ func (p *plan) describe(cfg *Config) string {
 	if cfg.Ops > 0 {
 		limit = fmt.Sprintf("ops=%d", cfg.Ops)
 	}
-	fmt.Fprintf(&b, "vigil stress: seed=%d crash=%s faults=%g corrupt-memory=%v threads=%d %s\n",
-		p.Seed, p.Crash, p.FaultRate, p.Corrupt, p.Threads, limit)
+	fmt.Fprintf(&b, "vigil stress: seed=%d crash=%s faults=%g corrupt-memory=%v", p.Seed, p.Crash, p.FaultRate, p.Corrupt)
+	if p.CorruptFiles {
+		b.WriteString(" corrupt-files=true")
+	}
+	fmt.Fprintf(&b, " threads=%d %s\n", p.Threads, limit)
 	fmt.Fprintf(&b, "  replay: %s\n", p.replay(cfg))
 	fmt.Fprintf(&b, "  workload: keys=%d key_pad<%d value_filler<=%d sync=%d%%", p.Keys, max(p.Pad, 1), p.Value, p.SyncPct)
 	switch p.Crash {
@@ -285,6 +316,9 @@ func (p *plan) describe(cfg *Config) string {
 	fmt.Fprintf(&b, " reopen_every~%d ops flush_one_in=%d compact_one_in=%d", p.ReopenEvery, p.FlushOneIn, p.CompactOneIn)
 	if p.Corrupt {
 		fmt.Fprintf(&b, " flip_every~%d ops", p.FlipEvery)
+	}
+	if p.CorruptFiles {
+		fmt.Fprintf(&b, " file_flip_at=%d%% of reopens", p.FileFlipPct)
 	}
 	b.WriteByte('\n')
 	fmt.Fprintf(&b, "  options: checksum=%s paranoid=%v protection_bytes=%d write_buffer=%s max_immutable=%d\n",

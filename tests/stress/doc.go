@@ -26,6 +26,18 @@
 // a key twice gives the earlier value a "transient" tag: no reader may
 // ever see it.
 //
+// Range deletions are sometimes empty, DeleteRange(k, k), alone or among a
+// batch's writes: a no-op that the DB does not even record, so the oracle
+// changes no key for it (and, since Apply returns at once for a batch of
+// nothing, a synced one is no durability barrier). Now and then a write
+// with an inverted range (start > end) goes before the workload's: a copy
+// of a batch with an inverted DeleteRange and a Put of version 0, which no
+// write takes, or DB.DeleteRange(end, start). It must fail with
+// ErrInvalidArgument; it is never logged, so any trace of it — a value of
+// version 0, a key deleted — is a divergence, and the key of its Put, held
+// locked, is read back at once. These draws come from a random stream of
+// their own, so a seed's other operations stay what they were.
+//
 // The oracle keeps, per key, the states (version, deleted?) the key went
 // through as writes were acknowledged, plus the writes in flight. Writers
 // of a key are serialized by striped locks held across the DB call, so a
@@ -105,6 +117,20 @@
 // run with 8 protection bytes; with fewer, a flip escapes the per-entry
 // checksum with probability 2^-8N by design, so misses are only counted.
 //
+// --corrupt-files flips one bit of one WAL, MANIFEST or CURRENT file of
+// the closed DB at a share of the reopen points (clean reopens, in-process
+// crashes, and in kill mode the parent's recovery after each kill), chosen
+// from the seed, then opens it. Open failing with ErrCorruption is
+// "detected" (the bit is flipped back and the DB opened again); Open
+// succeeding with every acknowledged write read back is "no effect"; an
+// acknowledged write lost or a value wrong is "missed" and fails the run,
+// as is an Open error that is not ErrCorruption. The exceptions the
+// recovery rules document are counted apart: a flip in the last record of
+// the newest WAL of a DB not closed cleanly ("tail", indistinguishable from
+// a crash that cut it; only that record's batch is excused), and records
+// that WALSkipAnyCorrupted skipped (see files.go for the protocol). The
+// option forces a checksum type other than none.
+//
 // # DB bugs found
 //
 // Each has a test in dbbugs_test.go that failed while the bug was there,
@@ -128,6 +154,16 @@
 //     entries they go between, and a memtable a batch failed into is
 //     poisoned before the batch is published (tests: memtable
 //     TestCorruptNeighborStopsInsert, tests/ TestHalfAppliedBatchIsNeverVisible).
+//   - Open: with DisableWAL, a flip in the length field of the MANIFEST's
+//     last record passes for a torn tail, and Open silently drops the edit
+//     of the flush a clean Close made, losing acknowledged writes
+//     (--corrupt-files; TestDBBugManifestTornTailDropsFlushWithoutWAL,
+//     skipped while open).
+//   - Fixed since: after a background error (a failed compaction) Close
+//     returned nil without writing the WAL's clean-close record, so a flip
+//     in the last acknowledged batch passed for a torn tail and the write
+//     was silently dropped (--corrupt-files --faults;
+//     TestDBBugCloseAfterBackgroundErrorSkipsCloseRecord).
 //   - Fixed since: a flip in a cached block after a compaction's cache hit
 //     verified it, while the compaction iterated the block, went into the
 //     output with fresh checksums. Compactions now read their inputs from

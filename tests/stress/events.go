@@ -84,14 +84,48 @@ func (r *runner) reopenLocked(why string) *Divergence {
 		d.what = fmt.Sprintf("close that failed (%v)", cerr)
 	}
 	sawFaults := r.inj != nil && r.inj.injected.Load() > r.faultsAtOpen
-	db, err := r.open(cerr != nil || sawFaults)
+	return r.reopenAndVerify(cerr != nil || sawFaults, cerr == nil, d, "reopened ("+why+")")
+}
+
+// reopenAndVerify opens the closed DB and verifies it against d — at the
+// plan's share of reopen points after flipping a bit in one of its files
+// (--corrupt-files, see files.go). lenient: a strict WAL recovery mode may
+// refuse the WALs (after a crash, a failed close, or faults); clean: Close
+// returned nil. done is logged on success.
+func (r *runner) reopenAndVerify(lenient, clean bool, d durability, done string) *Divergence {
+	var ff *fileFlip
+	if r.files.due() {
+		var err error
+		ff, err = r.files.flip(r.fs, r.dbDir, clean, r.kc, r.vc, fmt.Sprintf("op %d, after %s", r.stats.ops.Load(), d.what))
+		if err != nil {
+			return r.machinery(err)
+		}
+		if ff != nil {
+			r.verbosef("flipped %v", ff)
+		}
+	}
+	db, res, err := openDB(r.dbDir, r.plan.options(r.fs), lenient, ff, r.strictRefusal)
 	if err != nil {
 		r.db = nil
-		return &Divergence{Op: "reopen after " + d.what, Got: err.Error(), Detail: "the DB did not open again"}
+		return r.files.openFailure("reopen after "+d.what, ff, res, err)
 	}
-	r.db = db
-	r.verbosef("reopened (%s)", why)
-	return r.verify(db, d)
+	s, err := r.adopt(db)
+	if err != nil {
+		r.db = nil
+		return r.machinery(err)
+	}
+	r.db = s
+	r.verbosef("%s", done)
+	var alts []durability
+	var outs []fileOutcome
+	if res.how == openFlipped {
+		alts, outs = ff.alternatives(d, res.mode, db.Metrics())
+	}
+	which, div := r.verifyAlts(s, d, alts)
+	if ff != nil {
+		r.verbosef("file flip %s: %v", outcomeOf(res, outs, which, div), ff)
+	}
+	return r.files.judge(ff, res, outs, which, div)
 }
 
 // crash simulates power loss on the strict MemFS: from now on nothing
@@ -118,14 +152,7 @@ func (r *runner) crash() *Divergence {
 	r.setFaults(false)
 	defer func() { r.setFaults(!r.stopped()) }()
 	d := durability{cutoff: cutoff, syncedWAL: !r.plan.DisableWAL, what: "crash"}
-	db, err := r.open(true)
-	if err != nil {
-		r.db = nil
-		return &Divergence{Op: "reopen after crash", Got: err.Error(), Detail: "the DB did not recover"}
-	}
-	r.db = db
-	r.verbosef("crashed and recovered")
-	return r.verify(db, d)
+	return r.reopenAndVerify(true, false, d, "crashed and recovered")
 }
 
 // machinery reports a failure of the runner itself (its op log could not
@@ -138,11 +165,20 @@ func (r *runner) machinery(err error) *Divergence {
 // writes may be in doubt, else exactly against the oracle; then runs
 // DB.Verify, and makes the state found the oracle's new truth.
 func (r *runner) verify(db store, d durability) *Divergence {
+	_, div := r.verifyAlts(db, d, nil)
+	return div
+}
+
+// verifyAlts is verify with alternative rules for a state recovered from a
+// flipped file: if the state breaks d, each of alts is tried in turn. It
+// returns which rule explained the state (0: d; i: alts[i-1]).
+func (r *runner) verifyAlts(db store, d durability, alts []durability) (int, *Divergence) {
 	r.stats.verifications.Add(1)
 	rec, div := readAll(db, r.kc, r.vc, r.eventRng, "verification after "+d.what)
 	if div != nil {
-		return div
+		return 0, div
 	}
+	which := 0
 	if r.log != nil {
 		var ops []*opRec
 		if d.live {
@@ -150,33 +186,34 @@ func (r *runner) verify(db store, d durability) *Divergence {
 		} else {
 			ops = r.log.take()
 		}
-		st, err := solveCrash(r.kc, r.base, rec, ops, d)
+		st, w, err := solveWith(r.kc, r.base, rec, ops, d, alts)
 		if err != nil {
-			return &Divergence{Op: "verification after " + d.what, Detail: err.Error()}
+			return 0, &Divergence{Op: "verification after " + d.what, Detail: err.Error()}
 		}
+		which = w
 		r.stats.lostUnsynced.Add(int64(st.lostAcked))
 		if d.live {
 			if err := db.Verify(); err != nil {
-				return &Divergence{Op: "DB.Verify after " + d.what, Got: err.Error()}
+				return 0, &Divergence{Op: "DB.Verify after " + d.what, Got: err.Error()}
 			}
-			return nil
+			return which, nil
 		}
 	} else {
 		var v keyView
 		for k := range rec {
 			r.or.view(k, &v)
 			if check(&v, &v, rec[k]) == verdictWrong {
-				return &Divergence{Op: "verification after " + d.what, Key: r.kc.keyName(k),
+				return 0, &Divergence{Op: "verification after " + d.what, Key: r.kc.keyName(k),
 					Expected: expected(&v, &v), Got: rec[k].String()}
 			}
 		}
 	}
 	if err := db.Verify(); err != nil {
-		return &Divergence{Op: "DB.Verify after " + d.what, Got: err.Error()}
+		return 0, &Divergence{Op: "DB.Verify after " + d.what, Got: err.Error()}
 	}
 	if r.log != nil {
 		if err := r.log.verified(rec); err != nil {
-			return r.machinery(err)
+			return 0, r.machinery(err)
 		}
 	}
 	for k := range rec {
@@ -185,7 +222,7 @@ func (r *runner) verify(db store, d durability) *Divergence {
 	r.base = rec
 	// Writes that failed before this verification are settled now.
 	r.needReopen.Store(false)
-	return nil
+	return which, nil
 }
 
 // readAll reads every key of the DB three ways — a forward scan, a

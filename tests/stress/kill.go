@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/vfs"
-	"github.com/vigildb/vigil"
 )
 
 // Kill mode.
@@ -99,6 +98,9 @@ func RunChild(ctx context.Context, configPath string, stderr io.Writer) int {
 		FaultRate: p.FaultRate, Out: stderr, Log: discard{}, ProgressInterval: 100 * time.Millisecond, testFault: cc.TestFault}
 	r := newRunner(cfg, p)
 	r.child = true
+	// Only the parent flips bits in files: a kill between a flip and its
+	// undo would leave the parent a flip it knows nothing about.
+	r.files = nil
 	r.dbDir = cc.DBDir
 	r.or.load(states, next)
 	r.base = states
@@ -136,11 +138,16 @@ type killParent struct {
 	stats  counters
 	ops    int64
 	faults int64
+	// files makes the --corrupt-files flips, before each recovery.
+	files *fileFlipper
 }
 
 func runKillParent(ctx context.Context, cfg Config, p plan) (*Result, error) {
 	k := &killParent{cfg: cfg, plan: p, kc: p.keyCodec(), vc: p.valueCodec(), fs: vfs.Default,
 		rng: rand.New(rand.NewPCG(p.Seed, 0x4b11)), start: time.Now()}
+	if p.CorruptFiles {
+		k.files = newFileFlipper(p.Seed, p.FileFlipPct)
+	}
 	desc := p.describe(&cfg)
 	fmt.Fprint(cfg.Out, desc)
 	removeDir := false
@@ -170,7 +177,7 @@ func runKillParent(ctx context.Context, cfg Config, p plan) (*Result, error) {
 			res.Failure.Seed = p.Seed
 			res.Failure.Replay = p.replay(&cfg)
 		}
-		printSummary(cfg.Out, res, false)
+		printSummary(cfg.Out, res, &p)
 		if res.Failure == nil && err == nil && removeDir {
 			k.fs.RemoveAll(k.dir)
 		}
@@ -188,7 +195,7 @@ func (k *killParent) result(fail *Divergence) *Result {
 	s := &k.stats
 	return &Result{Seed: k.plan.Seed, Ops: k.ops, Reads: s.reads.Load(), Writes: s.writes.Load(), Scans: s.scans.Load(),
 		Kills: s.kills.Load(), Verifications: s.verifications.Load(), LostUnsynced: s.lostUnsynced.Load(), InjectedFaults: k.faults,
-		StrictRecoveryRefusals: s.strictRefusals.Load(), Failure: fail, Elapsed: time.Since(k.start)}
+		StrictRecoveryRefusals: s.strictRefusals.Load(), FileFlips: k.files.snapshot(), Failure: fail, Elapsed: time.Since(k.start)}
 }
 
 func (k *killParent) loop(ctx context.Context) (*Result, error) {
@@ -295,16 +302,22 @@ func (k *killParent) verify(run int, opLogName, childOut string) (*Divergence, e
 	k.stats.writes.Add(int64(contents.progress.writes))
 	k.stats.scans.Add(int64(contents.progress.scans))
 	k.faults += int64(contents.progress.faults)
-	opts := k.plan.options(k.fs)
-	db, err := vigil.Open(k.path("db"), opts)
-	if err != nil && errors.Is(err, vigil.ErrCorruption) &&
-		(opts.WALRecoveryMode == vigil.WALAbsoluteConsistency || opts.WALRecoveryMode == vigil.WALTolerateCorruptedTail) {
-		k.stats.strictRefusals.Add(1)
-		opts.WALRecoveryMode = vigil.WALRecoverPointInTime
-		db, err = vigil.Open(k.path("db"), opts)
+	var ff *fileFlip
+	if k.files.due() {
+		if ff, err = k.files.flip(k.fs, k.path("db"), false, k.kc, k.vc, fmt.Sprintf("after killing child run %d", run)); err != nil {
+			return nil, err
+		}
+		if ff != nil {
+			k.verbosef("flipped %v", ff)
+		}
 	}
+	db, res, err := openDB(k.path("db"), k.plan.options(k.fs), true, ff, func(error) { k.stats.strictRefusals.Add(1) })
 	if err != nil {
-		return &Divergence{Op: fmt.Sprintf("open after killing child run %d", run), Got: err.Error()}, nil
+		div := k.files.openFailure(fmt.Sprintf("open after killing child run %d", run), ff, res, err)
+		if res.how == openMachinery {
+			return nil, errors.New(div.Detail)
+		}
+		return div, nil
 	}
 	defer db.Close()
 	k.stats.verifications.Add(1)
@@ -312,11 +325,28 @@ func (k *killParent) verify(run int, opLogName, childOut string) (*Divergence, e
 	if err != nil {
 		return nil, err
 	}
+	d := durability{cutoff: ^uint64(0), syncedWAL: !k.plan.DisableWAL, what: fmt.Sprintf("kill of child run %d", run)}
+	var alts []durability
+	var outs []fileOutcome
+	if res.how == openFlipped {
+		alts, outs = ff.alternatives(d, res.mode, db.Metrics())
+	}
+	which, div := k.check(s, run, d, alts, contents, childOut)
+	if ff != nil {
+		k.verbosef("file flip %s: %v", outcomeOf(res, outs, which, div), ff)
+	}
+	return k.files.judge(ff, res, outs, which, div), nil
+}
+
+// check reads the DB a killed child left and checks it against the
+// child's op log under d (or one of alts, see solveWith), and makes the
+// recovered state the next expected state. It returns the rule that
+// explained the state.
+func (k *killParent) check(s store, run int, d durability, alts []durability, contents *opLogContents, childOut string) (int, *Divergence) {
 	rec, div := readAll(s, k.kc, k.vc, k.rng, fmt.Sprintf("verification after killing child run %d", run))
 	if div != nil {
-		return div, nil
+		return 0, div
 	}
-	d := durability{cutoff: ^uint64(0), syncedWAL: !k.plan.DisableWAL, what: fmt.Sprintf("kill of child run %d", run)}
 	base := k.states
 	if contents.verified != nil {
 		// The child reopened the DB and verified it: its operations
@@ -325,13 +355,13 @@ func (k *killParent) verify(run int, opLogName, childOut string) (*Divergence, e
 		// starts again from the state it verified.
 		base = contents.verified
 	}
-	st, err := solveCrash(k.kc, base, rec, contents.ops, d)
+	st, which, err := solveWith(k.kc, base, rec, contents.ops, d, alts)
 	if err != nil {
-		return &Divergence{Op: "verification after a kill", Detail: err.Error() + "\nchild output:\n" + childOut}, nil
+		return 0, &Divergence{Op: "verification after a kill", Detail: err.Error() + "\nchild output:\n" + childOut}
 	}
 	k.stats.lostUnsynced.Add(int64(st.lostAcked))
-	if err := db.Verify(); err != nil {
-		return &Divergence{Op: "DB.Verify after a kill", Got: err.Error()}, nil
+	if err := s.Verify(); err != nil {
+		return 0, &Divergence{Op: "DB.Verify after a kill", Got: err.Error()}
 	}
 	for _, o := range append(contents.settled, contents.ops...) {
 		for _, w := range o.writes {
@@ -341,7 +371,7 @@ func (k *killParent) verify(run int, opLogName, childOut string) (*Divergence, e
 		}
 	}
 	k.states = rec
-	return nil, nil
+	return which, nil
 }
 
 // writeFile writes a small file and syncs it.

@@ -44,6 +44,14 @@ type Result struct {
 	LostUnsynced int64
 	// Flips reports --corrupt-memory.
 	Flips FlipStats
+	// FileFlips reports --corrupt-files.
+	FileFlips FileFlipStats
+	// EmptyRanges counts range deletions with start == end the workers
+	// issued (alone or in batches; each must be a no-op), InvertedRanges
+	// the writes with start > end (each must fail with ErrInvalidArgument
+	// and leave nothing behind). Not counted in kill mode (children's
+	// counts stay in the children).
+	EmptyRanges, InvertedRanges int64
 	// Failure is the first divergence, or nil if the run passed.
 	Failure *Divergence
 	// Elapsed is the run's wall time.
@@ -155,6 +163,7 @@ type counters struct {
 	ops, reads, writes, scans, snapshots, flushes, compactions atomic.Int64
 	crashes, kills, reopens, verifications                     atomic.Int64
 	unverifiable, tolerated, strictRefusals, lostUnsynced      atomic.Int64
+	emptyRanges, invertedRanges                                atomic.Int64
 }
 
 // maxEpochOps bounds the op log: past it the runner does a clean reopen
@@ -213,6 +222,9 @@ type runner struct {
 	recentPos atomic.Uint64
 
 	flips flipState
+	// files makes the --corrupt-files flips (nil without the option, and
+	// in kill-mode children).
+	files *fileFlipper
 
 	// child is set in a kill-mode child: no in-process crashes, an op log
 	// file, and no final verification (the parent kills it).
@@ -221,8 +233,11 @@ type runner struct {
 
 func newRunner(cfg Config, p plan) *runner {
 	r := &runner{cfg: cfg, plan: p, kc: p.keyCodec(), vc: p.valueCodec(), or: newOracle(p.Keys)}
-	if p.Crash != CrashNone || p.FaultRate > 0 || p.Corrupt {
+	if p.Crash != CrashNone || p.FaultRate > 0 || p.Corrupt || p.CorruptFiles {
 		r.log = &opLog{}
+	}
+	if p.CorruptFiles {
+		r.files = newFileFlipper(p.Seed, p.FileFlipPct)
 	}
 	r.eventRng = rand.New(rand.NewPCG(p.Seed, 0xe7e7))
 	r.base = r.or.current()
@@ -243,6 +258,9 @@ func (r *runner) fail(d *Divergence) {
 		if c := r.flips.context(); c != "" {
 			d.Detail = strings.TrimLeft(d.Detail+"\n"+c, "\n")
 		}
+	}
+	if c := r.files.context(); c != "" {
+		d.Detail = strings.TrimLeft(d.Detail+"\n"+c, "\n")
 	}
 	if r.failure.CompareAndSwap(nil, d) {
 		r.logf("divergence: %s", d.Op)
@@ -291,18 +309,21 @@ func (r *runner) setFaults(on bool) {
 // WAL recovery modes to refuse a torn tail, as documented; the runner then
 // recovers point-in-time and counts it.
 func (r *runner) open(afterCrash bool) (store, error) {
-	opts := r.plan.options(r.fs)
-	db, err := vigil.Open(r.dbDir, opts)
-	if err != nil && afterCrash && errors.Is(err, vigil.ErrCorruption) &&
-		(opts.WALRecoveryMode == vigil.WALAbsoluteConsistency || opts.WALRecoveryMode == vigil.WALTolerateCorruptedTail) {
-		r.stats.strictRefusals.Add(1)
-		r.verbosef("recovery mode %s refused the crashed WAL (%v); recovering point-in-time", opts.WALRecoveryMode, err)
-		opts.WALRecoveryMode = vigil.WALRecoverPointInTime
-		db, err = vigil.Open(r.dbDir, opts)
-	}
+	db, _, err := openDB(r.dbDir, r.plan.options(r.fs), afterCrash, nil, r.strictRefusal)
 	if err != nil {
 		return nil, err
 	}
+	return r.adopt(db)
+}
+
+// strictRefusal counts an Open refused by a strict WAL recovery mode.
+func (r *runner) strictRefusal(err error) {
+	r.stats.strictRefusals.Add(1)
+	r.verbosef("recovery mode %s refused the crashed WAL (%v); recovering point-in-time", r.plan.WALMode, err)
+}
+
+// adopt wraps a DB just opened for the runner.
+func (r *runner) adopt(db *vigil.DB) (store, error) {
 	if r.inj != nil {
 		r.faultsAtOpen = r.inj.injected.Load()
 	}
@@ -323,6 +344,12 @@ func (r *runner) tolerate(err error) bool {
 		// A crash or close is under way: anything may fail.
 		ok = true
 	case r.plan.FaultRate > 0 && errors.Is(err, errorfs.ErrInjected):
+		ok = true
+	case r.inj != nil && errors.Is(err, vigil.ErrReadOnly) && r.inj.injected.Load() > r.faultsAtOpen:
+		// Writers queued behind a batch whose WAL sync failed get a
+		// read-only error that does not wrap the injected one ("an
+		// earlier write's WAL sync failed"): tolerated once a fault hit
+		// this DB.
 		ok = true
 	case r.plan.Corrupt && r.flips.tolerates(err):
 		ok = true
@@ -530,6 +557,10 @@ func (r *runner) progressLine(ops int64, rate float64) string {
 		f := r.flips.snapshot().Total()
 		line += fmt.Sprintf("; flips %d (read %d, flush %d, missed %d)", f.Injected, f.DetectedAtRead, f.DetectedAtFlush, f.Missed)
 	}
+	if r.files != nil {
+		f := r.files.snapshot().Total()
+		line += fmt.Sprintf("; file flips %d (detected %d, no effect %d, tail %d, missed %d)", f.Injected, f.Detected, f.NoEffect, f.Tail, f.Missed)
+	}
 	return line
 }
 
@@ -566,8 +597,8 @@ func (r *runner) result() *Result {
 		Snapshots: s.snapshots.Load(), Flushes: s.flushes.Load(), Compactions: s.compactions.Load(),
 		Crashes: s.crashes.Load(), Kills: s.kills.Load(), Reopens: s.reopens.Load(), Verifications: s.verifications.Load(),
 		Unverifiable: s.unverifiable.Load(), ToleratedErrors: s.tolerated.Load(), StrictRecoveryRefusals: s.strictRefusals.Load(),
-		LostUnsynced: s.lostUnsynced.Load(),
-		Flips:        r.flips.snapshot(), Failure: r.failure.Load(), Elapsed: time.Since(r.start),
+		LostUnsynced: s.lostUnsynced.Load(), EmptyRanges: s.emptyRanges.Load(), InvertedRanges: s.invertedRanges.Load(),
+		Flips: r.flips.snapshot(), FileFlips: r.files.snapshot(), Failure: r.failure.Load(), Elapsed: time.Since(r.start),
 	}
 	if r.inj != nil {
 		res.InjectedFaults = r.inj.injected.Load()
@@ -586,6 +617,9 @@ func (p *plan) replay(cfg *Config) string {
 	if p.Corrupt {
 		s += " --corrupt-memory"
 	}
+	if p.CorruptFiles {
+		s += " --corrupt-files"
+	}
 	if cfg.Keys > 0 {
 		s += fmt.Sprintf(" --keys=%d", cfg.Keys)
 	}
@@ -599,10 +633,11 @@ func (p *plan) replay(cfg *Config) string {
 
 // printSummary writes the final summary (and any failure report) to Out.
 func (r *runner) printSummary(res *Result) {
-	printSummary(r.cfg.Out, res, r.plan.Corrupt)
+	printSummary(r.cfg.Out, res, &r.plan)
 }
 
-func printSummary(out interface{ Write([]byte) (int, error) }, res *Result, corrupt bool) {
+func printSummary(out interface{ Write([]byte) (int, error) }, res *Result, p *plan) {
+	corrupt := p.Corrupt
 	var b strings.Builder
 	fmt.Fprintf(&b, "summary: %d ops in %v (%.0f/s): %d reads, %d writes, %d scans, %d snapshots, %d flushes, %d compactions\n",
 		res.Ops, res.Elapsed.Round(time.Millisecond), float64(res.Ops)/max(res.Elapsed.Seconds(), 1e-9),
@@ -612,6 +647,9 @@ func printSummary(out interface{ Write([]byte) (int, error) }, res *Result, corr
 	fmt.Fprintf(&b, "         acknowledged unsynced writes lost to crashes (allowed) %d\n", res.LostUnsynced)
 	fmt.Fprintf(&b, "         faults injected %d, tolerated errors %d, strict WAL recovery refusals %d\n",
 		res.InjectedFaults, res.ToleratedErrors, res.StrictRecoveryRefusals)
+	if res.EmptyRanges > 0 || res.InvertedRanges > 0 {
+		fmt.Fprintf(&b, "         empty range deletions (no-ops) %d, inverted ones refused with ErrInvalidArgument %d\n", res.EmptyRanges, res.InvertedRanges)
+	}
 	if corrupt {
 		f := res.Flips
 		fmt.Fprintf(&b, "  bit flips (paranoid checks, %d protection bytes; a flip may count at read and at flush): injected | detected at read | at flush/compaction | missed | no effect\n", f.ProtectionBytes)
@@ -622,6 +660,18 @@ func printSummary(out interface{ Write([]byte) (int, error) }, res *Result, corr
 			fmt.Fprintf(&b, "    %-17s %5d | %16d | %19d | %6d | %9d\n", row.name, row.c.Injected, row.c.DetectedAtRead, row.c.DetectedAtFlush, row.c.Missed, row.c.NoEffect)
 		}
 		fmt.Fprintf(&b, "    memtable corruptions counted in Metrics: %d\n", f.MemtableCorruptions)
+	}
+	if p.CorruptFiles {
+		f := res.FileFlips
+		fmt.Fprintf(&b, "  bit flips in files between reopens (checksum %s, WAL recovery %s): injected | detected at open | no effect | tail (indistinguishable from a crash) | skip-any drops | missed | open errors\n",
+			p.Checksum.Type(), p.WALMode)
+		for _, row := range []struct {
+			name string
+			c    FileFlipCounts
+		}{{"WAL", f.WAL}, {"MANIFEST", f.Manifest}, {"CURRENT", f.Current}, {"total", f.Total()}} {
+			fmt.Fprintf(&b, "    %-9s %5d | %16d | %9d | %37d | %14d | %6d | %11d\n", row.name, row.c.Injected, row.c.Detected, row.c.NoEffect,
+				row.c.Tail, row.c.SkipAny, row.c.Missed, row.c.OpenErrors)
+		}
 	}
 	if res.Failure != nil {
 		b.WriteString(res.Failure.Report())

@@ -64,6 +64,16 @@ type durability struct {
 	// writes may be lost (a failed WAL write or, without WAL, a failed
 	// flush), and the next check must start from the last durable base.
 	live bool
+	// excused, if set, names operations whose synced acknowledgement does
+	// not make them durable: the writes of a WAL record that a bit flip in
+	// the newest WAL's last record let recovery drop as a torn tail after a
+	// crash (see files.go), which no reader of the file can tell from a
+	// crash that cut the record.
+	excused func(*opRec) bool
+	// statesOnly: skip-any WAL recovery skipped damaged records, so only
+	// the weakest rule holds: each key holds its state at the last
+	// verification or one a logged write left (statesWritten; solveWith).
+	statesOnly bool
 }
 
 type reasonKind uint8
@@ -154,7 +164,7 @@ func solveCrash(kc keyCodec, base, rec []kstate, ops []*opRec, d durability) (so
 			s.setIn(i, reason{kind: rBarrier, from: -1})
 		case d.everything:
 			s.setIn(i, reason{kind: rDurableAll, from: -1})
-		case d.syncedWAL && o.synced:
+		case d.syncedWAL && o.synced && (d.excused == nil || !d.excused(o)):
 			s.setIn(i, reason{kind: rDurableSync, from: -1})
 		}
 	}

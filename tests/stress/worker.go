@@ -15,6 +15,10 @@ type worker struct {
 	r   *runner
 	id  int
 	rng *rand.Rand
+	// edgeRng draws the empty and inverted range deletions (see
+	// edgeRanges), apart from rng so that they leave the rest of a seed's
+	// operations as they were.
+	edgeRng *rand.Rand
 
 	keyBuf, key2Buf, valBuf []byte
 	batch                   *vigil.Batch
@@ -27,7 +31,8 @@ type worker struct {
 }
 
 func newWorker(r *runner, id int) *worker {
-	return &worker{r: r, id: id, rng: rand.New(rand.NewPCG(r.plan.Seed, uint64(id)+1)), batch: new(vigil.Batch)}
+	return &worker{r: r, id: id, rng: rand.New(rand.NewPCG(r.plan.Seed, uint64(id)+1)),
+		edgeRng: rand.New(rand.NewPCG(r.plan.Seed, 0xed9e0000+uint64(id))), batch: new(vigil.Batch)}
 }
 
 // heldSnapshot is a snapshot taken while its keys were locked, so their
@@ -155,7 +160,139 @@ func (w *worker) rangeOf() (int, int) {
 
 func (w *worker) delRange(db store) *Divergence {
 	a, b := w.rangeOf()
+	if w.edgeRng.IntN(invertedOneIn) == 0 {
+		if div := w.invertedDeleteRange(db, a, b); div != nil {
+			return div
+		}
+	}
+	if w.edgeRng.IntN(emptyRangeOneIn) == 0 {
+		// DeleteRange(k, k) deletes nothing: the oracle changes no key.
+		b = a
+		w.r.stats.emptyRanges.Add(1)
+	}
 	return w.write(db, nameDeleteRange, []wop{{kind: 'r', a: a, b: b}})
+}
+
+// Edge ranges. An empty range deletion, DeleteRange(k, k), deletes nothing
+// and is not even recorded (RocksDB's rule): write() gives it no key, so
+// the oracle expects no change, and a batch of nothing else applies as an
+// empty batch. An inverted one, start > end, makes Apply (and
+// DB.DeleteRange) fail with ErrInvalidArgument before anything reaches the
+// WAL: the runner issues such writes in addition to the workload's, never
+// logs them, and checks that nothing of them is ever seen.
+const (
+	// emptyRangeOneIn: a standalone range deletion is made empty, and a
+	// batch gets one or two empty ranges, one time in emptyRangeOneIn.
+	emptyRangeOneIn = 8
+	// invertedOneIn: a range deletion or batch is preceded by an inverted
+	// one, one time in invertedOneIn.
+	invertedOneIn = 40
+)
+
+// invertedDeleteRange calls DB.DeleteRange(b, a) with a < b: it must fail
+// with ErrInvalidArgument, and delete nothing.
+func (w *worker) invertedDeleteRange(db store, a, b int) *Divergence {
+	r := w.r
+	err := db.DeleteRange(r.kc.key(b), r.kc.key(a), w.edgeWriteOptions())
+	return w.invertedVerdict(fmt.Sprintf("inverted DeleteRange(%s, %s)", r.kc.keyName(b), r.kc.keyName(a)), err)
+}
+
+// edgeWriteOptions draws the write options of an edge-range write.
+func (w *worker) edgeWriteOptions() *vigil.WriteOptions {
+	if w.edgeRng.IntN(100) < w.r.plan.SyncPct {
+		return vigil.Sync
+	}
+	return vigil.NoSync
+}
+
+// invertedVerdict judges the answer to a write with an inverted range.
+func (w *worker) invertedVerdict(op string, err error) *Divergence {
+	r := w.r
+	switch {
+	case errors.Is(err, vigil.ErrInvalidArgument):
+		r.stats.invertedRanges.Add(1)
+		return nil
+	case err == nil:
+		return &Divergence{Op: op, Expected: "ErrInvalidArgument (start > end)", Got: "success"}
+	case r.tolerate(err):
+		// Closed by a crash, read-only after a fault: refused either way.
+		return nil
+	}
+	return &Divergence{Op: op, Expected: "ErrInvalidArgument (start > end)", Got: err.Error()}
+}
+
+// invertedBatch applies, before the workload's batch ops, a copy of it
+// with an inverted range deletion somewhere and a Put of a key k with
+// version 0, which no write ever takes (so a value of version 0 anywhere
+// names this batch): Apply must fail with ErrInvalidArgument, and k, locked
+// meanwhile so that its state cannot change, must read as before.
+func (w *worker) invertedBatch(db store, ops []wop) *Divergence {
+	r := w.r
+	n := r.plan.Keys
+	k := w.edgeRng.IntN(n)
+	unlock := r.or.lock([]int{k})
+	defer unlock()
+	a := w.edgeRng.IntN(n)
+	hi := min(n, a+1+w.edgeRng.IntN(8))
+	at := w.edgeRng.IntN(len(ops) + 1)
+	b := w.batch
+	b.Reset()
+	for i := 0; i <= len(ops); i++ {
+		if i == at {
+			b.DeleteRange(r.kc.key(hi), r.kc.key(a))
+		}
+		if i == len(ops) {
+			break
+		}
+		o := ops[i]
+		w.keyBuf = r.kc.appendKey(w.keyBuf[:0], o.a)
+		switch o.kind {
+		case 's':
+			w.valBuf = r.vc.appendValue(w.valBuf[:0], o.a, 0, false)
+			b.Put(w.keyBuf, w.valBuf)
+		case 'd':
+			b.Delete(w.keyBuf)
+		case 'r':
+			w.key2Buf = r.kc.appendKey(w.key2Buf[:0], o.b)
+			b.DeleteRange(w.keyBuf, w.key2Buf)
+		}
+	}
+	w.keyBuf = r.kc.appendKey(w.keyBuf[:0], k)
+	w.valBuf = r.vc.appendValue(w.valBuf[:0], k, 0, false)
+	b.Put(w.keyBuf, w.valBuf)
+	err := db.Apply(b, w.edgeWriteOptions())
+	if div := w.invertedVerdict(fmt.Sprintf("batch of %d writes with an inverted DeleteRange(%s, %s)", len(ops)+2, r.kc.keyName(hi), r.kc.keyName(a)), err); div != nil || err == nil {
+		return div
+	}
+	var pre keyView
+	r.or.view(k, &pre)
+	v, gerr := db.Get(r.kc.key(k))
+	if gerr != nil && !errors.Is(gerr, vigil.ErrNotFound) {
+		if r.tolerate(gerr) {
+			return nil
+		}
+		return &Divergence{Op: "get after a refused batch", Key: r.kc.keyName(k), Expected: expected(&pre, &pre), Got: "error: " + gerr.Error()}
+	}
+	got, derr := w.observe(k, v, gerr)
+	if derr != nil {
+		return &Divergence{Op: "get after a refused batch", Key: r.kc.keyName(k), Expected: expected(&pre, &pre), Got: "a wrong value", Detail: derr.Error()}
+	}
+	return w.judge("get after a batch refused for its inverted range (its Put of version 0 must not be visible)", k, &pre, &pre, got)
+}
+
+// edgeRanges adds one or two empty range deletions to a batch's ops, at
+// random places, one time in emptyRangeOneIn.
+func (w *worker) edgeRanges(ops []wop) []wop {
+	if w.edgeRng.IntN(emptyRangeOneIn) != 0 {
+		return ops
+	}
+	for n := 1 + w.edgeRng.IntN(2); n > 0; n-- {
+		k := w.edgeRng.IntN(w.r.plan.Keys + 1)
+		at := w.edgeRng.IntN(len(ops) + 1)
+		ops = append(ops[:at], append([]wop{{kind: 'r', a: k, b: k}}, ops[at:]...)...)
+		w.r.stats.emptyRanges.Add(1)
+	}
+	return ops
 }
 
 func (w *worker) writeBatch(db store) *Divergence {
@@ -182,7 +319,12 @@ func (w *worker) writeBatch(db store) *Divergence {
 			ops = append(ops, wop{kind: 'r', a: k, b: b})
 		}
 	}
-	return w.write(db, nameBatch, ops)
+	if w.edgeRng.IntN(invertedOneIn) == 0 {
+		if div := w.invertedBatch(db, ops); div != nil {
+			return div
+		}
+	}
+	return w.write(db, nameBatch, w.edgeRanges(ops))
 }
 
 // write performs one write operation: lock the keys, give each key it
@@ -221,7 +363,11 @@ func (w *worker) write(db store, name opName, ops []wop) *Divergence {
 		vers[k] = st.ver
 	}
 	wo := w.writeOptions()
-	rec.synced = wo.Sync
+	// A write of nothing (empty range deletions only) is not recorded at
+	// all: Apply returns at once, as Pebble's does, without a WAL record or
+	// an fsync, so its Sync makes nothing durable and it is no durability
+	// barrier for the crash checker.
+	rec.synced = wo.Sync && len(keys) > 0
 	if r.log != nil {
 		if err := r.log.begin(rec, r.tick); err != nil {
 			return r.machinery(err)
