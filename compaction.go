@@ -99,7 +99,14 @@ func (d *DB) runCompaction(c *compaction) error {
 	}
 
 	d.mu.Lock()
+	// The readers of the current state read at visibleSeq without a
+	// snapshot, and batches above it may be applied but not yet published
+	// (a synced batch waits for its fsync): visibleSeq is a snapshot too, or
+	// an unpublished version would shadow the version readers still see.
 	snaps := d.snapshots.seqs()
+	if vis := d.visibleSeq.Load(); len(snaps) == 0 || snaps[len(snaps)-1] < vis {
+		snaps = append(snaps, vis)
+	}
 	v := d.vs.current
 	v.Ref()
 	d.mu.Unlock()
