@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/cache"
 	"github.com/vigildb/vigil/memtable"
 	"github.com/vigildb/vigil/wal"
 )
@@ -387,13 +389,51 @@ func (d *DB) memtableSizeFor(memSize int) int {
 	return size
 }
 
+// newMemTable creates a memtable whose arena lives outside the Go heap,
+// counted in Metrics.Memory until releaseMemTable.
 func (d *DB) newMemTable(size int) (*memtable.MemTable, error) {
-	return memtable.New(memtable.Options{
+	mt, err := memtable.New(memtable.Options{
 		Size:                  size,
 		ChecksumType:          d.cksum,
 		ParanoidMemoryChecks:  d.opts.ParanoidMemoryChecks,
 		ProtectionBytesPerKey: d.opts.MemtableProtectionBytesPerKey,
+		ManualMemory:          true,
 	})
+	if err == nil {
+		d.stats.memtableBytes.add(int64(mt.Capacity()))
+	}
+	return mt, err
+}
+
+// releaseMemTable frees a memtable's arena and gives back its bytes.
+func releaseMemTable(mt *memtable.MemTable, acct *memAccount) {
+	acct.add(-int64(mt.Capacity()))
+	mt.Release()
+}
+
+// memAccount counts the bytes of the memtables' arenas. With a memory
+// budget, every change hands the block cache what the memtables leave of
+// it (RocksDB's WriteBufferManager charging the cache): one limit for both.
+type memAccount struct {
+	bytes atomic.Int64
+	// budget is Options.MemoryBudget (0: none) and cache the block cache
+	// whose capacity follows it. Set at Open, before any memtable exists.
+	budget int64
+	cache  *cache.Cache
+}
+
+func (a *memAccount) add(n int64) {
+	used := a.bytes.Add(n)
+	if a.budget > 0 {
+		a.cache.SetCapacity(cacheShareOfBudget(a.budget, used))
+	}
+}
+
+// cacheShareOfBudget is the block cache's capacity under a budget when the
+// memtables hold used bytes: the rest, but never below 1/16 of the budget,
+// so that reads keep a working set while memtables fill.
+func cacheShareOfBudget(budget, used int64) int64 {
+	return max(budget-used, budget/16)
 }
 
 // errNoSpareWAL is rotateMemtableLocked's answer when the next WAL is not
@@ -435,7 +475,7 @@ func (d *DB) rotateMemtableLocked(memSize int) error {
 	}
 	old := d.mem
 	d.imm = append(d.imm, old)
-	d.mem = &memTableEntry{mt: mt, logNum: logNum, flushed: make(chan struct{})}
+	d.mem = newMemTableEntry(mt, logNum, &d.stats.memtableBytes)
 	d.updateReadStateLocked()
 	d.log.Infof("memtable rotated: %d bytes, %d entries, WAL %06d -> %06d",
 		old.mt.ApproximateSize(), old.mt.Count(), old.logNum, logNum)

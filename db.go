@@ -137,8 +137,20 @@ type DB struct {
 
 // memTableEntry is a memtable in the DB's list, with the WAL that holds its
 // data and the writers still applying batches to it.
+//
+// Lifetime: the arena lives outside the Go heap (memtable.ManualMemory) and
+// is freed when the last reference goes. The DB's list (d.mem, then d.imm)
+// holds one reference until the memtable is flushed (or the DB closes), and
+// every readState that includes it holds one, so a Get, an iterator or a
+// flush that loaded a read state can read it until it releases that state.
+// Writers need none: a memtable stays in the list until its flush, which
+// waits for them (writers).
 type memTableEntry struct {
 	mt *memtable.MemTable
+	// refs counts the references described above.
+	refs atomic.Int32
+	// acct is the DB's memtable byte count (stats.memtableBytes).
+	acct *memAccount
 	// logNum is the WAL holding this memtable's data; 0 without a WAL.
 	logNum uint64
 	// writers counts batches assigned to this memtable and not yet applied;
@@ -172,6 +184,26 @@ func (e *memTableEntry) tombstones(snap uint64) ([]rangedel.Tombstone, *rangedel
 	}
 	ts, err := e.mt.RangeDels(snap)
 	return ts, nil, err
+}
+
+// newMemTableEntry wraps mt with the list's reference. acct is the DB's
+// count of memtable bytes, which the last unref gives back.
+func newMemTableEntry(mt *memtable.MemTable, logNum uint64, acct *memAccount) *memTableEntry {
+	e := &memTableEntry{mt: mt, logNum: logNum, flushed: make(chan struct{}), acct: acct}
+	e.refs.Store(1)
+	return e
+}
+
+func (e *memTableEntry) ref() { e.refs.Add(1) }
+
+// unref drops a reference; the last one frees the arena.
+func (e *memTableEntry) unref() {
+	switch n := e.refs.Add(-1); {
+	case n == 0:
+		releaseMemTable(e.mt, e.acct)
+	case n < 0:
+		panic(fmt.Sprintf("vigil: memtable (WAL %06d) released more often than referenced", e.logNum))
+	}
 }
 
 func (e *memTableEntry) poison(err error) {
@@ -212,6 +244,10 @@ func (s *readState) tryRef() bool {
 
 func (s *readState) unref() {
 	if s.refs.Add(-1) == 0 {
+		s.mem.unref()
+		for _, e := range s.imms {
+			e.unref()
+		}
 		s.v.Unref()
 	}
 }
@@ -238,8 +274,10 @@ func (d *DB) updateReadStateLocked() {
 	s := &readState{mem: d.mem, v: d.vs.current}
 	s.refs.Store(1)
 	s.v.Ref()
+	s.mem.ref()
 	s.imms = make([]*memTableEntry, len(d.imm))
 	for i, e := range d.imm {
+		e.ref()
 		s.imms[len(d.imm)-1-i] = e
 	}
 	if old := d.readState.Swap(s); old != nil {
@@ -504,12 +542,30 @@ func (d *DB) Close() error {
 		}
 		d.walW = nil
 	}
+	if !d.opts.ReadOnly && d.bgErr == nil && d.vs.manifest != nil {
+		// The MANIFEST's clean-close record (an edit that changes nothing):
+		// after it, damage to the last real edit (with DisableWAL, the
+		// flush this Close made) cannot pass for a torn tail. The WAL's
+		// close record does the same for the WAL.
+		if err := d.vs.logAndApply(&manifest.VersionEdit{}); err != nil {
+			errs = append(errs, fmt.Errorf("writing the MANIFEST's clean-close record: %w", err))
+		}
+	}
 	if err := d.vs.close(); err != nil {
 		errs = append(errs, err)
 	}
 	if rs := d.readState.Swap(nil); rs != nil {
 		rs.unref()
 	}
+	// The list's references: memtables still read by leaked iterators stay
+	// until those close.
+	if d.mem != nil {
+		d.mem.unref()
+	}
+	for _, e := range d.imm {
+		e.unref()
+	}
+	d.mem, d.imm = nil, nil
 	d.mu.Unlock()
 	d.deleteObsoleteFiles()
 
@@ -535,11 +591,14 @@ func (d *DB) Close() error {
 
 // dbStats are counters kept outside of d.mu.
 type dbStats struct {
-	memCorruptions    atomic.Int64
-	walBytes          atomic.Int64
-	walRecords        atomic.Int64
-	writeStalls       atomic.Int64
-	stalledWriters    atomic.Int64
+	memCorruptions atomic.Int64
+	walBytes       atomic.Int64
+	walRecords     atomic.Int64
+	writeStalls    atomic.Int64
+	stalledWriters atomic.Int64
+	// memtableBytes is the arena capacity of the memtables not yet freed:
+	// the memory they hold outside the Go heap.
+	memtableBytes     memAccount
 	slowdowns         atomic.Int64
 	slowdownNanos     atomic.Int64
 	stallNanos        atomic.Int64

@@ -406,7 +406,9 @@ func TestReadersRacingClose(t *testing.T) {
 		})
 		go reader(db.Verify)
 		close(start)
-		if err := db.Close(); err != nil {
+		// An iterator may be open at the moment of Close: Close then says
+		// so (and the iterator stops with ErrClosed).
+		if err := db.Close(); err != nil && !strings.Contains(err.Error(), "leaked iterators") {
 			t.Fatal(err)
 		}
 		for i := 0; i < 4; i++ {

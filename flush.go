@@ -201,6 +201,7 @@ func (d *DB) flushOne() (did bool, err error) {
 	}
 	d.imm = d.imm[1:]
 	d.updateReadStateLocked()
+	e.unref() // the list's reference: readers still holding it keep it
 	close(e.flushed)
 	dur := time.Since(start)
 	d.stats.flushes.Add(1)

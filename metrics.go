@@ -82,6 +82,22 @@ type Metrics struct {
 		// Reasons counts stalls by reason.
 		Reasons map[string]int64
 	}
+	// Memory is what the DB holds, by component.
+	Memory struct {
+		// Memtables is the arena memory of every memtable not yet freed
+		// (outside the Go heap); MemtablesPinned is the part of it held
+		// only by readers and iterators (memtables already flushed).
+		Memtables, MemtablesPinned int64
+		// BlockCache is what the block cache holds now (blocks plus their
+		// overhead) and BlockCacheCapacity its limit, which follows the
+		// budget when there is one.
+		BlockCache, BlockCacheCapacity int64
+		// TableIndexes is the index and filter blocks of the open tables
+		// (kept by each table reader).
+		TableIndexes int64
+		// Budget is Options.MemoryBudget (0: none).
+		Budget int64
+	}
 	BlockCache cache.Metrics
 	TableCache struct {
 		Open         int
@@ -103,9 +119,14 @@ func (d *DB) Metrics() *Metrics {
 	for l := range m.Levels {
 		m.Levels[l] = LevelMetrics{NumFiles: len(v.Levels[l]), Size: v.LevelSize(l), Score: scores[l]}
 	}
+	var listed int64
 	if d.mem != nil {
 		m.MemTable.Size = d.mem.mt.ApproximateSize()
 		m.MemTable.Entries = d.mem.mt.Count()
+		listed += int64(d.mem.mt.Capacity())
+	}
+	for _, e := range d.imm {
+		listed += int64(e.mt.Capacity())
 	}
 	m.MemTable.Count = 1 + len(d.imm)
 	m.WAL.LogNumber = d.walNum
@@ -144,6 +165,12 @@ func (d *DB) Metrics() *Metrics {
 	if d.blockCache != nil {
 		m.BlockCache = d.blockCache.Metrics()
 	}
+	m.Memory.Memtables = s.memtableBytes.bytes.Load()
+	m.Memory.MemtablesPinned = max(m.Memory.Memtables-listed, 0)
+	m.Memory.BlockCache = m.BlockCache.Size
+	m.Memory.BlockCacheCapacity = m.BlockCache.Capacity
+	m.Memory.TableIndexes = d.tableCache.indexBytes()
+	m.Memory.Budget = d.opts.MemoryBudget
 	m.TableCache.Open = d.tableCache.size()
 	m.TableCache.Hits = d.tableCache.hits.Load()
 	m.TableCache.Misses = d.tableCache.misses.Load()
@@ -217,6 +244,14 @@ func (m *Metrics) String() string {
 	if bc.Hits+bc.Misses > 0 {
 		hitRate = 100 * float64(bc.Hits) / float64(bc.Hits+bc.Misses)
 	}
+	mem := m.Memory
+	fmt.Fprintf(&b, "memory: memtables %s (%s pinned by readers), block cache %s of %s, table indexes and filters %s",
+		humanBytes(uint64(mem.Memtables)), humanBytes(uint64(mem.MemtablesPinned)), humanBytes(uint64(mem.BlockCache)),
+		humanBytes(uint64(mem.BlockCacheCapacity)), humanBytes(uint64(mem.TableIndexes)))
+	if mem.Budget > 0 {
+		fmt.Fprintf(&b, "; budget %s", humanBytes(uint64(mem.Budget)))
+	}
+	b.WriteByte('\n')
 	fmt.Fprintf(&b, "block cache: %s in %d blocks, %d hits, %d misses (%.1f%% hit)\n",
 		humanBytes(uint64(max(bc.Size, 0))), bc.Count, bc.Hits, bc.Misses, hitRate)
 	fmt.Fprintf(&b, "table cache: %d open, %d hits, %d misses\n", m.TableCache.Open, m.TableCache.Hits, m.TableCache.Misses)

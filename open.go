@@ -102,7 +102,13 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 	d.log.Infof("opening %s (exists=%v): next file %d, last seq %d, log number %d\n%s%s",
 		dir, exists, d.vs.nextFileNum, d.vs.lastSeq, d.vs.logNumber, opts.String(), d.vs.current)
 
-	if opts.BlockCacheSize > 0 {
+	switch {
+	case opts.MemoryBudget > 0 && opts.BlockCacheSize > 0:
+		// One limit for memtables and cache: the cache starts with the
+		// whole budget and shrinks as memtables take their share.
+		d.blockCache = cache.New(opts.MemoryBudget)
+		d.stats.memtableBytes.budget, d.stats.memtableBytes.cache = opts.MemoryBudget, d.blockCache
+	case opts.BlockCacheSize > 0:
 		d.blockCache = cache.New(opts.BlockCacheSize)
 	}
 	d.tableCache = newTableCache(d, opts.MaxOpenFiles)
@@ -135,6 +141,15 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 // abortOpen releases what a failed Open had taken.
 func (d *DB) abortOpen() {
 	d.closed.Store(true)
+	if rs := d.readState.Swap(nil); rs != nil {
+		rs.unref()
+	}
+	if d.mem != nil {
+		d.mem.unref()
+	}
+	for _, e := range d.imm {
+		e.unref()
+	}
 	if d.walW != nil {
 		d.walW.Close()
 	}

@@ -185,6 +185,15 @@ type Options struct {
 	// BlockCacheSize is the byte capacity of the block cache shared by all
 	// tables. Default 64 MiB; negative disables the cache.
 	BlockCacheSize int64
+	// MemoryBudget, if positive, is one limit for the memtables and the
+	// block cache together (RocksDB's WriteBufferManager charging the
+	// cache): the block cache gets what the memtables' arenas leave of it,
+	// and BlockCacheSize is ignored (but a negative one still disables the
+	// cache). The memtables themselves are bounded by WriteBufferSize and
+	// MaxImmutableMemtables, so choose MemoryBudget above
+	// (1 + MaxImmutableMemtables) * WriteBufferSize to leave room for
+	// blocks. Metrics.Memory shows the split. Default 0: no shared limit.
+	MemoryBudget int64
 	// MaxOpenFiles bounds the table cache (open SST files). Default 1000.
 	MaxOpenFiles int
 	// L0CompactionTrigger is the number of L0 files that starts a compaction
@@ -335,6 +344,9 @@ func (o *Options) Validate() error {
 		add("L0SlowdownWritesTrigger = %d: must lie between L0CompactionTrigger (%d) and L0StopWritesTrigger (%d)",
 			o.L0SlowdownWritesTrigger, o.L0CompactionTrigger, o.L0StopWritesTrigger)
 	}
+	if o.MemoryBudget < 0 {
+		add("MemoryBudget = %d: must be positive (bytes), or 0 for none", o.MemoryBudget)
+	}
 	if o.DelayedWriteRate < 1 {
 		add("DelayedWriteRate = %d: must be positive (bytes per second)", o.DelayedWriteRate)
 	}
@@ -374,6 +386,7 @@ func (o *Options) String() string {
 	p("bloom_bits_per_key", o.BloomBitsPerKey)
 	p("compression", o.Compression)
 	p("block_cache_size", o.BlockCacheSize)
+	p("memory_budget", o.MemoryBudget)
 	p("max_open_files", o.MaxOpenFiles)
 	p("l0_compaction_trigger", o.L0CompactionTrigger)
 	p("l0_stop_writes_trigger", o.L0StopWritesTrigger)

@@ -78,7 +78,7 @@ type walReplay struct {
 // replayWALs rebuilds the memtables from the WALs at or above the MANIFEST's
 // log number, then (unless ReadOnly) flushes what they held to L0, starts a
 // new WAL and records both in the MANIFEST.
-func (d *DB) replayWALs() error {
+func (d *DB) replayWALs() (err error) {
 	logs, err := d.walsToReplay()
 	if err != nil {
 		return err
@@ -87,6 +87,13 @@ func (d *DB) replayWALs() error {
 	if err := rp.newMem(0); err != nil {
 		return err
 	}
+	defer func() {
+		// A failed recovery frees the memtable it was filling, unless it
+		// already became d.mem (abortOpen frees that one).
+		if err != nil && (d.mem == nil || d.mem.mt != rp.mt) {
+			releaseMemTable(rp.mt, &d.stats.memtableBytes)
+		}
+	}()
 	pres := make([]*walPreamble, len(logs))
 	for i, num := range logs {
 		pres[i] = d.readPreamble(num)
@@ -381,7 +388,7 @@ func (rp *walReplay) makeRoom(size int, where string) error {
 	d := rp.d
 	if !rp.mt.Empty() {
 		if d.opts.ReadOnly {
-			e := &memTableEntry{mt: rp.mt, flushed: make(chan struct{})}
+			e := newMemTableEntry(rp.mt, 0, &d.stats.memtableBytes)
 			e.rangeDels.Store(rp.rangeDels)
 			d.imm = append(d.imm, e)
 		} else {
@@ -392,6 +399,7 @@ func (rp *walReplay) makeRoom(size int, where string) error {
 			if m != nil {
 				rp.flushed = append(rp.flushed, m)
 			}
+			releaseMemTable(rp.mt, &d.stats.memtableBytes) // in a table now, and nobody else has seen it
 		}
 	}
 	if err := rp.newMem(size); err != nil {
@@ -421,7 +429,7 @@ func (rp *walReplay) finish() error {
 	d.nextSeq = rp.last + 1
 	d.visibleSeq.Store(rp.last)
 	if d.opts.ReadOnly {
-		d.mem = &memTableEntry{mt: rp.mt, flushed: make(chan struct{})}
+		d.mem = newMemTableEntry(rp.mt, 0, &d.stats.memtableBytes)
 		d.mem.rangeDels.Store(rp.rangeDels)
 		d.mem.lastSeq.Store(rp.last)
 		return nil
@@ -434,6 +442,7 @@ func (rp *walReplay) finish() error {
 		if m != nil {
 			rp.flushed = append(rp.flushed, m)
 		}
+		releaseMemTable(rp.mt, &d.stats.memtableBytes)
 		// A fresh memtable for new writes; an unused replay memtable is
 		// kept, saving the allocation (and zeroing) of a large arena.
 		if err := rp.newMem(0); err != nil {
@@ -453,7 +462,7 @@ func (rp *walReplay) finish() error {
 		// Every replayed WAL is in an SST now.
 		logNum = d.vs.nextFileNum
 	}
-	d.mem = &memTableEntry{mt: rp.mt, logNum: logNum, flushed: make(chan struct{})}
+	d.mem = newMemTableEntry(rp.mt, logNum, &d.stats.memtableBytes)
 	e := &manifest.VersionEdit{}
 	e.SetLogNumber(logNum)
 	e.SetLastSeq(rp.last)

@@ -176,6 +176,27 @@ func (c *tableCache) evict(fileNum uint64) {
 	c.mu.Unlock()
 }
 
+// indexBytes returns the bytes of index and filter blocks the open tables
+// keep in memory.
+func (c *tableCache) indexBytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		te := e.Value.(*tableEntry)
+		select {
+		case <-te.ready:
+		default:
+			continue // still opening
+		}
+		if te.reader != nil {
+			p := te.reader.Properties()
+			n += int64(p.IndexSize + p.FilterSize)
+		}
+	}
+	return n
+}
+
 // size returns the number of open tables.
 func (c *tableCache) size() int {
 	c.mu.Lock()

@@ -29,6 +29,7 @@ import (
 
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/manual"
 	"github.com/vigildb/vigil/skiplist"
 )
 
@@ -65,6 +66,13 @@ type Options struct {
 	// stores: 0 (off), 1, 2, 4 or 8. More bytes catch more corruptions: a
 	// random corruption escapes N bytes with probability 2^-8N.
 	ProtectionBytesPerKey int
+	// ManualMemory allocates the arena outside the Go heap (package
+	// internal/manual), so that it returns to the operating system the
+	// moment the memtable is released instead of at some later garbage
+	// collection. The owner must then call Release exactly once, when no
+	// reader, iterator or writer can touch the memtable or any slice it
+	// handed out; a use after that faults (in invariants builds, always).
+	ManualMemory bool
 
 	// maxHeight caps skiplist tower heights (tests force 1 to make
 	// neighbours predictable); 0 means the skiplist default.
@@ -114,7 +122,11 @@ func (o Options) Validate() error {
 // reachable. Count() is the number of Adds that succeeded; after all Adds
 // return, both skiplists together hold exactly Count() entries.
 type MemTable struct {
-	arena     *skiplist.Arena
+	arena *skiplist.Arena
+	// manualBuf is the arena's memory when allocated with ManualMemory;
+	// Release frees it.
+	manualBuf []byte
+
 	points    *skiplist.Skiplist
 	rangeDels *skiplist.Skiplist
 
@@ -143,13 +155,23 @@ func New(o Options) (*MemTable, error) {
 	if o.Size < MinSize || o.Size > MaxSize {
 		return nil, base.InvalidArgumentErrorf("memtable: Size %d outside [%d, %d]", o.Size, MinSize, MaxSize)
 	}
-	arena, err := skiplist.NewArena(o.Size)
+	var arena *skiplist.Arena
+	var err error
+	var manualBuf []byte
+	if o.ManualMemory {
+		manualBuf = manual.Alloc(o.Size)
+		arena, err = skiplist.NewArenaFrom(manualBuf)
+	} else {
+		arena, err = skiplist.NewArena(o.Size)
+	}
 	if err != nil {
+		manual.Free(manualBuf)
 		return nil, base.MarkInvalidArgument(fmt.Errorf("memtable: %w", err))
 	}
 	so := skiplist.Options{InternalKeys: true, Validate: o.ParanoidMemoryChecks, MaxHeight: o.maxHeight}
 	m := &MemTable{
 		arena:     arena,
+		manualBuf: manualBuf,
 		csType:    o.ChecksumType,
 		protBytes: o.ProtectionBytesPerKey,
 		paranoid:  o.ParanoidMemoryChecks,
@@ -169,6 +191,15 @@ func New(o Options) (*MemTable, error) {
 		return nil, fmt.Errorf("memtable: %w", err)
 	}
 	return m, nil
+}
+
+// Release frees the arena of a memtable made with ManualMemory (for other
+// memtables it does nothing: the garbage collector frees them). Nothing may
+// use the memtable, or any key or value it handed out, afterwards.
+func (m *MemTable) Release() {
+	buf := m.manualBuf
+	m.manualBuf = nil
+	manual.Free(buf)
 }
 
 // EntrySize returns the most arena bytes one Add of a key and value of these

@@ -48,6 +48,20 @@ func NewArena(capacity int) (*Arena, error) {
 	return a, nil
 }
 
+// NewArenaFrom makes an arena of buf, which the caller allocated (outside
+// the Go heap, say) and must keep alive, unmodified but by the arena, for as
+// long as any list in it is used. buf must be all zeros.
+func NewArenaFrom(buf []byte) (*Arena, error) {
+	if len(buf) < MinArenaSize || len(buf) > MaxArenaSize {
+		return nil, fmt.Errorf("%w: arena capacity %d outside [%d, %d]",
+			ErrInvalidArgument, len(buf), MinArenaSize, MaxArenaSize)
+	}
+	a := &Arena{buf: buf}
+	a.base = unsafe.Pointer(unsafe.SliceData(a.buf))
+	a.used.Store(arenaStart)
+	return a, nil
+}
+
 // Size returns the number of bytes allocated so far, including the reserved
 // first bytes and the sentinels of every list in the arena.
 func (a *Arena) Size() int { return int(a.used.Load()) }

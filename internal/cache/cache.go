@@ -56,7 +56,7 @@ const minShardCapacity = 1 << 20
 
 // Metrics are counters of a cache since it was created.
 type Metrics struct {
-	Capacity int64 // bytes, as given to New
+	Capacity int64 // bytes, as given to New or SetCapacity
 	Size     int64 // bytes charged now (block lengths + EntryOverhead each)
 	Count    int64 // blocks cached now
 	Hits     int64 // Get calls that found the block
@@ -114,9 +114,10 @@ type shard struct {
 // Cache is a sharded CLOCK block cache. See the package comment for the
 // concurrency contract and value lifetimes.
 type Cache struct {
-	shards   []shard
-	shift    uint // 64 - log2(len(shards))
-	capacity int64
+	shards []shard
+	shift  uint // 64 - log2(len(shards))
+	// capacityA is the current capacity (New's, or SetCapacity's).
+	capacityA atomic.Int64
 }
 
 // New returns a cache holding up to capacityBytes bytes of blocks (each
@@ -133,10 +134,10 @@ func New(capacityBytes int64) *Cache {
 	// Round down to a power of two so the shard index is a shift.
 	n = 1 << (bits.Len(uint(n)) - 1)
 	c := &Cache{
-		shards:   make([]shard, n),
-		shift:    uint(64 - bits.TrailingZeros(uint(n))),
-		capacity: capacityBytes,
+		shards: make([]shard, n),
+		shift:  uint(64 - bits.TrailingZeros(uint(n))),
 	}
+	c.capacityA.Store(capacityBytes)
 	per := capacityBytes / int64(n)
 	for i := range c.shards {
 		c.shards[i].m = make(map[key]*entry)
@@ -201,11 +202,12 @@ func (c *Cache) Set(id, offset uint64, data []byte, sum uint64) {
 	k := key{id, offset}
 	s := c.shardFor(k)
 	charge := int64(len(data)) + EntryOverhead
-	if charge > s.capacity {
-		return
-	}
 	e := &entry{key: k, data: data, sum: sum, charge: charge}
 	s.mu.Lock()
+	if charge > s.capacity {
+		s.mu.Unlock()
+		return
+	}
 	if old := s.m[k]; old != nil {
 		s.unlink(old)
 	}
@@ -216,6 +218,31 @@ func (c *Cache) Set(id, offset uint64, data []byte, sum uint64) {
 	}
 	s.publish()
 	s.mu.Unlock()
+}
+
+// SetCapacity changes the cache's capacity, evicting blocks at once if it
+// shrank. The DB calls it when a memory budget is shared with memtables
+// (Options.MemoryBudget): the cache gets what the memtables leave.
+func (c *Cache) SetCapacity(capacityBytes int64) {
+	if c == nil {
+		return
+	}
+	capacityBytes = max(capacityBytes, int64(len(c.shards))*EntryOverhead)
+	per := capacityBytes / int64(len(c.shards))
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		s.capacity = per
+		if i == 0 {
+			s.capacity += capacityBytes - per*int64(len(c.shards))
+		}
+		for s.size > s.capacity {
+			s.evictOne()
+		}
+		s.publish()
+		s.mu.Unlock()
+	}
+	c.capacityA.Store(capacityBytes)
 }
 
 // Delete drops the block cached under (id, offset), if any. The SST reader
@@ -267,7 +294,7 @@ func (c *Cache) Metrics() Metrics {
 	if c == nil {
 		return Metrics{}
 	}
-	m := Metrics{Capacity: c.capacity}
+	m := Metrics{Capacity: c.capacityA.Load()}
 	for i := range c.shards {
 		s := &c.shards[i]
 		m.Size += s.sizeA.Load()
@@ -278,12 +305,12 @@ func (c *Cache) Metrics() Metrics {
 	return m
 }
 
-// Capacity returns the capacity in bytes given to New (0 for a nil cache).
+// Capacity returns the current capacity in bytes (0 for a nil cache).
 func (c *Cache) Capacity() int64 {
 	if c == nil {
 		return 0
 	}
-	return c.capacity
+	return c.capacityA.Load()
 }
 
 // ForEachForTesting calls fn with the bytes of every cached block, under the

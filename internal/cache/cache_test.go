@@ -284,3 +284,27 @@ func BenchmarkSetEvict(b *testing.B) {
 		c.Set(1, uint64(i)*4096, data, 0)
 	}
 }
+
+// SetCapacity evicts at once when the cache shrinks, and lets it fill again
+// when it grows.
+func TestSetCapacity(t *testing.T) {
+	c := New(8 << 20)
+	block := make([]byte, 4096)
+	for i := uint64(0); i < 2000; i++ {
+		c.Set(1, i*4096, block, 0)
+	}
+	if m := c.Metrics(); m.Size > 8<<20 || m.Count < 1500 {
+		t.Fatalf("filled: %+v", m)
+	}
+	c.SetCapacity(1 << 20)
+	if m := c.Metrics(); m.Size > 1<<20 || m.Capacity != 1<<20 {
+		t.Fatalf("after shrinking to 1 MiB: %+v", m)
+	}
+	c.SetCapacity(16 << 20)
+	for i := uint64(0); i < 3000; i++ {
+		c.Set(2, i*4096, block, 0)
+	}
+	if m := c.Metrics(); m.Size > 16<<20 || m.Count < 2900 {
+		t.Fatalf("after growing to 16 MiB: %+v", m)
+	}
+}

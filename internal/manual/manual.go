@@ -1,0 +1,54 @@
+// Package manual allocates large buffers outside the Go heap: memtable
+// arenas, which would otherwise stay resident after their memtable is
+// flushed until a garbage collection finds them, and which the collector's
+// pacing would let the heap grow to twice the size of.
+//
+// Alloc maps anonymous memory (mmap); Free unmaps it, returning it to the
+// operating system at once. The memory holds no Go pointers, so the
+// collector never needs to scan it. Callers own the lifetime: a buffer is
+// freed exactly once, when nothing can read it any more (the DB counts the
+// references of each memtable for that), and never touched after.
+//
+// With the build tag invariants, Free does not unmap: it fills the buffer
+// with a poison byte and then makes its pages inaccessible (mprotect
+// PROT_NONE), so that any use after free faults at once (the Go runtime
+// reports it with a stack trace) instead of reading recycled memory. The
+// address space is not reused in such builds.
+//
+// Concurrency: Alloc, Free and the counters are safe for concurrent use.
+package manual
+
+import "sync/atomic"
+
+// Poison is the byte freed buffers are filled with in invariants builds.
+const Poison = 0xdb
+
+var (
+	allocated atomic.Int64 // bytes currently allocated
+	total     atomic.Int64 // buffers allocated since start
+)
+
+// Allocated returns the bytes currently allocated by Alloc and not freed.
+func Allocated() int64 { return allocated.Load() }
+
+// Alloc returns a zeroed buffer of n bytes (n > 0) outside the Go heap. It
+// falls back to the Go heap where the platform cannot map memory, or if the
+// mapping fails.
+func Alloc(n int) []byte {
+	b := osAlloc(n)
+	if b == nil {
+		b = make([]byte, n)
+	}
+	allocated.Add(int64(n))
+	total.Add(1)
+	return b
+}
+
+// Free releases a buffer returned by Alloc. b must be the whole buffer.
+func Free(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	allocated.Add(-int64(len(b)))
+	osFree(b)
+}
