@@ -576,6 +576,7 @@ func (d *DB) createWALFile(logNum uint64) (*wal.Writer, error) {
 		f.Close()
 		return nil, fmt.Errorf("creating WAL %s: %w", name, err)
 	}
+	w.SetBytesPerSync(d.opts.WALBytesPerSync)
 	if err := w.Sync(); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("syncing new WAL %s: %w", name, err)

@@ -140,6 +140,7 @@ const (
 	DefaultL0StopWritesTrigger   = 12
 	DefaultL0SlowdownTrigger     = 8
 	DefaultDelayedWriteRate      = 16 << 20
+	DefaultWALBytesPerSync       = 1 << 20
 	DefaultLBaseMaxBytes         = 64 << 20
 	DefaultLevelMultiplier       = 10
 	DefaultTargetFileSize        = 4 << 20
@@ -224,6 +225,13 @@ type Options struct {
 	WALRecoveryMode WALRecoveryMode
 	// DisableWAL skips the write-ahead log: unflushed writes are lost on a crash.
 	DisableWAL bool
+	// WALBytesPerSync makes the WAL's background flusher fsync every this
+	// many bytes even when no write asks for it (RocksDB's
+	// wal_bytes_per_sync). It bounds what an fsync must write later: a
+	// synced write after many unsynced ones, and the final sync of a WAL at
+	// rotation (which the next WAL waits for). Default 1 MiB; negative
+	// turns it off (sync only when asked).
+	WALBytesPerSync int64
 	// ReadOnly opens the DB without writing anything to it.
 	ReadOnly bool
 	// ErrorIfExists makes Open fail if the DB already exists.
@@ -267,6 +275,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.L0SlowdownWritesTrigger == 0 {
 		o.L0SlowdownWritesTrigger = min(max(DefaultL0SlowdownTrigger, o.L0CompactionTrigger), o.L0StopWritesTrigger)
+	}
+	if o.WALBytesPerSync == 0 {
+		o.WALBytesPerSync = DefaultWALBytesPerSync
 	}
 	if o.DelayedWriteRate == 0 {
 		o.DelayedWriteRate = DefaultDelayedWriteRate
@@ -397,6 +408,7 @@ func (o *Options) String() string {
 	p("target_file_size", o.TargetFileSize)
 	p("wal_recovery_mode", fmt.Sprintf("%d (%s)", o.WALRecoveryMode.RocksDB(), o.WALRecoveryMode))
 	p("disable_wal", o.DisableWAL)
+	p("wal_bytes_per_sync", o.WALBytesPerSync)
 	p("disable_automatic_compactions", o.DisableAutomaticCompactions)
 	return b.String()
 }

@@ -17,6 +17,9 @@ import (
 // bound.
 const defaultMaxQueuedBlocks = 512
 
+// maxFreeBlocks bounds the blocks a writer keeps for reuse.
+const maxFreeBlocks = 16
+
 // block is one BlockSize buffer of the log. The appender fills buf[flushed:
 // written] and beyond; the flusher hands buf[flushed:written] to the file
 // without holding Writer.mu, which is safe because the appender only ever
@@ -84,6 +87,9 @@ type Writer struct {
 	closed     bool  // Close was called: no more records
 	closing    bool  // the flusher may exit once it has no work
 	held       bool  // Hold: the flusher hands nothing to the file until Release
+	// bytesPerSync: the flusher syncs on its own once this many bytes were
+	// handed to the file since the last sync (0: only when asked).
+	bytesPerSync int64
 	idle       bool  // the flusher waits on workCond
 	waiters    int   // goroutines blocked in SyncTo (for tests and metrics)
 	stats      WriterStats
@@ -280,7 +286,8 @@ func (w *Writer) flushLoop() {
 			// waits (a WriteRecord racing Close).
 			w.syncWant = target
 		}
-		doSync := w.syncWant > w.syncedOff
+		doSync := w.syncWant > w.syncedOff ||
+			(w.bytesPerSync > 0 && target-w.syncedOff >= w.bytesPerSync)
 		w.mu.Unlock()
 
 		writes, err := w.writeOut(batch, cur, curFrom, curTo)
@@ -301,7 +308,11 @@ func (w *Writer) flushLoop() {
 		}
 		for i, b := range batch {
 			b.written, b.flushed = 0, 0
-			w.free = append(w.free, b)
+			// Keep a few blocks for reuse; the rest go to the collector,
+			// so a burst that filled the queue does not stay resident.
+			if len(w.free) < maxFreeBlocks {
+				w.free = append(w.free, b)
+			}
 			batch[i] = nil
 		}
 		cur.flushed = curTo
@@ -332,6 +343,18 @@ func (w *Writer) writeOut(batch []*block, cur *block, from, to int) (writes int6
 		}
 	}
 	return writes, nil
+}
+
+// SetBytesPerSync makes the flusher sync the file on its own whenever n
+// bytes were handed to it since the last sync (0, the default: only when
+// SyncTo, Sync or Close ask). It bounds the dirty data a later fsync must
+// write, so that the final sync at Close (the DB's WAL rotation) is short,
+// and the data a machine crash can lose, at the price of fsyncs on the
+// flusher (never on writers). RocksDB's wal_bytes_per_sync.
+func (w *Writer) SetBytesPerSync(n int64) {
+	w.mu.Lock()
+	w.bytesPerSync = max(n, 0)
+	w.mu.Unlock()
 }
 
 // Hold stops the flusher from handing anything more to the file until

@@ -630,3 +630,33 @@ func TestHoldAndRelease(t *testing.T) {
 		}
 	}
 }
+
+// With SetBytesPerSync the flusher syncs on its own as data reaches the
+// file, without anyone asking.
+func TestBytesPerSync(t *testing.T) {
+	fs := vfs.NewMem()
+	f, err := fs.Create("log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWriter(f, "log", 1, checksum.XXH3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetBytesPerSync(1 << 20)
+	rec := make([]byte, 100<<10)
+	for i := 0; i < 40; i++ { // 4 MB
+		if _, err := w.WriteRecord(rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := w.Stats(); s.Syncs < 3 {
+		t.Fatalf("4 MB handed to the file with bytes-per-sync 1 MB: %d syncs", s.Syncs)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
