@@ -90,9 +90,9 @@ type Writer struct {
 	// bytesPerSync: the flusher syncs on its own once this many bytes were
 	// handed to the file since the last sync (0: only when asked).
 	bytesPerSync int64
-	idle       bool  // the flusher waits on workCond
-	waiters    int   // goroutines blocked in SyncTo (for tests and metrics)
-	stats      WriterStats
+	idle         bool // the flusher waits on workCond
+	waiters      int  // goroutines blocked in SyncTo (for tests and metrics)
+	stats        WriterStats
 
 	done      chan struct{} // closed when the flusher exits
 	closeOnce sync.Once
