@@ -108,6 +108,9 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 	if n := int(d.l0Files.Load()); n >= d.opts.L0SlowdownWritesTrigger && n < d.opts.L0StopWritesTrigger {
 		d.slowDown(len(b.data), n)
 	}
+	if b.memSize > d.opts.WriteBufferSize/flushableBatchFraction {
+		return d.applyFlushable(b, syncWAL)
+	}
 
 	var mem *memTableEntry
 	var stallStart time.Time
@@ -236,6 +239,133 @@ func (d *DB) slowDown(n, l0 int) {
 	time.Sleep(wait)
 	d.stats.slowdowns.Add(1)
 	d.stats.slowdownNanos.Add(int64(wait))
+}
+
+// applyFlushable commits a large batch without inserting it into the
+// memtable (see flushable_batch.go): it is copied, sorted and protected
+// before commitMu, then, under it, gets its seqnums, goes to the WAL as one
+// record, and joins the immutable memtables right after the mutable one,
+// which a fresh memtable (on the same WAL) replaces. It becomes visible
+// through the publisher like any batch.
+func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
+	fb, err := newFlushableBatch(b, d.cksum, d.opts.MemtableProtectionBytesPerKey > 0, d.opts.ParanoidMemoryChecks)
+	if err != nil {
+		return err
+	}
+	var stallStart time.Time
+	var stallReason string
+	var need int
+	for {
+		d.commitMu.Lock()
+		if err := d.writable(); err != nil {
+			d.commitMu.Unlock()
+			fb.Release()
+			return err
+		}
+		d.mu.Lock()
+		// The batch takes a place in the immutable list, and so does the
+		// mutable memtable if it holds anything.
+		need = 1
+		if !d.mem.mt.Empty() {
+			need = 2
+		}
+		reason := ""
+		switch {
+		case len(d.imm)+need > max(d.opts.MaxImmutableMemtables, need):
+			reason = fmt.Sprintf("too many immutable memtables for a large batch (%d, MaxImmutableMemtables=%d)", len(d.imm), d.opts.MaxImmutableMemtables)
+		case len(d.vs.current.Levels[0]) >= d.opts.L0StopWritesTrigger:
+			reason = d.stallReasonLocked()
+		}
+		if reason == "" {
+			break
+		}
+		d.maybeScheduleFlushLocked()
+		d.maybeScheduleCompactionLocked()
+		d.mu.Unlock()
+		d.commitMu.Unlock()
+		if stallReason == "" {
+			stallStart, stallReason = time.Now(), reason
+			d.log.Infof("write stall: %s", reason)
+		}
+		if err := d.waitForFlushableRoom(need); err != nil {
+			d.endStall(stallStart, stallReason)
+			fb.Release()
+			return err
+		}
+	}
+	// d.mu and commitMu are held.
+	if stallReason != "" {
+		d.endStall(stallStart, stallReason)
+	}
+	var mt *memtable.MemTable
+	if need == 2 {
+		if mt, err = d.newMemTable(d.memtableSizeFor(0)); err != nil {
+			d.mu.Unlock()
+			d.commitMu.Unlock()
+			fb.Release()
+			return err
+		}
+	}
+	seq := d.nextSeq
+	d.nextSeq += uint64(b.count)
+	b.setSeqNum(seq)
+	fb.setSeq(seq)
+	var walEnd int64
+	walW := d.walW
+	if !d.opts.DisableWAL {
+		walEnd, err = walW.WriteRecord(b.data)
+		if err != nil {
+			d.mu.Unlock()
+			d.commitMu.Unlock()
+			fb.Release()
+			if mt != nil {
+				releaseMemTable(mt, &d.stats.memtableBytes)
+			}
+			return d.walFailed(err)
+		}
+		d.stats.walBytes.Add(int64(len(b.data)))
+		d.stats.walRecords.Add(1)
+	}
+	if need == 2 {
+		d.imm = append(d.imm, d.mem)
+		d.mem = newMemTableEntry(mt, d.walNum, &d.stats.memtableBytes)
+	}
+	d.imm = append(d.imm, newBatchEntry(fb, d.walNum, &d.stats.memtableBytes))
+	d.updateReadStateLocked()
+	d.log.Infof("large batch of %d records (%d bytes) queued for flush as a table, seqs %d..%d", b.count, len(b.data), seq, seq+uint64(b.count)-1)
+	d.maybeScheduleFlushLocked()
+	ticket := d.pub.enqueue(seq + uint64(b.count) - 1)
+	d.mu.Unlock()
+	d.commitMu.Unlock()
+
+	if syncWAL {
+		if err := walW.SyncTo(walEnd); err != nil {
+			d.pub.fail(ticket)
+			return d.walFailed(err)
+		}
+	}
+	return d.pub.publish(ticket, &d.visibleSeq)
+}
+
+// waitForFlushableRoom waits, without commitMu, until need more entries
+// fit the immutable list (and L0 is below the stop trigger).
+func (d *DB) waitForFlushableRoom(need int) error {
+	d.stats.stalledWriters.Add(1)
+	defer d.stats.stalledWriters.Add(-1)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		if d.bgErr != nil {
+			return fmt.Errorf("%w: writes stopped by a background error: %w", ErrReadOnly, d.bgErr)
+		}
+		if d.closed.Load() {
+			return ErrClosed
+		}
+		if len(d.imm)+need <= max(d.opts.MaxImmutableMemtables, need) && len(d.vs.current.Levels[0]) < d.opts.L0StopWritesTrigger {
+			return nil
+		}
+		d.stallCond.Wait()
+	}
 }
 
 // endStall records a write stall that began at start.
@@ -405,8 +535,9 @@ func (d *DB) newMemTable(size int) (*memtable.MemTable, error) {
 	return mt, err
 }
 
-// releaseMemTable frees a memtable's arena and gives back its bytes.
-func releaseMemTable(mt *memtable.MemTable, acct *memAccount) {
+// releaseMemTable frees a memtable's arena (or a flushable batch's memory)
+// and gives back its bytes.
+func releaseMemTable(mt flushable, acct *memAccount) {
 	acct.add(-int64(mt.Capacity()))
 	mt.Release()
 }
@@ -478,7 +609,7 @@ func (d *DB) rotateMemtableLocked(memSize int) error {
 	d.mem = newMemTableEntry(mt, logNum, &d.stats.memtableBytes)
 	d.updateReadStateLocked()
 	d.log.Infof("memtable rotated: %d bytes, %d entries, WAL %06d -> %06d",
-		old.mt.ApproximateSize(), old.mt.Count(), old.logNum, logNum)
+		old.t.ApproximateSize(), old.t.Count(), old.logNum, logNum)
 	d.maybeScheduleFlushLocked()
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/vfs"
-	"github.com/vigildb/vigil/memtable"
 )
 
 // tableEntries sums the point entries and range tombstones of live tables.
@@ -105,7 +104,7 @@ func TestTableCacheBoundsOpenFiles(t *testing.T) {
 func TestWriteStallsAreReported(t *testing.T) {
 	fs := vfs.NewMem()
 	db := openMem(t, fs, &Options{WriteBufferSize: minWriteBufferSize, MaxImmutableMemtables: 1})
-	db.testingHooks = &testingHooks{beforeFlush: func(*memtable.MemTable) { time.Sleep(20 * time.Millisecond) }}
+	db.testingHooks = &testingHooks{beforeFlush: func(flushable) { time.Sleep(20 * time.Millisecond) }}
 	val := make([]byte, 1000)
 	for i := 0; i < 1000; i++ {
 		if err := db.Put([]byte(fmt.Sprintf("k%05d", i)), val, nil); err != nil {

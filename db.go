@@ -146,6 +146,10 @@ type DB struct {
 // Writers need none: a memtable stays in the list until its flush, which
 // waits for them (writers).
 type memTableEntry struct {
+	// t is what reads and the flush use: mt, or a large batch applied as a
+	// whole (flushableBatch), never written to.
+	t flushable
+	// mt is the memtable writers insert into; nil for a flushable batch.
 	mt *memtable.MemTable
 	// refs counts the references described above.
 	refs atomic.Int32
@@ -178,19 +182,30 @@ type memTableEntry struct {
 // their index; without a current cache, the tombstones visible at snap read
 // from the skiplist and a nil index. The result must not be modified.
 func (e *memTableEntry) tombstones(snap uint64) ([]rangedel.Tombstone, *rangedel.Index, error) {
-	all, idx, ok, err := e.tombs.Get(e.rangeDels.Load(), e.mt)
+	all, idx, ok, err := e.tombs.Get(e.rangeDels.Load(), e.t)
 	if err != nil || ok {
 		return all, idx, err
 	}
-	ts, err := e.mt.RangeDels(snap)
+	ts, err := e.t.RangeDels(snap)
 	return ts, nil, err
 }
 
 // newMemTableEntry wraps mt with the list's reference. acct is the DB's
 // count of memtable bytes, which the last unref gives back.
 func newMemTableEntry(mt *memtable.MemTable, logNum uint64, acct *memAccount) *memTableEntry {
-	e := &memTableEntry{mt: mt, logNum: logNum, flushed: make(chan struct{}), acct: acct}
+	e := &memTableEntry{t: mt, mt: mt, logNum: logNum, flushed: make(chan struct{}), acct: acct}
 	e.refs.Store(1)
+	return e
+}
+
+// newBatchEntry wraps a flushable batch with the list's reference; its
+// memory is counted in acct like a memtable's.
+func newBatchEntry(fb *flushableBatch, logNum uint64, acct *memAccount) *memTableEntry {
+	e := &memTableEntry{t: fb, logNum: logNum, flushed: make(chan struct{}), acct: acct}
+	e.refs.Store(1)
+	e.rangeDels.Store(int64(len(fb.tombs)))
+	e.lastSeq.Store(fb.seq + fb.count - 1)
+	acct.add(int64(fb.Capacity()))
 	return e
 }
 
@@ -200,7 +215,7 @@ func (e *memTableEntry) ref() { e.refs.Add(1) }
 func (e *memTableEntry) unref() {
 	switch n := e.refs.Add(-1); {
 	case n == 0:
-		releaseMemTable(e.mt, e.acct)
+		releaseMemTable(e.t, e.acct)
 	case n < 0:
 		panic(fmt.Sprintf("vigil: memtable (WAL %06d) released more often than referenced", e.logNum))
 	}
@@ -382,7 +397,7 @@ func (d *DB) get(dst, key []byte, snap uint64, noCopy bool) ([]byte, error) {
 			}
 			cover = idx.Raise(ts, key, snap, cover)
 		}
-		value, seq, kind, found, err := e.mt.Get(key, snap)
+		value, seq, kind, found, err := e.t.Get(key, snap)
 		if err != nil {
 			return nil, d.memCorruption(err)
 		}
@@ -503,7 +518,7 @@ func (d *DB) Close() error {
 		bgErr := d.bgErr
 		unflushed := d.mem.mt.Count()
 		for _, e := range d.imm {
-			unflushed += e.mt.Count()
+			unflushed += e.t.Count()
 		}
 		d.mu.Unlock()
 		if bgErr == nil {

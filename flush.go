@@ -148,7 +148,7 @@ func (d *DB) flushOne() (did bool, err error) {
 	e := d.imm[0]
 	d.flushing = true
 	var fileNum uint64
-	if !e.mt.Empty() {
+	if !e.t.Empty() {
 		fileNum = d.vs.allocFileNum()
 	}
 	d.mu.Unlock()
@@ -157,11 +157,11 @@ func (d *DB) flushOne() (did bool, err error) {
 	// Wait for batches still being inserted into the memtable.
 	e.writers.Wait()
 	if h := d.testingHooks; h != nil && h.beforeFlush != nil {
-		h.beforeFlush(e.mt)
+		h.beforeFlush(e.t)
 	}
 	var meta *manifest.FileMetadata
 	if err = e.readable(); err == nil && fileNum != 0 {
-		meta, err = d.writeMemtableTable(e.mt, fileNum, "flush")
+		meta, err = d.writeMemtableTable(e.t, fileNum, "flush")
 	}
 
 	d.mu.Lock()
@@ -243,7 +243,7 @@ func (d *DB) sstWriterOptions(fileNum uint64) sst.WriterOptions {
 // writeMemtableTable validates mt and writes it to table fileNum, returning
 // its metadata, or nil for an empty memtable. On any error the partial file
 // is removed.
-func (d *DB) writeMemtableTable(mt *memtable.MemTable, fileNum uint64, why string) (meta *manifest.FileMetadata, err error) {
+func (d *DB) writeMemtableTable(mt flushable, fileNum uint64, why string) (meta *manifest.FileMetadata, err error) {
 	if err := mt.Validate(); err != nil {
 		d.stats.memCorruptions.Add(1)
 		return nil, fmt.Errorf("%s refused to write table %06d: memtable failed validation: %w", why, fileNum, base.MarkCorruption(err))

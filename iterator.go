@@ -75,7 +75,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 		if err := e.readable(); err != nil {
 			return err
 		}
-		children = append(children, e.mt.NewIter(memtable.IterOptions{}))
+		children = append(children, e.t.NewIter(memtable.IterOptions{}))
 		if e.rangeDels.Load() > 0 {
 			ts, idx, err := e.tombstones(snap)
 			if err != nil {

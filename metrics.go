@@ -126,7 +126,7 @@ func (d *DB) Metrics() *Metrics {
 		listed += int64(d.mem.mt.Capacity())
 	}
 	for _, e := range d.imm {
-		listed += int64(e.mt.Capacity())
+		listed += int64(e.t.Capacity())
 	}
 	m.MemTable.Count = 1 + len(d.imm)
 	m.WAL.LogNumber = d.walNum

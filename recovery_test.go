@@ -11,7 +11,6 @@ import (
 
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/internal/base"
-	"github.com/vigildb/vigil/memtable"
 )
 
 // A batch too large for any memtable is refused before the WAL, and the DB
@@ -125,7 +124,7 @@ func TestHolesAcrossWALs(t *testing.T) {
 	fs := vfs.NewMem()
 	db := openMem(t, fs, &Options{WriteBufferSize: 64 << 10, MaxImmutableMemtables: 8})
 	block := make(chan struct{})
-	db.testingHooks = &testingHooks{beforeFlush: func(*memtable.MemTable) { <-block }}
+	db.testingHooks = &testingHooks{beforeFlush: func(flushable) { <-block }}
 	const n = 400
 	val := strings.Repeat("v", 700)
 	for i := 0; i < n; i++ {

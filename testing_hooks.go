@@ -1,13 +1,11 @@
 package vigil
 
-import "github.com/vigildb/vigil/memtable"
-
 // testingHooks let tests of this package intercept internal steps. They are
 // nil in production.
 type testingHooks struct {
 	// beforeFlush runs on the flush goroutine with the memtable about to be
 	// flushed, after its writers finished.
-	beforeFlush func(mt *memtable.MemTable)
+	beforeFlush func(t flushable)
 }
 
 // The exported hooks below exist for fault-injection tests (tests/,
@@ -39,6 +37,9 @@ func (d *DB) MemtableEntryKindForTesting(key []byte, fn func(keyBytes, valueByte
 		if i >= 0 {
 			e = rs.imms[i]
 		}
+		if e.mt == nil {
+			continue // a flushable batch
+		}
 		ko, kl, vo, vl, rangeDel, ok := e.mt.EntryKindForTesting(key)
 		if !ok {
 			continue
@@ -63,7 +64,9 @@ func (d *DB) ForEachMemtableArenaForTesting(fn func(arena []byte)) {
 		if i >= 0 {
 			e = rs.imms[i]
 		}
-		fn(e.mt.ArenaForTesting())
+		if e.mt != nil {
+			fn(e.mt.ArenaForTesting())
+		}
 	}
 }
 

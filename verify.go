@@ -37,7 +37,7 @@ func (d *DB) Verify() error {
 		if err := e.readable(); err != nil {
 			errs = append(errs, err)
 		}
-		if err := e.mt.Validate(); err != nil {
+		if err := e.t.Validate(); err != nil {
 			errs = append(errs, d.memCorruption(err))
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/cockroachdb/pebble/vfs/errorfs"
 	"github.com/vigildb/vigil"
+	"github.com/vigildb/vigil/internal/invariants"
 )
 
 func crashOptions(fs vfs.FS) *vigil.Options {
@@ -182,4 +183,97 @@ func TestErrorInjectionAtEveryOp(t *testing.T) {
 			return
 		}
 	}
+}
+
+// TestCrashDuringLargeBatch crashes at every file-system write while large
+// batches (applied as flushable batches, not memtable inserts) are written,
+// synced and flushed among small writes: after each crash the DB holds a
+// prefix of the operations including every synced one, and never part of a
+// batch.
+func TestCrashDuringLargeBatch(t *testing.T) {
+	step := 1
+	if testing.Short() || invariants.RaceEnabled {
+		step = 4
+	}
+	for k := 0; ; k += step {
+		if !runLargeBatchCrash(t, k) {
+			t.Logf("workload needs %d write ops; crashed at each (step %d)", k, step)
+			return
+		}
+	}
+}
+
+func runLargeBatchCrash(t *testing.T, k int) (fired bool) {
+	mem := vfs.NewStrictMem()
+	var count atomic.Int32
+	var crashed atomic.Bool
+	inj := errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		if op.OpKind() == errorfs.OpKindWrite && int(count.Add(1)) == k+1 && crashed.CompareAndSwap(false, true) {
+			mem.SetIgnoreSyncs(true)
+		}
+		return nil
+	})
+	opts := func(fs vfs.FS) *vigil.Options {
+		return &vigil.Options{FS: fs, WriteBufferSize: 64 << 10, L0CompactionTrigger: 2, TargetFileSize: 16 << 10}
+	}
+	db, err := vigil.Open("db", opts(errorfs.Wrap(mem, inj)))
+	if err != nil {
+		t.Fatalf("k=%d: open: %v", k, err)
+	}
+	h := newHistory()
+	lastSynced := 0
+	const ops = 12
+	for i := 1; i <= ops; i++ {
+		puts := map[string]string{}
+		b := db.NewBatch()
+		n := 5
+		if i%3 == 0 {
+			n = 2000 // ~70 KB of memtable: over half the write buffer
+		}
+		for j := 0; j < n; j++ {
+			key, val := fmt.Sprintf("k%04d", (i*131+j*7)%2500), fmt.Sprintf("v%d.%d", i, j)
+			b.Put([]byte(key), []byte(val))
+			puts[key] = val
+		}
+		sync := i%2 == 0
+		wo := vigil.NoSync
+		if sync {
+			wo = vigil.Sync
+		}
+		if err := db.Apply(b, wo); err != nil {
+			t.Fatalf("k=%d op %d: %v", k, i, err)
+		}
+		h.apply(puts, nil)
+		if sync && !crashed.Load() {
+			lastSynced = i
+		}
+		if i%5 == 0 {
+			if err := db.Flush(); err != nil {
+				t.Fatalf("k=%d op %d: flush: %v", k, i, err)
+			}
+		}
+	}
+	if !crashed.Load() {
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		lastSynced = ops
+	} else {
+		db.Close()
+	}
+	mem.ResetToSyncedState()
+	mem.SetIgnoreSyncs(false)
+	db, err = vigil.Open("db", opts(mem))
+	if err != nil {
+		t.Fatalf("k=%d: reopen after crash: %v", k, err)
+	}
+	defer db.Close()
+	got, err := dump(db)
+	if err != nil {
+		t.Fatalf("k=%d: reading after crash: %v", k, err)
+	}
+	if _, err := h.matchPrefix(got, lastSynced, ops); err != nil {
+		t.Fatalf("k=%d (last synced op %d): %v", k, lastSynced, err)
+	}
+	return crashed.Load()
 }

@@ -1,0 +1,408 @@
+package vigil
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"unsafe"
+
+	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/manual"
+	"github.com/vigildb/vigil/memtable"
+)
+
+// Large batches.
+//
+// A batch bigger than half the write buffer is not inserted into the
+// skiplist entry by entry (for a batch of a million random keys that is a
+// million searches, each a cache miss per level): it is written to the WAL
+// as usual, then sorted once, and the sorted batch itself joins the list of
+// immutable memtables, right after the memtable it rotates out, and is
+// flushed from there like one. Pebble calls this a flushable batch.
+//
+// Everything a memtable guarantees holds: the batch is one WAL record and
+// gets its sequence numbers under commitMu (atomicity, WAL order); it
+// becomes visible through the publisher like any batch (snapshots); Get and
+// iterators read it through the same interfaces as a memtable; with
+// ParanoidMemoryChecks its iterators check key order at every step, and
+// with protection bytes every entry carries a 64-bit KV checksum verified on
+// every read and at flush (per-KV protection), over bytes copied out of the
+// caller's batch at Apply.
+
+// flushable is an entry of the memtable list as reads and flushes see it: a
+// memtable, or a flushableBatch.
+type flushable interface {
+	Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error)
+	NewIter(o memtable.IterOptions) base.InternalIterator
+	NewRangeDelIter() base.InternalIterator
+	RangeDels(snapSeq uint64) ([]base.RangeTombstone, error)
+	Count() uint64
+	Empty() bool
+	Validate() error
+	ApproximateSize() int
+	Capacity() int
+	Release()
+}
+
+var (
+	_ flushable = (*memtable.MemTable)(nil)
+	_ flushable = (*flushableBatch)(nil)
+)
+
+// flushableBatchFraction: batches needing more than WriteBufferSize / this
+// of memtable bytes become flushable batches.
+const flushableBatchFraction = 2
+
+// fbEntry is one point entry of a flushable batch: offsets into data, the
+// record's index in the batch (its seqnum is the batch's first plus it),
+// and an abbreviation of the key's first bytes for fast comparisons.
+type fbEntry struct {
+	abbrev         uint64
+	keyOff, keyLen uint32
+	valOff, valLen uint32
+	idx            uint32
+	kind           base.Kind
+}
+
+// flushableBatch is a committed batch, sorted, standing in for a memtable.
+//
+// Concurrency: immutable once built; any number of readers use it at once.
+// Invariants: entries are sorted by user key ascending, then seqnum
+// descending; every slice handed out aliases data, which lives outside the
+// Go heap until Release (the memTableEntry's reference count decides when).
+type flushableBatch struct {
+	data    []byte // the batch encoding, copied (manual memory)
+	seq     uint64 // seqnum of record 0
+	entries []fbEntry
+	tombs   []base.RangeTombstone // sorted by start, then seqnum descending; alias data
+	prot    []uint64              // per entry, KV checksums (nil: no protection)
+	cksum   checksum.Type
+	count   uint64
+	// paranoid makes iterators check key order at every step.
+	paranoid bool
+}
+
+// newFlushableBatch copies, sorts and (with protect) protects b. Its first
+// seqnum is set later (fb.seq), under commitMu.
+func newFlushableBatch(b *Batch, cksum checksum.Type, protect, paranoid bool) (*flushableBatch, error) {
+	fb := &flushableBatch{cksum: cksum, paranoid: paranoid}
+	b.init()
+	fb.data = manual.Alloc(len(b.data))
+	copy(fb.data, b.data)
+	// The header's count is written at Apply; the copy needs it now.
+	binary.LittleEndian.PutUint32(fb.data[8:12], b.count)
+	r, err := newBatchReader(fb.data, "batch")
+	if err != nil {
+		fb.Release()
+		return nil, err
+	}
+	fb.entries = make([]fbEntry, 0, r.count)
+	for idx := uint32(0); ; idx++ {
+		kind, key, value, ok, err := r.next("batch")
+		if err != nil {
+			fb.Release()
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		fb.count++
+		if kind == base.KindRangeDelete {
+			fb.tombs = append(fb.tombs, base.RangeTombstone{Start: key, End: value, Seq: uint64(idx)}) // + fb.seq, see setSeq
+			continue
+		}
+		fb.entries = append(fb.entries, fbEntry{
+			abbrev: abbrevKey(key),
+			keyOff: fb.offset(key), keyLen: uint32(len(key)),
+			valOff: fb.offset(value), valLen: uint32(len(value)),
+			idx: idx, kind: kind,
+		})
+	}
+	slices.SortFunc(fb.entries, fb.compare)
+	slices.SortFunc(fb.tombs, func(a, b base.RangeTombstone) int {
+		if c := bytes.Compare(a.Start, b.Start); c != 0 {
+			return c
+		}
+		return -cmpUint64(a.Seq, b.Seq)
+	})
+	if protect {
+		fb.prot = make([]uint64, len(fb.entries))
+		for i := range fb.entries {
+			fb.prot[i] = fb.kvChecksum(i)
+		}
+	}
+	return fb, nil
+}
+
+// setSeq sets the batch's first seqnum, once it is assigned.
+func (fb *flushableBatch) setSeq(seq uint64) {
+	fb.seq = seq
+	for i := range fb.tombs {
+		fb.tombs[i].Seq += seq
+	}
+}
+
+// offset returns the offset of s in fb.data (s aliases it).
+func (fb *flushableBatch) offset(s []byte) uint32 {
+	if len(s) == 0 {
+		return 0
+	}
+	return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(s))) - uintptr(unsafe.Pointer(unsafe.SliceData(fb.data))))
+}
+
+// abbrevKey is the first 8 bytes of key, big-endian, zero-padded: ordering
+// abbreviations orders keys unless they tie.
+func abbrevKey(key []byte) uint64 {
+	var b [8]byte
+	copy(b[:], key)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+func cmpUint64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (fb *flushableBatch) key(e *fbEntry) []byte {
+	return fb.data[e.keyOff : e.keyOff+e.keyLen : e.keyOff+e.keyLen]
+}
+
+func (fb *flushableBatch) value(e *fbEntry) []byte {
+	return fb.data[e.valOff : e.valOff+e.valLen : e.valOff+e.valLen]
+}
+
+// compare orders entries: user key ascending, then seqnum descending.
+func (fb *flushableBatch) compare(a, b fbEntry) int {
+	if a.abbrev != b.abbrev {
+		return cmpUint64(a.abbrev, b.abbrev)
+	}
+	if c := bytes.Compare(fb.key(&a), fb.key(&b)); c != 0 {
+		return c
+	}
+	return -cmpUint64(uint64(a.idx), uint64(b.idx))
+}
+
+func (fb *flushableBatch) trailer(e *fbEntry) uint64 {
+	return base.MakeTrailer(fb.seq+uint64(e.idx), e.kind)
+}
+
+// kvChecksum is entry i's protection: the KV checksum of its key, value,
+// kind and index in the batch. It leaves out the batch's first seqnum, which
+// is assigned after the batch is sorted and protected (outside commitMu).
+func (fb *flushableBatch) kvChecksum(i int) uint64 {
+	e := &fb.entries[i]
+	return checksum.KV(fb.cksum, fb.key(e), base.MakeTrailer(uint64(e.idx), e.kind), fb.value(e))
+}
+
+// check verifies entry i's protection.
+func (fb *flushableBatch) check(i int) error {
+	if fb.prot == nil {
+		return nil
+	}
+	if got := fb.kvChecksum(i); got != fb.prot[i] {
+		e := &fb.entries[i]
+		return base.CorruptionErrorf("flushable batch: entry %s#%d: KV checksum mismatch (stored %#016x, computed %#016x)",
+			base.HexKey(fb.key(e)), fb.seq+uint64(e.idx), fb.prot[i], got)
+	}
+	return nil
+}
+
+// seekGE returns the index of the first entry with user key >= key.
+func (fb *flushableBatch) seekGE(key []byte) int {
+	ab := abbrevKey(key)
+	lo, hi := 0, len(fb.entries)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		e := &fb.entries[m]
+		c := cmpUint64(e.abbrev, ab)
+		if c == 0 {
+			c = bytes.Compare(fb.key(e), key)
+		}
+		if c < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// Get returns the newest version of userKey visible at snapSeq.
+func (fb *flushableBatch) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
+	for i := fb.seekGE(userKey); i < len(fb.entries); i++ {
+		e := &fb.entries[i]
+		if !bytes.Equal(fb.key(e), userKey) {
+			break
+		}
+		if s := fb.seq + uint64(e.idx); s <= snapSeq {
+			if err := fb.check(i); err != nil {
+				return nil, 0, 0, false, err
+			}
+			return fb.value(e), s, e.kind, true, nil
+		}
+	}
+	return nil, 0, 0, false, nil
+}
+
+// RangeDels returns the batch's range tombstones visible at snapSeq.
+func (fb *flushableBatch) RangeDels(snapSeq uint64) ([]base.RangeTombstone, error) {
+	var out []base.RangeTombstone
+	for _, t := range fb.tombs {
+		if t.Seq <= snapSeq {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// Count returns the number of records (points and range tombstones).
+func (fb *flushableBatch) Count() uint64 { return fb.count }
+
+// Empty reports whether the batch holds nothing.
+func (fb *flushableBatch) Empty() bool { return fb.count == 0 }
+
+// ApproximateSize returns the memory the batch holds.
+func (fb *flushableBatch) ApproximateSize() int { return fb.Capacity() }
+
+// Capacity returns the memory the batch holds: its copy, its index and its
+// protection.
+func (fb *flushableBatch) Capacity() int {
+	return len(fb.data) + cap(fb.entries)*int(entrySizeOf) + 8*len(fb.prot)
+}
+
+// entrySizeOf is the size of an fbEntry.
+const entrySizeOf = 8 + 5*4 + 8
+
+// Validate re-checks the order and protection of every entry and the count,
+// as a flush does before writing a table.
+func (fb *flushableBatch) Validate() error {
+	for i := range fb.entries {
+		if i > 0 && fb.compare(fb.entries[i-1], fb.entries[i]) >= 0 {
+			return base.CorruptionErrorf("flushable batch: entries %d and %d out of order (%s, %s)", i-1, i,
+				base.HexKey(fb.key(&fb.entries[i-1])), base.HexKey(fb.key(&fb.entries[i])))
+		}
+		if err := fb.check(i); err != nil {
+			return err
+		}
+	}
+	if n := uint64(len(fb.entries) + len(fb.tombs)); n != fb.count {
+		return base.CorruptionErrorf("flushable batch: %d entries, the batch counted %d", n, fb.count)
+	}
+	return nil
+}
+
+// Release frees the batch's memory. Nothing may use it afterwards.
+func (fb *flushableBatch) Release() {
+	manual.Free(fb.data)
+	fb.data, fb.entries, fb.tombs, fb.prot = nil, nil, nil, nil
+}
+
+// NewIter returns an iterator over the point entries. With o.Validate (or
+// ParanoidMemoryChecks) every step checks key order and protection.
+func (fb *flushableBatch) NewIter(o memtable.IterOptions) base.InternalIterator {
+	return &fbIter{fb: fb, i: -1, validate: o.Validate || fb.paranoid}
+}
+
+// NewRangeDelIter returns an iterator over the range tombstones, keyed by
+// start (value: end).
+func (fb *flushableBatch) NewRangeDelIter() base.InternalIterator {
+	return &fbTombIter{fb: fb, i: -1}
+}
+
+// fbIter iterates a flushable batch's point entries.
+type fbIter struct {
+	fb       *flushableBatch
+	i        int
+	validate bool
+	err      error
+}
+
+func (it *fbIter) at(i int) bool {
+	it.i = i
+	if i < 0 || i >= len(it.fb.entries) {
+		return false
+	}
+	if it.validate {
+		if err := it.fb.check(i); err != nil {
+			it.err = err
+			it.i = -1
+			return false
+		}
+	}
+	return true
+}
+
+// step moves by d, checking order against the entry left when validating.
+func (it *fbIter) step(d int) bool {
+	from := it.i
+	if !it.at(from + d) {
+		return false
+	}
+	if it.validate {
+		a, b := it.fb.entries[from], it.fb.entries[it.i]
+		if d < 0 {
+			a, b = b, a
+		}
+		if it.fb.compare(a, b) >= 0 {
+			it.err = base.CorruptionErrorf("flushable batch: keys out of order: %s then %s",
+				base.HexKey(it.fb.key(&a)), base.HexKey(it.fb.key(&b)))
+			it.i = -1
+			return false
+		}
+	}
+	return true
+}
+
+func (it *fbIter) SeekGE(key []byte) bool { it.err = nil; return it.at(it.fb.seekGE(key)) }
+func (it *fbIter) SeekLT(key []byte) bool { it.err = nil; return it.at(it.fb.seekGE(key) - 1) }
+func (it *fbIter) First() bool            { it.err = nil; return it.at(0) }
+func (it *fbIter) Last() bool             { it.err = nil; return it.at(len(it.fb.entries) - 1) }
+func (it *fbIter) Next() bool             { return it.step(1) }
+func (it *fbIter) Prev() bool             { return it.step(-1) }
+func (it *fbIter) Valid() bool            { return it.i >= 0 && it.i < len(it.fb.entries) }
+func (it *fbIter) Error() error           { return it.err }
+func (it *fbIter) Close() error           { return it.err }
+
+func (it *fbIter) Key() base.InternalKey {
+	e := &it.fb.entries[it.i]
+	return base.InternalKey{UserKey: it.fb.key(e), Trailer: it.fb.trailer(e)}
+}
+
+func (it *fbIter) Value() []byte { return it.fb.value(&it.fb.entries[it.i]) }
+
+// fbTombIter iterates a flushable batch's range tombstones.
+type fbTombIter struct {
+	fb *flushableBatch
+	i  int
+}
+
+func (it *fbTombIter) at(i int) bool { it.i = i; return it.Valid() }
+func (it *fbTombIter) SeekGE([]byte) bool {
+	panic("vigil: flushable batch tombstone iterator: SeekGE unused")
+}
+func (it *fbTombIter) SeekLT([]byte) bool {
+	panic("vigil: flushable batch tombstone iterator: SeekLT unused")
+}
+func (it *fbTombIter) First() bool   { return it.at(0) }
+func (it *fbTombIter) Last() bool    { return it.at(len(it.fb.tombs) - 1) }
+func (it *fbTombIter) Next() bool    { return it.at(it.i + 1) }
+func (it *fbTombIter) Prev() bool    { return it.at(it.i - 1) }
+func (it *fbTombIter) Valid() bool   { return it.i >= 0 && it.i < len(it.fb.tombs) }
+func (it *fbTombIter) Error() error  { return nil }
+func (it *fbTombIter) Close() error  { return nil }
+func (it *fbTombIter) Value() []byte { return it.fb.tombs[it.i].End }
+func (it *fbTombIter) Key() base.InternalKey {
+	t := it.fb.tombs[it.i]
+	return base.MakeInternalKey(t.Start, t.Seq, base.KindRangeDelete)
+}
+
+func (fb *flushableBatch) String() string {
+	return fmt.Sprintf("flushable batch of %d records at seq %d", fb.count, fb.seq)
+}

@@ -1,0 +1,208 @@
+package vigil
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"testing"
+
+	"github.com/cockroachdb/pebble/vfs"
+)
+
+// bigBatch builds a batch of random puts, deletes and a range deletion over
+// a small key space (so keys repeat within it) and applies the same
+// operations to model.
+func bigBatch(db *DB, rng *rand.Rand, n int, model map[string]string) *Batch {
+	b := db.NewBatch()
+	for i := 0; i < n; i++ {
+		k := fmt.Sprintf("k%05d", rng.IntN(n/2))
+		switch r := rng.IntN(20); {
+		case r == 0:
+			b.Delete([]byte(k))
+			delete(model, k)
+		case r == 1 && i%97 == 0:
+			end := fmt.Sprintf("k%05d", rng.IntN(n/2))
+			if k < end {
+				b.DeleteRange([]byte(k), []byte(end))
+				for mk := range model {
+					if mk >= k && mk < end {
+						delete(model, mk)
+					}
+				}
+			}
+		default:
+			v := fmt.Sprintf("v%d-%d", i, rng.IntN(1000))
+			b.Put([]byte(k), []byte(v))
+			model[k] = v
+		}
+	}
+	return b
+}
+
+func checkModel(t *testing.T, db interface {
+	Get([]byte) ([]byte, error)
+	NewIter(*IterOptions) (*Iterator, error)
+}, model map[string]string, n int, when string) {
+	t.Helper()
+	for i := 0; i < n/2; i++ {
+		k := fmt.Sprintf("k%05d", i)
+		v, err := db.Get([]byte(k))
+		want, ok := model[k]
+		switch {
+		case ok && (err != nil || string(v) != want):
+			t.Fatalf("%s: Get(%s) = %q, %v; want %q", when, k, v, err, want)
+		case !ok && !errors.Is(err, ErrNotFound):
+			t.Fatalf("%s: Get(%s) = %q, %v; want not found", when, k, v, err)
+		}
+	}
+	keys := make([]string, 0, len(model))
+	for k := range model {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	it, err := db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if i >= len(keys) || string(it.Key()) != keys[i] || string(it.Value()) != model[keys[i]] {
+			t.Fatalf("%s: forward step %d: %s=%s", when, i, it.Key(), it.Value())
+		}
+		i++
+	}
+	if i != len(keys) {
+		t.Fatalf("%s: forward scan saw %d keys, want %d", when, i, len(keys))
+	}
+	for ok := it.Last(); ok; ok = it.Prev() {
+		i--
+		if i < 0 || string(it.Key()) != keys[i] {
+			t.Fatalf("%s: backward step at %d: %s", when, i, it.Key())
+		}
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A batch over half the write buffer is applied as a flushable batch: reads,
+// iterators and snapshots see exactly its effect, it survives a flush and a
+// reopen, with paranoid checks and protection bytes.
+func TestFlushableBatchModel(t *testing.T) {
+	for _, o := range []Options{{}, {ParanoidMemoryChecks: true, MemtableProtectionBytesPerKey: 8}} {
+		t.Run(fmt.Sprintf("paranoid=%v", o.ParanoidMemoryChecks), func(t *testing.T) {
+			fs := vfs.NewMem()
+			o.FS, o.WriteBufferSize = fs, 256<<10
+			db, err := Open("db", &o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			const n = 20000
+			model := map[string]string{}
+			// Some data in the memtable first, which the batch overwrites.
+			for i := 0; i < 500; i++ {
+				k := fmt.Sprintf("k%05d", i*7%(n/2))
+				if err := db.Put([]byte(k), []byte("before"), nil); err != nil {
+					t.Fatal(err)
+				}
+				model[k] = "before"
+			}
+			before := map[string]string{}
+			for k, v := range model {
+				before[k] = v
+			}
+			snap := db.NewSnapshot()
+			b := bigBatch(db, rng, n, model)
+			if b.memSize <= o.WriteBufferSize/flushableBatchFraction {
+				t.Fatalf("batch of %d bytes is not large", b.memSize)
+			}
+			if err := db.Apply(b, Sync); err != nil {
+				t.Fatal(err)
+			}
+			if got := db.Metrics().MemTable.Entries; got != 0 {
+				t.Fatalf("the mutable memtable holds %d entries after a large batch: it was inserted entry by entry", got)
+			}
+			checkModel(t, db, model, n, "applied")
+			checkModel(t, snap, before, n, "snapshot before the batch")
+			snap.Close()
+			// Writes after the batch go to the new memtable, above it.
+			if err := db.Put([]byte("k00001"), []byte("after"), nil); err != nil {
+				t.Fatal(err)
+			}
+			model["k00001"] = "after"
+			checkModel(t, db, model, n, "write after")
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db, err = Open("db", &o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkModel(t, db, model, n, "reopened (WAL replay)")
+			if err := db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			checkModel(t, db, model, n, "flushed")
+			if err := db.Verify(); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// The flush of a flushable batch writes it to L0 and frees its memory.
+func TestFlushableBatchFlush(t *testing.T) {
+	db := openMem(t, vfs.NewMem(), &Options{WriteBufferSize: 256 << 10, DisableAutomaticCompactions: true})
+	defer db.Close()
+	model := map[string]string{}
+	const n = 20000
+	b := bigBatch(db, rand.New(rand.NewPCG(3, 4)), n, model)
+	if err := db.Apply(b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	m := db.Metrics()
+	if m.Levels[0].NumFiles == 0 || m.MemTable.Count != 1 {
+		t.Fatalf("after Flush: L0 %d files, %d memtables", m.Levels[0].NumFiles, m.MemTable.Count)
+	}
+	if m.Memory.Memtables != int64(256<<10) {
+		t.Fatalf("memory after the flush: %+v (the batch's should be freed)", m.Memory)
+	}
+	checkModel(t, db, model, n, "flushed")
+}
+
+// With protection bytes a flip in a flushable batch's bytes is reported by
+// the read that meets it, and by the flush, which refuses to write it.
+func TestFlushableBatchProtection(t *testing.T) {
+	db := openMem(t, vfs.NewMem(), &Options{WriteBufferSize: 256 << 10, MemtableProtectionBytesPerKey: 8, DisableAutomaticCompactions: true})
+	defer db.Close()
+	b := db.NewBatch()
+	for i := 0; i < 10000; i++ {
+		b.Put([]byte(fmt.Sprintf("k%05d", i)), bytes.Repeat([]byte{'v'}, 20))
+	}
+	if err := db.Apply(b, nil); err != nil {
+		t.Fatal(err)
+	}
+	rs := db.loadReadState()
+	fb := rs.imms[0].t.(*flushableBatch)
+	e := &fb.entries[fb.seekGE([]byte("k04242"))]
+	fb.data[e.valOff] ^= 1
+	rs.unref()
+	if _, err := db.Get([]byte("k04242")); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("Get of a flipped value = %v, want ErrCorruption", err)
+	}
+	if _, err := db.Get([]byte("k04243")); err != nil {
+		t.Fatalf("Get of an intact neighbour: %v", err)
+	}
+	if err := db.Flush(); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("Flush of a flipped batch = %v, want ErrCorruption", err)
+	}
+}
