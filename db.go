@@ -121,6 +121,8 @@ type DB struct {
 	// replayed at Open and those created since; deleteObsoleteFiles removes
 	// the ones below the log number (d.mu).
 	wals []uint64
+	// keepWALs counts Checkpoints copying WALs: none is deleted meanwhile.
+	keepWALs int
 
 	// obsoleteTables are files no version references, to delete. Guarded by
 	// obsoleteMu, not mu: versions are released on readers' goroutines.

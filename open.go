@@ -219,7 +219,7 @@ func (d *DB) deleteObsoleteFiles() {
 	var wals []uint64
 	keep := d.wals[:0]
 	for _, n := range d.wals {
-		if n < d.vs.logNumber && n != d.walNum {
+		if n < d.vs.logNumber && n != d.walNum && d.keepWALs == 0 {
 			wals = append(wals, n)
 		} else {
 			keep = append(keep, n)

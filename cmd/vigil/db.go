@@ -121,6 +121,42 @@ func newDBCmd() *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.AddCommand(get, put, del, scan, verify, metrics)
+	var to string
+	checkpoint := &cobra.Command{
+		Use: "checkpoint", Short: "Write a consistent copy of the DB to --to DIR (tables hard-linked where possible)", Args: cobra.NoArgs,
+		RunE: withDB(false, func(cmd *cobra.Command, db *vigil.DB, _ []string) error {
+			if to == "" {
+				return usageError("--to DIR is required")
+			}
+			if err := db.Checkpoint(to); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "checkpoint written to %s\n", to)
+			return nil
+		}),
+	}
+	checkpoint.Flags().StringVar(&to, "to", "", "directory of the checkpoint (must not exist)")
+	var cstart, cend string
+	checksumCmd := &cobra.Command{
+		Use: "checksum", Short: "Print the range digest (CRC-64 of the live pairs, shape-independent) of [--start, --end)", Args: cobra.NoArgs,
+		RunE: withDB(true, func(cmd *cobra.Command, db *vigil.DB, _ []string) error {
+			var s, e []byte
+			if cstart != "" {
+				s = []byte(cstart)
+			}
+			if cend != "" {
+				e = []byte(cend)
+			}
+			g, err := db.Digest(s, e)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "crc64=%016x keys=%d bytes=%d\n", g.CRC64, g.Keys, g.Bytes)
+			return nil
+		}),
+	}
+	checksumCmd.Flags().StringVar(&cstart, "start", "", "inclusive lower bound")
+	checksumCmd.Flags().StringVar(&cend, "end", "", "exclusive upper bound")
+	cmd.AddCommand(get, put, del, scan, verify, metrics, checkpoint, checksumCmd)
 	return cmd
 }

@@ -1,0 +1,237 @@
+package vigil
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/manifest"
+	"github.com/vigildb/vigil/wal"
+)
+
+// Checkpoint writes a consistent point-in-time copy of the DB into dir,
+// which must not exist yet, and which then opens as a DB of its own. It
+// works while writes go on: the copy holds exactly the writes visible when
+// Checkpoint began.
+//
+// Tables are hard-linked where the file system allows it (they are never
+// modified), copied otherwise. The writes not yet in tables come from the
+// live WALs: their batches up to the checkpoint's sequence number are
+// copied into one new WAL. A fresh MANIFEST names the tables and that WAL.
+// Everything is written into dir plus ".tmp", synced, and renamed to dir at
+// the end, so a crash leaves either no checkpoint or a whole one (and a
+// stray .tmp directory, which the next Checkpoint to that dir removes).
+// With DisableWAL the memtables are flushed first.
+func (d *DB) Checkpoint(dir string) error {
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	if d.opts.ReadOnly {
+		return fmt.Errorf("%w: Checkpoint of a DB opened ReadOnly is not supported", ErrReadOnly)
+	}
+	fs := d.fs
+	if _, err := fs.Stat(dir); err == nil {
+		return base.InvalidArgumentErrorf("Checkpoint: %s already exists", dir)
+	}
+	if d.opts.DisableWAL {
+		if err := d.Flush(); err != nil {
+			return fmt.Errorf("Checkpoint: flush: %w", err)
+		}
+	}
+	// The consistent point: the visible seqnum, the current version (its
+	// tables stay while we hold it) and the WALs at or above the log
+	// number, which deleteObsoleteFiles keeps while we copy them.
+	d.commitMu.Lock()
+	if d.closed.Load() {
+		d.commitMu.Unlock()
+		return ErrClosed
+	}
+	walW := d.walW
+	d.mu.Lock()
+	snap := d.visibleSeq.Load()
+	v := d.vs.current
+	v.Ref()
+	logNum, lastSeq, nextFile := d.vs.logNumber, d.vs.lastSeq, d.vs.nextFileNum
+	var wals []uint64
+	for _, n := range d.wals {
+		if n >= logNum {
+			wals = append(wals, n)
+		}
+	}
+	d.keepWALs++
+	d.mu.Unlock()
+	d.commitMu.Unlock()
+	defer func() {
+		v.Unref()
+		d.mu.Lock()
+		d.keepWALs--
+		d.mu.Unlock()
+	}()
+	// Every batch at or below snap was appended to the WAL before it became
+	// visible: hand the appended bytes to the file so that reading it sees
+	// them.
+	if walW != nil {
+		if err := walW.Flush(); err != nil && !errors.Is(err, base.ErrClosed) {
+			return fmt.Errorf("Checkpoint: %w", err)
+		}
+	}
+
+	tmp := dir + ".tmp"
+	_ = fs.RemoveAll(tmp)
+	if err := fs.MkdirAll(tmp, 0o755); err != nil {
+		return fmt.Errorf("Checkpoint: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = fs.RemoveAll(tmp)
+		}
+	}()
+	for _, files := range v.Levels {
+		for _, f := range files {
+			src := makeFilename(fs, d.dirname, fileTypeTable, f.FileNum)
+			dst := makeFilename(fs, tmp, fileTypeTable, f.FileNum)
+			if err := vfs.LinkOrCopy(fs, src, dst); err != nil {
+				return fmt.Errorf("Checkpoint: %s: %w", src, err)
+			}
+		}
+	}
+	walNum, manifestNum, tempNum := nextFile, nextFile+1, nextFile+2
+	if err := d.checkpointWAL(tmp, walNum, wals, lastSeq, snap); err != nil {
+		return fmt.Errorf("Checkpoint: %w", err)
+	}
+	e := &manifest.VersionEdit{Comparer: manifest.ComparerName}
+	e.SetLogNumber(walNum)
+	e.SetNextFileNum(tempNum + 1)
+	e.SetLastSeq(lastSeq)
+	for l, files := range v.Levels {
+		for _, f := range files {
+			e.Added = append(e.Added, manifest.NewFile{Level: l, Meta: f})
+		}
+	}
+	tmpDir, err := fs.OpenDir(tmp)
+	if err != nil {
+		return fmt.Errorf("Checkpoint: %w", err)
+	}
+	defer tmpDir.Close()
+	vs := versionSet{fs: fs, dirname: tmp, dataDir: tmpDir, cksum: d.cksum}
+	w, err := vs.writeManifest(manifestNum, tempNum, e.Encode(nil))
+	if err != nil {
+		return fmt.Errorf("Checkpoint: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("Checkpoint: %w", err)
+	}
+	if err := writeFileSynced(fs, makeFilename(fs, tmp, fileTypeOptions, tempNum+1),
+		"# Vigil options, written by Checkpoint\n"+d.opts.String()); err != nil {
+		return fmt.Errorf("Checkpoint: %w", err)
+	}
+	if err := tmpDir.Sync(); err != nil {
+		return fmt.Errorf("Checkpoint: %w", err)
+	}
+	if err := fs.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("Checkpoint: %w", err)
+	}
+	ok = true
+	if parent, err := fs.OpenDir(fs.PathDir(dir)); err == nil {
+		err = parent.Sync()
+		parent.Close()
+		if err != nil {
+			return fmt.Errorf("Checkpoint: syncing %s: %w", fs.PathDir(dir), err)
+		}
+	}
+	d.log.Infof("checkpoint %s: %d tables, seq %d", dir, v.NumFiles(), snap)
+	return nil
+}
+
+// checkpointWAL writes WAL num in dir holding the batches of the live WALs
+// (oldest first) with seqnums in (lastSeq, snap]: those not in the tables
+// yet, and no later one.
+func (d *DB) checkpointWAL(dir string, num uint64, wals []uint64, lastSeq, snap uint64) error {
+	fs := d.fs
+	name := makeFilename(fs, dir, fileTypeLog, num)
+	f, err := fs.Create(name)
+	if err != nil {
+		return err
+	}
+	w, err := wal.NewWriter(f, name, num, d.cksum)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := w.WriteRecord(walPreamble{lastSeq: lastSeq}.encode()); err != nil {
+		w.Close()
+		return err
+	}
+	for _, n := range wals {
+		src := makeFilename(fs, d.dirname, fileTypeLog, n)
+		if err := copyBatches(fs, src, w, lastSeq, snap); err != nil {
+			w.Close()
+			return fmt.Errorf("copying WAL %s: %w", src, err)
+		}
+	}
+	return w.Close() // syncs
+}
+
+// copyBatches appends to w the batch records of WAL src whose seqnums lie
+// in (lo, hi]. The live WAL may be appended to while it is read; its
+// records up to hi are complete, and reading stops at its current end.
+func copyBatches(fs vfs.FS, src string, w *wal.Writer, lo, hi uint64) error {
+	f, err := fs.Open(src)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	defer f.Close()
+	r, err := wal.NewReader(f, src, wal.TolerateCorruptedTailRecords)
+	if err != nil {
+		return err
+	}
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if isWALMeta(rec) {
+			continue
+		}
+		br, err := newBatchReader(rec, src)
+		if err != nil {
+			return err
+		}
+		if br.count == 0 || br.seq > hi {
+			continue
+		}
+		if br.seq+uint64(br.count)-1 <= lo {
+			continue
+		}
+		if _, err := w.WriteRecord(rec); err != nil {
+			return err
+		}
+	}
+}
+
+// writeFileSynced creates name with content and syncs it.
+func writeFileSynced(fs vfs.FS, name, content string) error {
+	f, err := fs.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := io.WriteString(f, content); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
