@@ -34,8 +34,25 @@ func TestDefaultScenarios(t *testing.T) {
 		!strings.HasPrefix(d.Steps[0].Benchmarks, "fillseq,flush,compact,") || d.Steps[1].Reads != -1 {
 		t.Errorf("ondisk = %+v", d)
 	}
-	if f := byName["fillrandom"]; f.Num != 1_000_000 || f.WriteBufferSize != 64<<20 {
+	if f := byName["fillrandom"]; f.Num != 1_000_000 || f.WriteBufferSize != 64<<20 || f.Compression != "" {
 		t.Errorf("fillrandom = %+v", f)
+	}
+	if f := byName["fillrandom-nocompress"]; f.Num != 1_000_000 || f.WriteBufferSize != 64<<20 || f.Compression != "none" ||
+		f.Steps[0].Benchmarks != "fillrandom" {
+		t.Errorf("fillrandom-nocompress = %+v", f)
+	}
+	if b := byName["bigbatch"]; b.Num != 1_000_000 || b.KeySize != 32 || b.ValueSize != 32 || b.Compression != "none" ||
+		b.Steps[0].Benchmarks != BigBatchBenchmark || b.Steps[1].Benchmarks != "readrandom,readseq" || b.Steps[1].Reads != -1 {
+		t.Errorf("bigbatch = %+v", b)
+	}
+	// Overrides apply to the scenario only.
+	o := Options{KeySize: 16, ValueSize: 100, Engine: bench.EngineOptions{Compression: "snappy"}}
+	if got := o.forScenario(byName["bigbatch"]); got.KeySize != 32 || got.ValueSize != 32 || got.Engine.Compression != "none" ||
+		got.Engine.WriteBufferSize != 64<<20 {
+		t.Errorf("forScenario(bigbatch) = %+v", got)
+	}
+	if got := o.forScenario(byName["fillrandom"]); got.KeySize != 16 || got.ValueSize != 100 || got.Engine.Compression != "snappy" {
+		t.Errorf("forScenario(fillrandom) = %+v", got)
 	}
 }
 
@@ -152,7 +169,7 @@ memtable  fillseq             200           100         2.00x  >= 1.0x met     3
 ondisk    readrandom           70           100         0.70x  >= 0.8x MISSED  3              0% / 0%
 (ops/sec: median of n samples per engine = 3 runs x repeats per run; spread = (max-min)/median)
 
-Setup steps, seconds (median of 3 runs; not part of any read figure):
+Steps timed in seconds (median of 3 runs; flush and compact are not part of any read figure; batch-apply + batch-flush make up bigbatch):
 scenario  step   vigil s  pebble s  speedup  n  spread vigil/pebble
 ondisk    flush     2.00      1.00    0.50x  3              0% / 0%
 `
@@ -191,6 +208,14 @@ func TestTargets(t *testing.T) {
 	}
 	if r, ok := TargetFor("ondisk", "readseq"); !ok || r != 0.8 {
 		t.Errorf("ondisk readseq target %v %v", r, ok)
+	}
+	for _, sc := range []string{"fillrandom", "fillrandom-nocompress"} {
+		if r, ok := TargetFor(sc, "fillrandom"); !ok || r != 1.3 {
+			t.Errorf("%s target %v %v", sc, r, ok)
+		}
+	}
+	if r, ok := TargetFor("bigbatch", BigBatchBenchmark); !ok || r != 1.3 {
+		t.Errorf("bigbatch target %v %v", r, ok)
 	}
 	if _, ok := TargetFor("ondisk", "fillseq"); ok {
 		t.Error("ondisk fillseq has a target")
@@ -242,6 +267,10 @@ func TestCompare(t *testing.T) {
 		for _, st := range s.Steps {
 			specs, _ := bench.ParseSpecs(st.Benchmarks)
 			for _, sp := range specs {
+				if sp.Name == BigBatchBenchmark {
+					perRun += 5 // bigbatch and its four phases
+					continue
+				}
 				perRun += sp.Repeats + sp.Warmups
 			}
 		}

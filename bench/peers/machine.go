@@ -22,6 +22,10 @@ type Machine struct {
 	Arch       string `json:"arch"`
 	// Pebble is the Pebble module version linked in.
 	Pebble string `json:"pebble"`
+	// CGO is the build's CGO_ENABLED ("1", "0" or "" if unknown). With
+	// cgo, Pebble allocates its memtables and block cache with C malloc;
+	// without, on the Go heap: it shapes Pebble's RSS.
+	CGO string `json:"cgo_enabled"`
 	// LoadAvg is /proc/loadavg's 1, 5 and 15 minute averages when the
 	// comparison started ("" where unavailable): above the core count, the
 	// figures are noisy.
@@ -49,6 +53,11 @@ func ThisMachine() Machine {
 		for _, d := range bi.Deps {
 			if d.Path == "github.com/cockroachdb/pebble" {
 				m.Pebble = d.Version
+			}
+		}
+		for _, st := range bi.Settings {
+			if st.Key == "CGO_ENABLED" {
+				m.CGO = st.Value
 			}
 		}
 	}
@@ -106,6 +115,13 @@ func readSmallFile(path string) ([]byte, error) {
 
 // String renders the machine as the header lines of the vs output.
 func (m Machine) String() string {
-	return fmt.Sprintf("CPU:      %s (%d CPUs, GOMAXPROCS %d)\nGo:       %s %s/%s; pebble %s\nLoad avg: %s (at start)\n",
-		m.CPU, m.NumCPU, m.GOMAXPROCS, m.GoVersion, m.OS, m.Arch, m.Pebble, m.LoadAvg)
+	cgo := "cgo " + m.CGO
+	switch m.CGO {
+	case "1":
+		cgo = "cgo on: Pebble's memtables and cache in C malloc"
+	case "0":
+		cgo = "cgo off: Pebble's memtables and cache on the Go heap"
+	}
+	return fmt.Sprintf("CPU:      %s (%d CPUs, GOMAXPROCS %d)\nGo:       %s %s/%s; pebble %s; %s\nLoad avg: %s (at start)\n",
+		m.CPU, m.NumCPU, m.GOMAXPROCS, m.GoVersion, m.OS, m.Arch, m.Pebble, cgo, m.LoadAvg)
 }

@@ -282,6 +282,42 @@ func (e *PebbleEngine) Compact() error {
 	return e.db.Compact(first, append(last, 0), false)
 }
 
+// NewWriteBatch implements bench.BatchEngine with Pebble's own batches:
+// writes go to a pebble.Batch, Commit applies it (DB.Apply) and closes it,
+// and the next write starts a new one. A batch at least half a memtable
+// big is queued by Apply as a flushable batch instead of being copied into
+// the memtable.
+func (e *PebbleEngine) NewWriteBatch() bench.WriteBatch { return &pebbleBatch{db: e.db} }
+
+type pebbleBatch struct {
+	db *pebble.DB
+	b  *pebble.Batch
+}
+
+func (b *pebbleBatch) batch() *pebble.Batch {
+	if b.b == nil {
+		b.b = b.db.NewBatch()
+	}
+	return b.b
+}
+
+// Put and Delete cannot fail on a fresh, uncommitted batch (Pebble returns
+// errors only for committed or read-only batches).
+func (b *pebbleBatch) Put(key, value []byte) { _ = b.batch().Set(key, value, nil) }
+func (b *pebbleBatch) Delete(key []byte)     { _ = b.batch().Delete(key, nil) }
+
+func (b *pebbleBatch) Commit(sync bool) error {
+	if b.b == nil {
+		return nil
+	}
+	err := b.db.Apply(b.b, pebbleWriteOpts(sync))
+	if cerr := b.b.Close(); err == nil {
+		err = cerr
+	}
+	b.b = nil
+	return err
+}
+
 // Metrics renders Pebble's LSM metrics table.
 func (e *PebbleEngine) Metrics() string { return e.db.Metrics().String() }
 
@@ -318,4 +354,7 @@ func Describe(o bench.EngineOptions, cacheCredit int) (string, error) {
 	return b.String(), nil
 }
 
-var _ bench.Engine = (*PebbleEngine)(nil)
+var (
+	_ bench.Engine      = (*PebbleEngine)(nil)
+	_ bench.BatchEngine = (*PebbleEngine)(nil)
+)

@@ -1,6 +1,7 @@
 // Command vs runs the same kvbench workloads on Vigil and Pebble, through
 // the same bench.Runner code, alternating the engines run by run, and
-// prints a table of median ops/sec and the Vigil/Pebble ratio.
+// prints a table of median ops/sec, the Vigil/Pebble ratio, and each
+// engine's median peak RSS.
 //
 //	cd bench/peers && go run ./cmd/vs                      # full: --runs 3, every scenario
 //	go -C bench/peers run ./cmd/vs --num-scale 0.1 --runs 1  # quick check, from the repo root
@@ -9,10 +10,19 @@
 // write buffer: fillseq, readrandom x500k, readseq and readreverse each
 // repeated 10 times since one memtable scan is too short to time), ondisk
 // (2M keys, 64 MiB buffers: fillseq, flush, compact, then readrandom x1M,
-// readseq, readreverse) and fillrandom (1M keys, 64 MiB buffers).
+// readseq, readreverse), fillrandom (1M keys, 64 MiB buffers),
+// fillrandom-nocompress (the same without compression) and bigbatch (one
+// batch of 1M 32-byte keys and 32-byte values, applied and flushed, then
+// readrandom x1M and readseq).
 // --num-scale F multiplies key and read counts, write buffers and the
 // block cache by F, keeping their ratios. Progress goes to stderr, the
 // header and table to stdout.
+//
+// Every (scenario, engine, run) runs in a child process of its own: vs
+// starts itself again with the hidden argument -vs-child and the job as
+// JSON on stdin, and reads the child's peak RSS from the rusage wait4
+// returns. --isolate=false runs everything in this process instead (no
+// RSS figures).
 package main
 
 import (
@@ -33,6 +43,9 @@ import (
 )
 
 func main() {
+	if peers.IsChild(os.Args) {
+		os.Exit(peers.ChildMain(os.Stdin, os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	go func() {
 		// After the first interrupt, a second one kills at once.
@@ -54,6 +67,7 @@ type config struct {
 	jsonPath   string
 	credit     int
 	scenarioCS string
+	isolate    bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
@@ -72,7 +86,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		bloomBits  int
 	)
 	fs.IntVar(&c.opts.Runs, "runs", 3, "runs per scenario and engine; the table shows medians")
-	fs.StringVar(&c.scenarioCS, "scenarios", "all", "comma-separated scenarios: memtable, ondisk, fillrandom (or all)")
+	fs.StringVar(&c.scenarioCS, "scenarios", "all", "comma-separated scenarios: memtable, ondisk, fillrandom, fillrandom-nocompress, bigbatch (or all)")
+	fs.BoolVar(&c.isolate, "isolate", true, "run each (scenario, engine, run) in a child process of its own and report its peak RSS; false = all in this process, no RSS")
 	fs.Float64Var(&c.numScale, "num-scale", 1, "multiply key/read counts, write buffers and cache size by this (e.g. 0.1 for a quick check)")
 	fs.StringVar(&c.jsonPath, "json", "", "write the raw per-run results and the table as JSON to this file")
 	fs.StringVar(&c.opts.CPUProfile, "cpuprofile", "", "path prefix: write a CPU profile per engine run, PREFIX-<scenario>-<engine>-run<i>.pprof")
@@ -141,6 +156,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	c.opts.Scenarios = scenarios
 	c.opts.Contenders = peers.DefaultContenders(c.credit)
+	c.opts.PebbleCacheCredit = c.credit
 	c.opts.Engine = bench.EngineOptions{
 		ChecksumType:                  int(ct),
 		ParanoidMemoryChecks:          paranoid,
@@ -179,6 +195,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2 // flag already printed the problem
 	}
+	if c.isolate {
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(stderr, "vs: cannot re-execute myself for the child processes (use --isolate=false): %v\n", err)
+			return 1
+		}
+		c.opts.ChildCommand = []string{exe, peers.ChildArg}
+	}
 	machine := peers.ThisMachine()
 	printHeader(stdout, c, machine)
 
@@ -211,6 +235,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func printHeader(w io.Writer, c *config, m peers.Machine) {
 	fmt.Fprintf(w, "vs: Vigil vs Pebble, same kvbench workloads, %d run(s) per engine, engines alternating (vigil first on odd runs)\n", c.opts.Runs)
+	if c.isolate {
+		fmt.Fprintln(w, "Process:  one child process per (scenario, engine, run); RSS = its peak (wait4 ru_maxrss)")
+	} else {
+		fmt.Fprintln(w, "Process:  every run in this one process (--isolate=false): no RSS figures")
+	}
 	fmt.Fprint(w, m.String())
 	fmt.Fprintf(w, "Keys:     %d B, values %d B (compressible to %.2f), seed %d\n",
 		c.opts.KeySize, c.opts.ValueSize, c.opts.CompressionRatio, c.opts.Seed)
@@ -232,7 +261,21 @@ func printHeader(w io.Writer, c *config, m peers.Machine) {
 			}
 			steps = append(steps, fmt.Sprintf("[%s reads=%s]", st.Benchmarks, reads))
 		}
-		fmt.Fprintf(w, "Scenario %-10s num=%d write_buffer=%d KiB %s\n", s.Name, s.Num, s.WriteBufferSize>>10, strings.Join(steps, " then reopen "))
+		var over []string
+		if s.KeySize > 0 {
+			over = append(over, fmt.Sprintf("key_size=%d", s.KeySize))
+		}
+		if s.ValueSize > 0 {
+			over = append(over, fmt.Sprintf("value_size=%d", s.ValueSize))
+		}
+		if s.Compression != "" {
+			over = append(over, "compression="+s.Compression)
+		}
+		if len(over) > 0 {
+			over = append(over, "")
+		}
+		fmt.Fprintf(w, "Scenario %-21s num=%d write_buffer=%d KiB %s%s\n", s.Name, s.Num, s.WriteBufferSize>>10,
+			strings.Join(over, " "), strings.Join(steps, " then reopen "))
 	}
 }
 

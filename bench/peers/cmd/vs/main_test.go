@@ -8,7 +8,18 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vigildb/vigil/bench/peers"
 )
+
+// TestMain lets this test binary be the child process of isolated runs,
+// as the vs binary is: run re-executes os.Executable().
+func TestMain(m *testing.M) {
+	if peers.IsChild(os.Args) {
+		os.Exit(peers.ChildMain(os.Stdin, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
 
 // TestRunSmoke is .ci/run's smoke run in miniature: one scaled-down run of
 // one scenario, with the table on stdout, progress on stderr and the JSON.
@@ -23,7 +34,7 @@ func TestRunSmoke(t *testing.T) {
 	}
 	out := stdout.String()
 	for _, want := range []string{"CPU:", "GOMAXPROCS", "go1.", "pebble crc32c", "SCALED:", "vigil/pebble",
-		"fillrandom  fillrandom", "memtable    readreverse", "Load avg"} {
+		"fillrandom  fillrandom", "memtable    readreverse", "Load avg", "one child process per", "vigil RSS MiB", "ru_maxrss"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
@@ -37,7 +48,10 @@ func TestRunSmoke(t *testing.T) {
 	}
 	var doc struct {
 		Report struct {
-			Samples []json.RawMessage
+			Samples    []json.RawMessage
+			EngineRuns []struct {
+				MaxRSSKiB int64 `json:"max_rss_kib"`
+			} `json:"engine_runs"`
 		}
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
@@ -47,6 +61,14 @@ func TestRunSmoke(t *testing.T) {
 	if len(doc.Report.Samples) != 46 {
 		t.Errorf("%d samples in the JSON", len(doc.Report.Samples))
 	}
+	if len(doc.Report.EngineRuns) != 4 {
+		t.Errorf("%d engine runs in the JSON", len(doc.Report.EngineRuns))
+	}
+	for _, r := range doc.Report.EngineRuns {
+		if r.MaxRSSKiB <= 0 {
+			t.Errorf("engine run without RSS: %+v", r)
+		}
+	}
 	profiles, _ := filepath.Glob(filepath.Join(dir, "prof-*.pprof"))
 	if len(profiles) != 4 {
 		t.Errorf("profiles: %v", profiles)
@@ -54,6 +76,26 @@ func TestRunSmoke(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(dir, "vs-*"))
 	if len(left) != 0 {
 		t.Errorf("temporary directories left: %v", left)
+	}
+}
+
+// TestRunInProcess: --isolate=false runs in this process, without RSS.
+func TestRunInProcess(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	args := []string{"--runs", "1", "--num-scale", "0.001", "--scenarios", "fillrandom-nocompress,bigbatch", "--dir", dir, "--isolate=false"}
+	if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"this one process", "fillrandom-nocompress  fillrandom", "bigbatch               bigbatch",
+		"compression=none", "key_size=32", "batch-apply"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "RSS MiB") {
+		t.Errorf("in-process run shows RSS:\n%s", out)
 	}
 }
 
