@@ -511,6 +511,18 @@ func (d *DB) Close() error {
 	d.commitMu.Lock()
 	//lint:ignore SA2001 the lock is taken only to wait for writers inside it
 	d.commitMu.Unlock()
+	// Writers apply their batches after releasing commitMu: wait for those
+	// still inserting, or the memtables freed below would be written after
+	// their memory is gone. No writer is assigned a memtable any more
+	// (closed is set, and checked under commitMu).
+	d.mu.Lock()
+	pending := append([]*memTableEntry{d.mem}, d.imm...)
+	d.mu.Unlock()
+	for _, e := range pending {
+		if e != nil {
+			e.writers.Wait()
+		}
+	}
 
 	if d.opts.DisableWAL && !d.opts.ReadOnly {
 		// Without a WAL the memtables are the only copy of recent writes:
