@@ -428,13 +428,16 @@ func (d *DB) get(dst, key []byte, snap uint64, noCopy bool) ([]byte, error) {
 			if f.SmallestSeq > snap || !f.ContainsUserKey(key) {
 				continue
 			}
-			value, seq, kind, found, c, err := d.getFromTable(f, key, snap, cover)
+			value, seq, kind, found, c, ref, err := d.getFromTable(f, key, snap, cover)
 			if err != nil {
 				return nil, err
 			}
 			cover = c
 			if found {
-				return getResult(dst, value, seq, kind, cover, noCopy)
+				// value aliases a cached block until ref is released.
+				res, err := getResult(dst, value, seq, kind, cover, noCopy)
+				ref.Release()
+				return res, err
 			}
 			if cover > 0 {
 				return nil, ErrNotFound
@@ -470,21 +473,23 @@ func (d *DB) memCorruption(err error) error {
 }
 
 // getFromTable looks key up in one SST, first raising cover with the
-// table's range tombstones.
-func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, snap, cover uint64) ([]byte, uint64, base.Kind, bool, uint64, error) {
+// table's range tombstones. A found value aliases a cached block: the
+// caller releases ref (exactly once, found or not) when done with it.
+func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, snap, cover uint64) (value []byte, seq uint64, kind base.Kind, found bool, newCover uint64, ref cache.Handle, err error) {
 	h, err := d.tableCache.get(f)
 	if err != nil {
-		return nil, 0, 0, false, cover, err
+		return nil, 0, 0, false, cover, cache.Handle{}, err
 	}
 	defer h.release()
 	if f.NumRangeDels > 0 {
 		cover = h.tombs.Raise(h.reader.RangeDels(), key, snap, cover)
 	}
-	value, seq, kind, found, err := h.reader.Get(key, snap)
+	value, seq, kind, found, ref, err = h.reader.GetRef(key, snap)
 	if err != nil {
-		return nil, 0, 0, false, cover, fmt.Errorf("table %06d: %w", f.FileNum, err)
+		ref.Release()
+		return nil, 0, 0, false, cover, cache.Handle{}, fmt.Errorf("table %06d: %w", f.FileNum, err)
 	}
-	return value, seq, kind, found, cover, nil
+	return value, seq, kind, found, cover, ref, nil
 }
 
 // Close syncs the WAL and releases every resource. Unflushed writes stay in

@@ -92,6 +92,10 @@ type Metrics struct {
 		// overhead) and BlockCacheCapacity its limit, which follows the
 		// budget when there is one.
 		BlockCache, BlockCacheCapacity int64
+		// BlockCacheMapped is the memory the block cache's allocator has
+		// mapped outside the Go heap: cached blocks, evicted blocks still
+		// read by iterators, and the allocator's free slots.
+		BlockCacheMapped int64
 		// TableIndexes is the index and filter blocks of the open tables
 		// (kept by each table reader).
 		TableIndexes int64
@@ -169,6 +173,7 @@ func (d *DB) Metrics() *Metrics {
 	m.Memory.MemtablesPinned = max(m.Memory.Memtables-listed, 0)
 	m.Memory.BlockCache = m.BlockCache.Size
 	m.Memory.BlockCacheCapacity = m.BlockCache.Capacity
+	m.Memory.BlockCacheMapped = m.BlockCache.Mapped
 	m.Memory.TableIndexes = d.tableCache.indexBytes()
 	m.Memory.Budget = d.opts.MemoryBudget
 	m.TableCache.Open = d.tableCache.size()
@@ -245,9 +250,9 @@ func (m *Metrics) String() string {
 		hitRate = 100 * float64(bc.Hits) / float64(bc.Hits+bc.Misses)
 	}
 	mem := m.Memory
-	fmt.Fprintf(&b, "memory: memtables %s (%s pinned by readers), block cache %s of %s, table indexes and filters %s",
+	fmt.Fprintf(&b, "memory: memtables %s (%s pinned by readers), block cache %s of %s (%s mapped), table indexes and filters %s",
 		humanBytes(uint64(mem.Memtables)), humanBytes(uint64(mem.MemtablesPinned)), humanBytes(uint64(mem.BlockCache)),
-		humanBytes(uint64(mem.BlockCacheCapacity)), humanBytes(uint64(mem.TableIndexes)))
+		humanBytes(uint64(mem.BlockCacheCapacity)), humanBytes(uint64(mem.BlockCacheMapped)), humanBytes(uint64(mem.TableIndexes)))
 	if mem.Budget > 0 {
 		fmt.Fprintf(&b, "; budget %s", humanBytes(uint64(mem.Budget)))
 	}

@@ -231,6 +231,16 @@ func (i *blockIter) init(b []byte, internalKeys bool) error {
 	return nil
 }
 
+// reset drops the iterator's references into its block (keeping its own
+// buffers), once the block may be freed: a pooled iterator must not point
+// into released memory.
+func (i *blockIter) reset() {
+	i.data, i.restarts, i.numRestarts = nil, nil, 0
+	i.key, i.val = nil, nil
+	i.offset, i.nextOffset = 0, 0
+	i.cacheIdx = -1
+}
+
 func (i *blockIter) fail(err error, off int) bool {
 	i.err = err
 	i.errOffset = off

@@ -201,10 +201,16 @@
 //
 // A Writer is used by one goroutine. A Reader is immutable after Open and
 // shared by any number of goroutines; its iterators are single-goroutine
-// and pooled. Keys and values returned by iterators alias blocks and are
-// valid until the iterator's next positioning call; values returned by Get
-// alias immutable blocks and stay valid as long as they are referenced (see
-// Reader.Get). Data blocks are cached decompressed in an optional shared
-// cache.Cache keyed by (ReaderOptions.CacheID, block offset); Get and
-// iterator steps over cached blocks do not allocate.
+// and pooled. Data blocks are cached decompressed in an optional shared
+// cache.Cache keyed by (ReaderOptions.CacheID, block offset), in memory
+// outside the Go heap that is freed as soon as the last reference to a
+// block goes (see package cache): so every read of a cached block holds a
+// reference. An iterator holds one on its current block, released when it
+// moves to another block or closes: keys and values it returns are valid
+// until its next positioning call or Close, and no longer. GetRef returns
+// its value with the reference (cache.Handle) that keeps it valid, to be
+// released by the caller; Get copies the value out and releases at once.
+// GetRef and iterator steps over cached blocks do not allocate. Without a
+// cache, and for the uncached (compaction) iterator and Verify, blocks are
+// read into Go heap buffers and nothing is counted.
 package sst

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/cache"
 )
 
 // iterSearchTrailer is the trailer of the search key for a user-key seek:
@@ -29,7 +30,12 @@ var iterPool = sync.Pool{New: func() any { return new(tableIter) }}
 // Keys and values alias the current block: the cached block, or (without a
 // cache) the iterator's own scratch buffers, reused for the next block. So
 // they are valid until the next positioning call or Close, as the contract
-// says. Steps do not allocate; the struct is pooled.
+// says. The iterator holds a reference (blockRef) to the cached block it is
+// on, so eviction cannot free the block under it; it releases the reference
+// when it moves to another block (after loading it) and at Close, which is
+// why a key or value must not be used after the next positioning call or
+// Close: the block's memory may be freed and reused then (in invariants
+// builds, reading it faults). Steps do not allocate; the struct is pooled.
 type tableIter struct {
 	r            *Reader
 	lower, upper []byte
@@ -42,6 +48,9 @@ type tableIter struct {
 	ikey         base.InternalKey
 	err          error
 	raw, dec     []byte // scratch block buffers when there is no cache
+	// blockRef holds the cached block loaded in bi (the zero Handle when
+	// the block is in raw/dec, or none is loaded).
+	blockRef cache.Handle
 	// noCache reads every block from the file into the scratch buffers,
 	// verifying its checksum, and leaves the cache alone.
 	noCache bool
@@ -91,18 +100,24 @@ func (i *tableIter) loadBlock(idx int) bool {
 	r := i.r
 	h := r.index.handle(idx)
 	var data []byte
+	var ref cache.Handle
 	var err error
 	if i.noCache {
 		data, err = r.readBlock(h, BlockKindData, &i.raw, &i.dec)
 	} else {
-		data, err = r.dataBlock(h, &i.raw, &i.dec)
+		data, ref, err = r.dataBlock(h, &i.raw, &i.dec)
 	}
+	// Nothing reads the previous block any more: bi moves to the new one,
+	// or is reset on failure.
+	i.bi.reset()
+	i.blockRef.Release()
+	i.blockRef = ref
 	if err != nil {
 		i.blockIdx = -1
 		return i.fail(err)
 	}
 	if err := i.bi.init(data, true); err != nil {
-		i.blockIdx = -1
+		i.releaseBlock()
 		return i.fail(r.blockErr(BlockKindData, h.offset, err))
 	}
 	i.blockIdx, i.blockH = idx, h
@@ -112,13 +127,21 @@ func (i *tableIter) loadBlock(idx int) bool {
 	return true
 }
 
+// releaseBlock unloads the current block, releasing its cache reference.
+func (i *tableIter) releaseBlock() {
+	i.bi.reset()
+	i.blockRef.Release()
+	i.blockRef = cache.Handle{}
+	i.blockIdx = -1
+}
+
 // blockFailed turns a block iterator's stop into the table iterator's: an
 // error, or just the end of the block (returns false either way; callers
 // check i.err).
 func (i *tableIter) blockFailed() bool {
 	if i.bi.err != nil {
 		i.err = i.r.dataErr(i.blockH, &i.bi)
-		i.blockIdx = -1
+		i.releaseBlock()
 	}
 	return i.invalidate()
 }
@@ -353,8 +376,8 @@ func (i *tableIter) Close() error {
 	if cap(i.bi.keyBuf) > maxPooledBuf || cap(i.bi.cacheBuf) > maxPooledBuf || cap(i.bi.cached) > maxPooledBuf/20 {
 		i.bi.keyBuf, i.bi.cacheBuf, i.bi.cached = nil, nil, nil
 	}
+	i.releaseBlock()
 	i.r, i.lower, i.upper = nil, nil, nil
-	i.bi.data, i.bi.restarts, i.bi.key, i.bi.val = nil, nil, nil, nil
 	i.ikey = base.InternalKey{}
 	i.valid = false
 	iterPool.Put(i)

@@ -114,7 +114,9 @@ type ReaderOptions struct {
 	// FileNum names the table in error messages (with the file name given
 	// to Open).
 	FileNum uint64
-	// Cache is the block cache shared by all tables; nil means none.
+	// Cache is the block cache shared by all tables; nil means none. Data
+	// blocks read through it live in its manual (non-Go-heap) memory, held
+	// by reference counts (see package cache and Reader.GetRef).
 	Cache *cache.Cache
 	// CacheID is this table's key namespace in Cache. It must be unique per
 	// open Reader (the DB allocates one per open table) and is evicted by

@@ -15,8 +15,9 @@ import (
 	"github.com/vigildb/vigil/internal/cache"
 )
 
-// TestGetDoesNotAllocate: with the block cached, Get allocates nothing,
-// present key or absent, filter or not, paranoid or not.
+// TestGetDoesNotAllocate: with the block cached, GetRef allocates nothing,
+// present key or absent, filter or not, paranoid or not; Get allocates only
+// the copy of a present value.
 func TestGetDoesNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items at random under the race detector")
@@ -32,15 +33,26 @@ func TestGetDoesNotAllocate(t *testing.T) {
 			r.Get(present, base.SeqNumMax) // warm the cache
 			r.Get(absent, base.SeqNumMax)
 			allocs := testing.AllocsPerRun(200, func() {
-				if _, _, _, found, err := r.Get(present, base.SeqNumMax); !found || err != nil {
+				_, _, _, found, ref, err := r.GetRef(present, base.SeqNumMax)
+				if !found || err != nil {
 					t.Fatal("lost the key")
 				}
-				if _, _, _, found, _ := r.Get(absent, base.SeqNumMax); found {
+				ref.Release()
+				_, _, _, found, ref, _ = r.GetRef(absent, base.SeqNumMax)
+				if found {
 					t.Fatal("found an absent key")
 				}
+				ref.Release()
 			})
 			if allocs != 0 {
-				t.Fatalf("%s bloom=%d: Get allocates %.1f times per call pair", ct, bloom, allocs)
+				t.Fatalf("%s bloom=%d: GetRef allocates %.1f times per call pair", ct, bloom, allocs)
+			}
+			allocs = testing.AllocsPerRun(200, func() {
+				r.Get(present, base.SeqNumMax)
+				r.Get(absent, base.SeqNumMax)
+			})
+			if allocs != 1 {
+				t.Fatalf("%s bloom=%d: Get allocates %.1f times per call pair, want 1 (the value)", ct, bloom, allocs)
 			}
 			r.Close()
 		}
@@ -311,10 +323,11 @@ func BenchmarkGet(b *testing.B) {
 				b.ReportAllocs()
 				i := 0
 				for b.Loop() {
-					_, _, _, found, err := r.Get(keys[i%len(keys)], base.SeqNumMax)
+					_, _, _, found, ref, err := r.GetRef(keys[i%len(keys)], base.SeqNumMax)
 					if err != nil || found != present {
 						b.Fatalf("found=%v err=%v", found, err)
 					}
+					ref.Release()
 					i++
 				}
 			})

@@ -506,8 +506,19 @@ func (r *fileReader) readAt(p []byte, off uint64, kind BlockKind) error {
 // goes into *raw and the decompressed block into *dec when they are given
 // (they are grown as needed), else into fresh buffers.
 func (r *fileReader) readBlock(h handle, kind BlockKind, raw, dec *[]byte) ([]byte, error) {
+	b, c, err := r.readRaw(h, kind, raw)
+	if err != nil {
+		return nil, err
+	}
+	return r.decompress(b, c, h, kind, dec)
+}
+
+// readRaw reads block h of the given kind and its trailer from the file
+// into *raw (grown as needed; nil means a fresh buffer), verifies the
+// checksum and returns the block as stored and its compression.
+func (r *fileReader) readRaw(h handle, kind BlockKind, raw *[]byte) ([]byte, Compression, error) {
 	if h.size > MaxBlockSize || h.offset > r.size || h.end() > r.size {
-		return nil, blockCorruptf(r.fid, kind, h.offset, "block of size %d extends past the end of the file (%d bytes)", h.size, r.size)
+		return nil, 0, blockCorruptf(r.fid, kind, h.offset, "block of size %d extends past the end of the file (%d bytes)", h.size, r.size)
 	}
 	n := int(h.size)
 	var buf []byte
@@ -520,76 +531,141 @@ func (r *fileReader) readBlock(h handle, kind BlockKind, raw, dec *[]byte) ([]by
 		buf = make([]byte, n+BlockTrailerLen)
 	}
 	if err := r.readAt(buf, h.offset, kind); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	stored := binary.LittleEndian.Uint32(buf[n+1:]) - checksum.ContextModifier(r.base, h.offset)
 	if computed := trailerChecksum(r.t, buf[:n+1]); stored != computed {
-		return nil, base.CorruptionErrorf("sst: block checksum mismatch: stored(context removed) = %s, computed = %s, type = %s in %s offset %d size %d, block kind = %s",
+		return nil, 0, base.CorruptionErrorf("sst: block checksum mismatch: stored(context removed) = %s, computed = %s, type = %s in %s offset %d size %d, block kind = %s",
 			fmtChecksum(r.t, stored), fmtChecksum(r.t, computed), r.t, r.fid, h.offset, h.size, kind)
 	}
-	return r.decompress(buf[:n:n], Compression(buf[n]), h, kind, dec)
+	return buf[:n:n], Compression(buf[n]), nil
 }
 
 // decompress returns the contents of a verified block b stored with
-// compression c, decoding into *dec when given.
+// compression c, decoding into *dec when given (an uncompressed block is b
+// itself).
 func (r *fileReader) decompress(b []byte, c Compression, h handle, kind BlockKind, dec *[]byte) ([]byte, error) {
+	if c == NoCompression {
+		return b, nil
+	}
+	dlen, err := r.decodedLen(b, c, h, kind)
+	if err != nil {
+		return nil, err
+	}
+	var dst []byte
+	if dec != nil {
+		if cap(*dec) < dlen {
+			*dec = make([]byte, dlen)
+		}
+		dst = (*dec)[:dlen]
+	} else {
+		dst = make([]byte, dlen)
+	}
+	if err := r.decodeInto(dst, b, c, h, kind); err != nil {
+		return nil, err
+	}
+	return dst, nil
+}
+
+// decodedLen returns the length of verified block b (compression c)
+// decompressed, after checking it against MaxBlockSize and the snappy
+// expansion bound, so that nothing is allocated for an impossible length.
+func (r *fileReader) decodedLen(b []byte, c Compression, h handle, kind BlockKind) (int, error) {
 	switch c {
 	case NoCompression:
-		return b, nil
+		return len(b), nil
 	case SnappyCompression:
 		dlen, err := snappy.DecodedLen(b)
 		if err != nil || dlen > MaxBlockSize || dlen > maxSnappyExpansion*len(b) {
-			return nil, blockCorruptf(r.fid, kind, h.offset, "bad snappy block (declared length %d from %d bytes, %v)", dlen, len(b), err)
+			return 0, blockCorruptf(r.fid, kind, h.offset, "bad snappy block (declared length %d from %d bytes, %v)", dlen, len(b), err)
 		}
-		var dst []byte
-		if dec != nil {
-			if cap(*dec) < dlen {
-				*dec = make([]byte, dlen)
-			}
-			dst = (*dec)[:dlen]
-		} else {
-			dst = make([]byte, dlen)
-		}
-		out, err := snappy.Decode(dst, b)
-		if err != nil || len(out) != dlen {
-			return nil, blockCorruptf(r.fid, kind, h.offset, "bad snappy block: %v", err)
-		}
-		return out, nil
+		return dlen, nil
 	}
-	return nil, blockCorruptf(r.fid, kind, h.offset, "unknown compression type %d", uint8(c))
+	return 0, blockCorruptf(r.fid, kind, h.offset, "unknown compression type %d", uint8(c))
 }
 
-// dataBlock returns data block h's contents, from the cache if possible.
-// Without a cache the block is read into the given scratch buffers (nil
-// means fresh ones); with one it is always fresh, since the cache keeps it.
-func (r *Reader) dataBlock(h handle, raw, dec *[]byte) ([]byte, error) {
-	if r.cache == nil {
-		return r.readBlock(h, BlockKindData, raw, dec)
+// decodeInto decompresses verified block b (compression c) into dst, whose
+// length is decodedLen's answer.
+func (r *fileReader) decodeInto(dst, b []byte, c Compression, h handle, kind BlockKind) error {
+	switch c {
+	case NoCompression:
+		copy(dst, b)
+		return nil
+	case SnappyCompression:
+		out, err := snappy.Decode(dst, b)
+		if err != nil || len(out) != len(dst) || len(out) > 0 && &out[0] != &dst[0] {
+			return blockCorruptf(r.fid, kind, h.offset, "bad snappy block: %v", err)
+		}
+		return nil
 	}
-	if data, sum, ok := r.cache.Get(r.opts.CacheID, h.offset); ok {
+	return blockCorruptf(r.fid, kind, h.offset, "unknown compression type %d", uint8(c))
+}
+
+// dataBlock returns data block h's contents, from the cache if possible,
+// and the cache handle that keeps them valid, which the caller must release
+// when it stops reading them (the zero Handle without a cache).
+//
+// Without a cache the block is read into the given scratch buffers (nil
+// means fresh ones, left to the garbage collector). With one, a hit is the
+// cached block (re-verified with paranoid checks; a bad one is deleted
+// from the cache and reported); a miss reads the block into *raw (nil
+// means a pooled buffer) and decompresses it, or copies it, into a buffer
+// from the cache's allocator, which is then cached (if not too large): so
+// a cached block is one manual buffer of its decompressed size, and the
+// miss leaves no garbage.
+func (r *Reader) dataBlock(h handle, raw, dec *[]byte) ([]byte, cache.Handle, error) {
+	if r.cache == nil {
+		b, err := r.readBlock(h, BlockKindData, raw, dec)
+		return b, cache.Handle{}, err
+	}
+	if ch, ok := r.cache.Get(r.opts.CacheID, h.offset); ok {
+		data := ch.Data()
 		if r.opts.ParanoidCacheChecks {
-			if got := checksum.Sum64(r.t, data); got != sum {
+			if got := checksum.Sum64(r.t, data); got != ch.Sum() {
+				sum := ch.Sum()
+				ch.Release()
 				r.cache.Delete(r.opts.CacheID, h.offset)
-				return nil, base.CorruptionErrorf("sst: cached block checksum mismatch (memory corruption): stored = 0x%016x, computed = 0x%016x, type = %s in %s offset %d size %d, block kind = data",
+				return nil, cache.Handle{}, base.CorruptionErrorf("sst: cached block checksum mismatch (memory corruption): stored = 0x%016x, computed = 0x%016x, type = %s in %s offset %d size %d, block kind = data",
 					sum, got, r.t, r.fid, h.offset, h.size)
 			}
 		}
-		return data, nil
+		return data, ch, nil
 	}
-	// The raw read can use scratch when the block is compressed, since only
-	// the decompressed copy is kept; we don't know which until it's read,
-	// so read fresh and let a compressed raw buffer be garbage.
-	data, err := r.readBlock(h, BlockKindData, nil, nil)
+	if raw == nil {
+		p := rawPool.Get().(*[]byte)
+		defer func() {
+			if cap(*p) > maxPooledBuf {
+				*p = nil
+			}
+			rawPool.Put(p)
+		}()
+		raw = p
+	}
+	b, c, err := r.readRaw(h, BlockKindData, raw)
 	if err != nil {
-		return nil, err
+		return nil, cache.Handle{}, err
+	}
+	n, err := r.decodedLen(b, c, h, BlockKindData)
+	if err != nil {
+		return nil, cache.Handle{}, err
+	}
+	ch := r.cache.Alloc(n)
+	data := ch.Data()
+	if err := r.decodeInto(data, b, c, h, BlockKindData); err != nil {
+		ch.Release()
+		return nil, cache.Handle{}, err
 	}
 	var sum uint64
 	if r.opts.ParanoidCacheChecks {
 		sum = checksum.Sum64(r.t, data)
 	}
-	r.cache.Set(r.opts.CacheID, h.offset, data, sum)
-	return data, nil
+	r.cache.Set(r.opts.CacheID, h.offset, ch, sum)
+	return data, ch, nil
 }
+
+// rawPool holds the read buffers of cache misses outside iterators (an
+// iterator has its own): only the decompressed block is kept.
+var rawPool = sync.Pool{New: func() any { return new([]byte) }}
 
 var getIterPool = sync.Pool{New: func() any { return new(blockIter) }}
 
@@ -606,27 +682,58 @@ func (r *Reader) MayContain(userKey []byte) bool {
 // value, seqnum and kind (Set or Delete). found is false if there is none.
 // Range tombstones are not applied (see RangeDels).
 //
-// The value aliases the block it was read from: with a cache, the cached
-// block, which is immutable and stays valid (the garbage collector keeps it
-// alive) for as long as the caller holds the slice; the caller must not
-// modify it and should copy it if it keeps it long, so the block can be
-// freed. Get does not allocate when the block is cached.
+// The value belongs to the caller: with a cache it is a copy of the cached
+// block's bytes (so Get allocates for a non-empty value), without one it
+// aliases a block read for this call. GetRef avoids the copy.
 func (r *Reader) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
+	value, seq, kind, found, ref, err := r.GetRef(userKey, snapSeq)
+	if ref.Valid() {
+		if len(value) > 0 {
+			value = bytes.Clone(value)
+		} else if value != nil {
+			value = []byte{}
+		}
+		ref.Release()
+	}
+	return value, seq, kind, found, err
+}
+
+// GetRef is Get without a copy: the value aliases the block it was read
+// from, and stays valid and unchanged until the caller calls ref.Release(),
+// which it must do exactly once, whatever found and err say (ref is the
+// zero Handle, whose Release does nothing, when no cached block is held).
+// The caller must not modify the value. GetRef does not allocate when the
+// block is cached.
+func (r *Reader) GetRef(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, ref cache.Handle, err error) {
 	if r.hasFilter && !r.filter.mayContain(filterHash(userKey)) {
-		return nil, 0, 0, false, nil
+		return nil, 0, 0, false, cache.Handle{}, nil
 	}
 	trailer := base.MakeTrailer(min(snapSeq, base.SeqNumMax), base.KindMax)
 	idx := r.index.search(userKey, trailer)
 	if idx == r.index.len() {
-		return nil, 0, 0, false, nil
+		return nil, 0, 0, false, cache.Handle{}, nil
 	}
 	h := r.index.handle(idx)
-	data, err := r.dataBlock(h, nil, nil)
+	data, ref, err := r.dataBlock(h, nil, nil)
 	if err != nil {
-		return nil, 0, 0, false, err
+		return nil, 0, 0, false, cache.Handle{}, err
 	}
+	value, seq, kind, found, err = r.getInBlock(data, h, userKey, trailer)
+	if !found {
+		// Nothing of the block is returned: let it go now.
+		ref.Release()
+		ref = cache.Handle{}
+	}
+	return value, seq, kind, found, ref, err
+}
+
+// getInBlock looks (userKey, trailer) up in data block data (at h).
+func (r *Reader) getInBlock(data []byte, h handle, userKey []byte, trailer uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
 	it := getIterPool.Get().(*blockIter)
-	defer getIterPool.Put(it)
+	defer func() {
+		it.reset()
+		getIterPool.Put(it)
+	}()
 	if err := it.init(data, true); err != nil {
 		return nil, 0, 0, false, r.blockErr(BlockKindData, h.offset, err)
 	}
@@ -696,7 +803,9 @@ func (r *Reader) buildLayout() {
 	r.layout = l
 }
 
-// Close closes the file and drops the table's blocks from the cache.
+// Close closes the file and drops the table's blocks from the cache (the
+// cache's references: a block still held by a GetRef caller stays valid
+// until released, since its memory belongs to the cache, not the Reader).
 func (r *Reader) Close() error {
 	r.cache.EvictFile(r.opts.CacheID)
 	if err := r.f.Close(); err != nil {

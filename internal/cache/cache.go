@@ -18,22 +18,50 @@
 // A cached value is a block's decompressed bytes and a 64-bit checksum of
 // them, which the SST reader re-verifies on every hit when paranoid cache
 // checks are on (this catches memory corruption of a long-lived cached block,
-// the failure Pebble issue #6175 describes). Blocks are immutable once
-// inserted: the cache never writes into a buffer, and eviction only drops the
-// cache's reference, so a slice returned by Get stays valid (and unchanged)
-// for as long as the caller holds it — the garbage collector, not a reference
-// count, frees evicted blocks. The one exception is ForEachForTesting, which
-// exists so a stress test can flip bits in cached blocks.
+// the failure Pebble issue #6175 describes). The bytes live outside the Go
+// heap, in the cache's manual.Allocator (a slab allocator over anonymous
+// mmap), so a cache of N bytes costs N bytes of memory, not the up to 2N
+// that garbage-collector pacing lets a heap of dead blocks grow to, and an
+// evicted block's memory is reused or returned to the OS at once.
+//
+// So values are reference counted, and the counts are exact:
+//
+//   - Alloc returns a Handle holding the only reference to a new buffer; the
+//     caller fills it and may publish it with Set, which adds the cache's own
+//     reference (or none, if the block is too large to cache).
+//   - Get returns a Handle holding a new reference (one atomic increment,
+//     under the shard's read lock, while the cache's reference is still held,
+//     so a count never rises from zero).
+//   - Eviction, replacement by Set, Delete, EvictFile and SetCapacity drop
+//     the cache's reference, after unlinking the entry under the write lock,
+//     so no Get can find it any more.
+//   - Handle.Release drops the holder's reference; the last one frees the
+//     buffer. A holder must release exactly once and not touch the bytes
+//     after: a block evicted while it is read stays intact until then, and
+//     its memory is never handed to anyone else before.
+//
+// Blocks are immutable once published: the cache never writes into a
+// buffer. The one exception is ForEachForTesting, which exists so a stress
+// test can flip bits in cached blocks.
+//
+// In invariants builds (go test -tags invariants) a freed buffer is poisoned
+// and made inaccessible (see manual.Allocator), Handle.Data and Sum panic on
+// a released handle, and Set panics on a handle already published. In every
+// build, releasing a handle more often than it was acquired panics.
 //
 // # Concurrency
 //
 // A *Cache is safe for concurrent use by any number of goroutines. Each shard
 // has its own RWMutex; Get takes it shared, Set / Delete / EvictFile take it
-// exclusive. Metrics are read with atomics and are not a consistent snapshot
-// across shards.
+// exclusive. The last Release of a block frees it on the releasing
+// goroutine, outside any shard lock when possible. Metrics are read with
+// atomics and are not a consistent snapshot across shards. A Handle is
+// owned by one goroutine at a time (it may be passed on); its Data may be
+// read by any number of goroutines while it is held.
 //
 // A nil *Cache is valid and caches nothing: New(0) returns nil, Get always
-// misses, Set does nothing. Callers need no "is there a cache" branches.
+// misses, Set does nothing, and Alloc returns Go heap buffers that Release
+// leaves to the collector. Callers need no "is there a cache" branches.
 package cache
 
 import (
@@ -42,13 +70,17 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/vigildb/vigil/internal/invariants"
+	"github.com/vigildb/vigil/internal/manual"
 )
 
 // EntryOverhead is the number of bytes charged against the capacity for each
-// cached block on top of its length: the entry struct, its map slot and slice
-// headers. It keeps a cache of many tiny blocks from using far more memory
+// cached block on top of the memory its buffer takes (its slab slot, at
+// most 1/16 more than its length above 1 KiB): the entry struct and its map
+// slot. It keeps a cache of many tiny blocks from using far more memory
 // than its capacity says.
-const EntryOverhead = 96
+const EntryOverhead = 128
 
 // minShardCapacity is the smallest capacity a shard is given; small caches
 // use fewer shards rather than shards too small to hold a block.
@@ -57,10 +89,17 @@ const minShardCapacity = 1 << 20
 // Metrics are counters of a cache since it was created.
 type Metrics struct {
 	Capacity int64 // bytes, as given to New or SetCapacity
-	Size     int64 // bytes charged now (block lengths + EntryOverhead each)
+	Size     int64 // bytes charged now (buffer sizes + EntryOverhead each)
 	Count    int64 // blocks cached now
 	Hits     int64 // Get calls that found the block
 	Misses   int64 // Get calls that did not
+	// Mapped is the memory the cache's allocator has mapped from the OS
+	// (outside the Go heap): cached blocks, blocks evicted but still held
+	// by readers, buffers being filled, and the allocator's free slots and
+	// spare chunks.
+	Mapped int64
+	// InUse is the part of Mapped in live buffers (cached or held).
+	InUse int64
 }
 
 // String renders the metrics on one line, for logs and the DB's metrics.
@@ -69,27 +108,110 @@ func (m Metrics) String() string {
 	if t := m.Hits + m.Misses; t > 0 {
 		hitRate = 100 * float64(m.Hits) / float64(t)
 	}
-	return fmt.Sprintf("block cache: %d/%d bytes, %d blocks, %d hits, %d misses (%.1f%% hit rate)",
-		m.Size, m.Capacity, m.Count, m.Hits, m.Misses, hitRate)
+	return fmt.Sprintf("block cache: %d/%d bytes, %d blocks, %d hits, %d misses (%.1f%% hit rate), %d bytes mapped",
+		m.Size, m.Capacity, m.Count, m.Hits, m.Misses, hitRate, m.Mapped)
 }
 
 type key struct {
 	id, offset uint64
 }
 
-// entry is one cached block. key, data and sum are immutable once the entry
-// is published in a shard's map (Set replaces the whole entry rather than
-// mutating it, so a concurrent Get under the read lock never sees a torn
-// value); prev/next belong to the shard's ring and are only touched under the
-// shard's write lock; referenced is written by Get under the read lock, hence
-// atomic.
+// entry is one block buffer and its reference count. buf and data are set
+// by Alloc and immutable; key, sum, charge and cached are written by Set
+// before the entry is published in a shard's map (while only the Alloc
+// caller can see it) and immutable after, so a Get under the read lock
+// never sees a torn value (Set replaces a whole entry rather than mutating
+// one); prev/next belong to the shard's ring and are only touched under the
+// shard's write lock; referenced is written by Get under the read lock,
+// hence atomic. refs counts the Handles not yet released plus one while the
+// entry is in a shard (cached); at zero the buffer is freed. Entries are
+// never reused, so a stale Handle cannot reach another block's count.
 type entry struct {
 	key        key
+	buf        manual.Buf // the zero Buf for a nil cache's Go heap buffer
 	data       []byte
 	sum        uint64
 	charge     int64
+	refs       atomic.Int32
 	referenced atomic.Bool
+	cached     bool // Set published it (whether or not it is still cached)
 	prev, next *entry
+}
+
+func (e *entry) release() {
+	switch n := e.refs.Add(-1); {
+	case n == 0:
+		e.buf.Free()
+	case n < 0:
+		panic("cache: block released more times than it was referenced")
+	}
+}
+
+// Handle is a reference to a block buffer: one from Alloc, or a cached
+// block from Get. The bytes stay valid and unchanged until Release, which
+// must be called exactly once; the zero Handle is empty (Valid is false,
+// Release does nothing). A Handle is a pointer-sized value: pass it by
+// value, but release only one copy.
+type Handle struct{ e *entry }
+
+// Valid reports whether h refers to a block.
+func (h Handle) Valid() bool { return h.e != nil }
+
+// Data returns the block's bytes, valid until Release. They must not be
+// modified once the block is published by Set.
+func (h Handle) Data() []byte {
+	if h.e == nil {
+		return nil
+	}
+	if invariants.Enabled && h.e.refs.Load() <= 0 {
+		panic("cache: Data of a released block (use after release)")
+	}
+	return h.e.data
+}
+
+// Sum returns the checksum the block was cached with (0 before Set).
+func (h Handle) Sum() uint64 {
+	if h.e == nil {
+		return 0
+	}
+	if invariants.Enabled && h.e.refs.Load() <= 0 {
+		panic("cache: Sum of a released block (use after release)")
+	}
+	return h.e.sum
+}
+
+// Release drops the reference; the last reference frees the block. Neither
+// h nor the bytes it returned may be used afterwards.
+func (h Handle) Release() {
+	if h.e != nil {
+		h.e.release()
+	}
+}
+
+// dropList collects entries whose cache reference a shard operation
+// dropped, to release them after the shard's lock is released (freeing may
+// take the allocator's lock, and rarely munmap). Beyond its capacity, they
+// are released at once.
+type dropList struct {
+	n int
+	a [4]*entry
+}
+
+func (d *dropList) add(e *entry) {
+	if d.n < len(d.a) {
+		d.a[d.n] = e
+		d.n++
+		return
+	}
+	e.release()
+}
+
+func (d *dropList) release() {
+	for i := 0; i < d.n; i++ {
+		d.a[i].release()
+		d.a[i] = nil
+	}
+	d.n = 0
 }
 
 // shard is one independently locked part of the cache. Invariants (under
@@ -114,6 +236,7 @@ type shard struct {
 // Cache is a sharded CLOCK block cache. See the package comment for the
 // concurrency contract and value lifetimes.
 type Cache struct {
+	alloc  *manual.Allocator
 	shards []shard
 	shift  uint // 64 - log2(len(shards))
 	// capacityA is the current capacity (New's, or SetCapacity's).
@@ -134,6 +257,7 @@ func New(capacityBytes int64) *Cache {
 	// Round down to a power of two so the shard index is a shift.
 	n = 1 << (bits.Len(uint(n)) - 1)
 	c := &Cache{
+		alloc:  manual.NewAllocator(),
 		shards: make([]shard, n),
 		shift:  uint(64 - bits.TrailingZeros(uint(n))),
 	}
@@ -164,19 +288,37 @@ func (c *Cache) shardFor(k key) *shard {
 	return &c.shards[h>>c.shift]
 }
 
-// Get returns the block cached under (id, offset) and the checksum stored
-// with it. The slice must not be modified; it stays valid after eviction.
-// Get does not allocate.
-func (c *Cache) Get(id, offset uint64) (data []byte, sum uint64, ok bool) {
+// Alloc returns a Handle to a new buffer of n bytes outside the Go heap
+// (its contents unspecified), holding the only reference to it. The caller
+// fills it, then may publish it with Set; either way it calls Release when
+// done with the bytes. On a nil cache the buffer is on the Go heap.
+func (c *Cache) Alloc(n int) Handle {
+	e := &entry{}
 	if c == nil {
-		return nil, 0, false
+		e.data = make([]byte, n)
+	} else {
+		e.buf = c.alloc.Alloc(n)
+		e.data = e.buf.Bytes()
+	}
+	e.refs.Store(1)
+	return Handle{e}
+}
+
+// Get returns a Handle to the block cached under (id, offset), with a new
+// reference the caller must release, and the checksum stored with it in
+// Handle.Sum. The bytes must not be modified. Get does not allocate.
+func (c *Cache) Get(id, offset uint64) (Handle, bool) {
+	if c == nil {
+		return Handle{}, false
 	}
 	k := key{id, offset}
 	s := c.shardFor(k)
 	s.mu.RLock()
 	e := s.m[k]
 	if e != nil {
-		data, sum = e.data, e.sum
+		// The cache's reference is held (e is in the map, and removing it
+		// takes the write lock), so the count is >= 1 here.
+		e.refs.Add(1)
 		// Avoid dirtying the cache line when the bit is already set.
 		if !e.referenced.Load() {
 			e.referenced.Store(true)
@@ -185,39 +327,53 @@ func (c *Cache) Get(id, offset uint64) (data []byte, sum uint64, ok bool) {
 	s.mu.RUnlock()
 	if e == nil {
 		s.misses.Add(1)
-		return nil, 0, false
+		return Handle{}, false
 	}
 	s.hits.Add(1)
-	return data, sum, true
+	return Handle{e}, true
 }
 
-// Set caches data under (id, offset) with its checksum sum, replacing any
-// block cached there, and evicts blocks until the shard is within capacity.
-// The cache keeps data (it does not copy it): the caller must not modify data
-// afterwards. A block larger than a shard's capacity is not cached.
-func (c *Cache) Set(id, offset uint64, data []byte, sum uint64) {
-	if c == nil {
+// Set caches the block of h (a Handle from Alloc, filled and not published
+// before) under (id, offset) with its checksum sum, replacing any block
+// cached there, and evicts blocks until the shard is within capacity. The
+// cache takes a reference of its own: the caller keeps its reference and
+// still releases it; nobody may modify the bytes any more. A block whose
+// charge exceeds a shard's capacity is not cached (the caller's reference
+// is then the only one).
+func (c *Cache) Set(id, offset uint64, h Handle, sum uint64) {
+	e := h.e
+	if c == nil || e == nil {
 		return
+	}
+	if e.cached {
+		panic("cache: Set of a block already published")
+	}
+	if invariants.Enabled && e.refs.Load() <= 0 {
+		panic("cache: Set of a released block")
 	}
 	k := key{id, offset}
 	s := c.shardFor(k)
-	charge := int64(len(data)) + EntryOverhead
-	e := &entry{key: k, data: data, sum: sum, charge: charge}
+	charge := int64(e.buf.Size()) + EntryOverhead
+	var drop dropList
 	s.mu.Lock()
 	if charge > s.capacity {
 		s.mu.Unlock()
 		return
 	}
+	e.key, e.sum, e.charge, e.cached = k, sum, charge, true
+	e.refs.Add(1)
 	if old := s.m[k]; old != nil {
 		s.unlink(old)
+		drop.add(old)
 	}
 	s.m[k] = e
 	s.link(e)
 	for s.size > s.capacity {
-		s.evictOne()
+		drop.add(s.evictOne())
 	}
 	s.publish()
 	s.mu.Unlock()
+	drop.release()
 }
 
 // SetCapacity changes the cache's capacity, evicting blocks at once if it
@@ -231,23 +387,26 @@ func (c *Cache) SetCapacity(capacityBytes int64) {
 	per := capacityBytes / int64(len(c.shards))
 	for i := range c.shards {
 		s := &c.shards[i]
+		var drop dropList
 		s.mu.Lock()
 		s.capacity = per
 		if i == 0 {
 			s.capacity += capacityBytes - per*int64(len(c.shards))
 		}
 		for s.size > s.capacity {
-			s.evictOne()
+			drop.add(s.evictOne())
 		}
 		s.publish()
 		s.mu.Unlock()
+		drop.release()
 	}
 	c.capacityA.Store(capacityBytes)
 }
 
-// Delete drops the block cached under (id, offset), if any. The SST reader
-// calls it when a cached block fails its paranoid check, so the next read
-// goes back to the file instead of returning the same corrupt bytes forever.
+// Delete drops the block cached under (id, offset), if any (the cache's
+// reference: holders keep theirs). The SST reader calls it when a cached
+// block fails its paranoid check, so the next read goes back to the file
+// instead of returning the same corrupt bytes forever.
 func (c *Cache) Delete(id, offset uint64) {
 	if c == nil {
 		return
@@ -255,23 +414,29 @@ func (c *Cache) Delete(id, offset uint64) {
 	k := key{id, offset}
 	s := c.shardFor(k)
 	s.mu.Lock()
-	if e := s.m[k]; e != nil {
+	e := s.m[k]
+	if e != nil {
 		s.unlink(e)
 		delete(s.m, k)
 		s.publish()
 	}
 	s.mu.Unlock()
+	if e != nil {
+		e.release()
+	}
 }
 
-// EvictFile drops every block cached under id. A reader calls it when it is
-// closed: ids are never reused, so those blocks could only waste capacity.
-// It walks every entry of every shard, O(cached blocks).
+// EvictFile drops every block cached under id (the cache's references). A
+// reader calls it when it is closed: ids are never reused, so those blocks
+// could only waste capacity. It walks every entry of every shard, O(cached
+// blocks).
 func (c *Cache) EvictFile(id uint64) {
 	if c == nil {
 		return
 	}
 	for i := range c.shards {
 		s := &c.shards[i]
+		var drop dropList
 		s.mu.Lock()
 		if s.hand != nil {
 			e := s.hand
@@ -280,12 +445,14 @@ func (c *Cache) EvictFile(id uint64) {
 				if e.key.id == id {
 					s.unlink(e)
 					delete(s.m, e.key)
+					drop.add(e)
 				}
 				e = next
 			}
 			s.publish()
 		}
 		s.mu.Unlock()
+		drop.release()
 	}
 }
 
@@ -294,7 +461,8 @@ func (c *Cache) Metrics() Metrics {
 	if c == nil {
 		return Metrics{}
 	}
-	m := Metrics{Capacity: c.capacityA.Load()}
+	st := c.alloc.Stats()
+	m := Metrics{Capacity: c.capacityA.Load(), Mapped: st.Mapped, InUse: st.InUse}
 	for i := range c.shards {
 		s := &c.shards[i]
 		m.Size += s.sizeA.Load()
@@ -315,8 +483,9 @@ func (c *Cache) Capacity() int64 {
 
 // ForEachForTesting calls fn with the bytes of every cached block, under the
 // shard's write lock, so that a test can corrupt cached blocks in place (the
-// stress test's model of a RAM bit flip). fn must not call the cache. Never
-// use it outside tests: it breaks the immutability every reader relies on.
+// stress test's model of a RAM bit flip). fn must not call the cache nor
+// keep the slice. Never use it outside tests: it breaks the immutability
+// every reader relies on.
 func (c *Cache) ForEachForTesting(fn func(data []byte)) {
 	if c == nil {
 		return
@@ -366,9 +535,11 @@ func (s *shard) unlink(e *entry) {
 }
 
 // evictOne advances the hand, giving referenced entries a second chance, and
-// evicts the first unreferenced one. It terminates within two revolutions:
-// the first clears every bit it passes.
-func (s *shard) evictOne() {
+// evicts the first unreferenced one, returning it: the caller drops the
+// cache's reference. It terminates within two revolutions: the first clears
+// every bit it passes. (Whether readers hold the block does not matter: it
+// leaves the cache and is freed when they release it.)
+func (s *shard) evictOne() *entry {
 	for {
 		e := s.hand
 		if e.referenced.Load() {
@@ -378,7 +549,7 @@ func (s *shard) evictOne() {
 		}
 		s.unlink(e)
 		delete(s.m, e.key)
-		return
+		return e
 	}
 }
 

@@ -4,12 +4,41 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/vigildb/vigil/internal/invariants"
 )
 
 func block(n int, fill byte) []byte { return bytes.Repeat([]byte{fill}, n) }
+
+// set caches a copy of data, as the SST reader does: Alloc, fill, Set,
+// Release.
+func set(c *Cache, id, off uint64, data []byte, sum uint64) {
+	h := c.Alloc(len(data))
+	copy(h.Data(), data)
+	c.Set(id, off, h, sum)
+	h.Release()
+}
+
+// get returns a copy of the cached block.
+func get(c *Cache, id, off uint64) ([]byte, uint64, bool) {
+	h, ok := c.Get(id, off)
+	if !ok {
+		return nil, 0, false
+	}
+	defer h.Release()
+	return bytes.Clone(h.Data()), h.Sum(), true
+}
+
+// charge is what a block of n bytes is charged.
+func charge(c *Cache, n int) int64 {
+	h := c.Alloc(n)
+	defer h.Release()
+	return int64(h.e.buf.Size()) + EntryOverhead
+}
 
 func TestNilCache(t *testing.T) {
 	c := New(0)
@@ -19,8 +48,11 @@ func TestNilCache(t *testing.T) {
 	if New(-5) != nil {
 		t.Fatal("New(-5) != nil")
 	}
-	c.Set(1, 2, []byte("x"), 3)
-	if _, _, ok := c.Get(1, 2); ok {
+	h := c.Alloc(1)
+	h.Data()[0] = 'x'
+	c.Set(1, 2, h, 3)
+	h.Release()
+	if _, ok := c.Get(1, 2); ok {
 		t.Fatal("nil cache hit")
 	}
 	c.Delete(1, 2)
@@ -36,33 +68,33 @@ func TestNilCache(t *testing.T) {
 
 func TestGetSetReplaceDelete(t *testing.T) {
 	c := New(1 << 20)
-	if _, _, ok := c.Get(1, 0); ok {
+	if _, ok := c.Get(1, 0); ok {
 		t.Fatal("hit on empty cache")
 	}
-	c.Set(1, 0, []byte("hello"), 42)
-	c.Set(2, 0, []byte("other table"), 7)
-	d, s, ok := c.Get(1, 0)
+	set(c, 1, 0, []byte("hello"), 42)
+	set(c, 2, 0, []byte("other table"), 7)
+	d, s, ok := get(c, 1, 0)
 	if !ok || string(d) != "hello" || s != 42 {
 		t.Fatalf("Get(1,0) = %q %d %v", d, s, ok)
 	}
-	d, s, ok = c.Get(2, 0)
+	d, s, ok = get(c, 2, 0)
 	if !ok || string(d) != "other table" || s != 7 {
 		t.Fatalf("Get(2,0) = %q %d %v", d, s, ok)
 	}
-	c.Set(1, 0, []byte("replaced"), 43)
-	d, s, ok = c.Get(1, 0)
+	set(c, 1, 0, []byte("replaced"), 43)
+	d, s, ok = get(c, 1, 0)
 	if !ok || string(d) != "replaced" || s != 43 {
 		t.Fatalf("after replace Get(1,0) = %q %d %v", d, s, ok)
 	}
 	m := c.Metrics()
-	if m.Count != 2 || m.Size != int64(len("replaced")+len("other table")+2*EntryOverhead) {
+	if m.Count != 2 || m.Size != charge(c, len("replaced"))+charge(c, len("other table")) {
 		t.Fatalf("metrics after replace: %+v", m)
 	}
 	if m.Hits != 3 || m.Misses != 1 {
 		t.Fatalf("hits/misses: %+v", m)
 	}
 	c.Delete(1, 0)
-	if _, _, ok := c.Get(1, 0); ok {
+	if _, ok := c.Get(1, 0); ok {
 		t.Fatal("hit after Delete")
 	}
 	c.Delete(1, 0) // absent: no-op
@@ -80,17 +112,21 @@ func TestCapacityIsRespected(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 5000; i++ {
 		n := rng.IntN(4096)
-		c.Set(uint64(rng.IntN(4)), uint64(rng.IntN(200)), block(n, byte(i)), uint64(i))
+		set(c, uint64(rng.IntN(4)), uint64(rng.IntN(200)), block(n, byte(i)), uint64(i))
 		if m := c.Metrics(); m.Size > capacity {
 			t.Fatalf("size %d > capacity %d after %d sets", m.Size, capacity, i)
 		}
 		if i%7 == 0 {
-			c.Get(uint64(rng.IntN(4)), uint64(rng.IntN(200)))
+			get(c, uint64(rng.IntN(4)), uint64(rng.IntN(200)))
 		}
 	}
 	// Recount by walking: Metrics must agree with the contents.
 	var n, size int64
-	c.ForEachForTesting(func(d []byte) { n++; size += int64(len(d)) + EntryOverhead })
+	var lens []int
+	c.ForEachForTesting(func(d []byte) { n++; lens = append(lens, len(d)) })
+	for _, l := range lens {
+		size += charge(c, l)
+	}
 	if m := c.Metrics(); m.Count != n || m.Size != size {
 		t.Fatalf("metrics %+v disagree with contents: count %d size %d", m, n, size)
 	}
@@ -98,12 +134,18 @@ func TestCapacityIsRespected(t *testing.T) {
 
 func TestOversizedBlockNotCached(t *testing.T) {
 	c := New(1000)
-	c.Set(1, 1, block(2000, 1), 0)
-	if _, _, ok := c.Get(1, 1); ok {
+	h := c.Alloc(2000)
+	c.Set(1, 1, h, 0)
+	if _, ok := c.Get(1, 1); ok {
 		t.Fatal("block larger than capacity was cached")
 	}
-	if m := c.Metrics(); m.Size != 0 || m.Count != 0 {
+	if m := c.Metrics(); m.Size != 0 || m.Count != 0 || m.InUse == 0 {
 		t.Fatalf("metrics %+v", m)
+	}
+	// The caller's reference is the only one: releasing it frees the block.
+	h.Release()
+	if m := c.Metrics(); m.InUse != 0 {
+		t.Fatalf("metrics after release %+v", m)
 	}
 }
 
@@ -111,23 +153,23 @@ func TestOversizedBlockNotCached(t *testing.T) {
 // read since insertion survives the next eviction and an unread one does not.
 func TestSecondChance(t *testing.T) {
 	const sz = 100
-	c := New(4 * (sz + EntryOverhead)) // one shard, room for exactly 4 blocks
+	c := New(4 * charge(New(1), sz)) // one shard, room for exactly 4 blocks
 	if len(c.shards) != 1 {
 		t.Fatalf("%d shards", len(c.shards))
 	}
 	for i := uint64(0); i < 4; i++ {
-		c.Set(1, i, block(sz, byte(i)), i)
+		set(c, 1, i, block(sz, byte(i)), i)
 	}
-	c.Get(1, 0) // referenced: gets a second chance
-	c.Set(1, 4, block(sz, 4), 4)
-	if _, _, ok := c.Get(1, 0); !ok {
+	get(c, 1, 0) // referenced: gets a second chance
+	set(c, 1, 4, block(sz, 4), 4)
+	if _, _, ok := get(c, 1, 0); !ok {
 		t.Fatal("referenced block 0 was evicted")
 	}
-	if _, _, ok := c.Get(1, 1); ok {
+	if _, _, ok := get(c, 1, 1); ok {
 		t.Fatal("unreferenced block 1 survived")
 	}
 	for _, off := range []uint64{2, 3, 4} {
-		if _, _, ok := c.Get(1, off); !ok {
+		if _, _, ok := get(c, 1, off); !ok {
 			t.Fatalf("block %d missing", off)
 		}
 	}
@@ -137,16 +179,16 @@ func TestEvictFile(t *testing.T) {
 	c := New(8 << 20)
 	for id := uint64(1); id <= 3; id++ {
 		for off := uint64(0); off < 100; off++ {
-			c.Set(id, off*4096, block(10, byte(id)), id)
+			set(c, id, off*4096, block(10, byte(id)), id)
 		}
 	}
 	c.EvictFile(2)
 	for off := uint64(0); off < 100; off++ {
-		if _, _, ok := c.Get(2, off*4096); ok {
+		if _, _, ok := get(c, 2, off*4096); ok {
 			t.Fatalf("block (2,%d) survived EvictFile", off)
 		}
 		for _, id := range []uint64{1, 3} {
-			if d, _, ok := c.Get(id, off*4096); !ok || d[0] != byte(id) {
+			if d, _, ok := get(c, id, off*4096); !ok || d[0] != byte(id) {
 				t.Fatalf("block (%d,%d) lost", id, off)
 			}
 		}
@@ -179,9 +221,9 @@ func TestShardingSpreadsAndCapacitySums(t *testing.T) {
 
 func TestForEachForTestingCanCorrupt(t *testing.T) {
 	c := New(1 << 20)
-	c.Set(1, 0, []byte{0, 0, 0}, 0)
+	set(c, 1, 0, []byte{0, 0, 0}, 0)
 	c.ForEachForTesting(func(d []byte) { d[1] ^= 0x10 })
-	d, _, _ := c.Get(1, 0)
+	d, _, _ := get(c, 1, 0)
 	if !bytes.Equal(d, []byte{0, 0x10, 0}) {
 		t.Fatalf("block after flip: %x", d)
 	}
@@ -202,17 +244,24 @@ func TestConcurrent(t *testing.T) {
 				id, off := uint64(rng.IntN(3)), uint64(rng.IntN(300))
 				switch r := rng.IntN(100); {
 				case r < 60:
-					if d, s, ok := c.Get(id, off); ok {
+					if h, ok := c.Get(id, off); ok {
+						d, s := h.Data(), h.Sum()
 						want := fmt.Sprintf("%d/%d", id, off)
-						if string(d[:len(want)]) != want || s != id*1000+off {
+						// Check the whole block while holding it: a
+						// concurrent eviction must not free or reuse it.
+						tail := d[len(want):]
+						if string(d[:len(want)]) != want || s != id*1000+off || !bytes.Equal(tail, block(len(tail), byte(len(tail)))) {
 							t.Errorf("Get(%d,%d) = %q,%d", id, off, d[:len(want)], s)
+							h.Release()
 							return
 						}
+						h.Release()
 					}
 				case r < 95:
 					v := []byte(fmt.Sprintf("%d/%d", id, off))
-					v = append(v, make([]byte, rng.IntN(2000))...)
-					c.Set(id, off, v, id*1000+off)
+					n := rng.IntN(2000)
+					v = append(v, block(n, byte(n))...)
+					set(c, id, off, v, id*1000+off)
 				case r < 99:
 					c.Delete(id, off)
 				default:
@@ -222,18 +271,20 @@ func TestConcurrent(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
-	if m := c.Metrics(); m.Size > m.Capacity {
-		t.Fatalf("size over capacity: %+v", m)
+	if m := c.Metrics(); m.Size > m.Capacity || m.InUse > m.Size {
+		t.Fatalf("size over capacity, or blocks leaked: %+v", m)
 	}
 }
 
 func TestGetDoesNotAllocate(t *testing.T) {
 	c := New(1 << 20)
-	c.Set(1, 4096, block(4096, 1), 1)
+	set(c, 1, 4096, block(4096, 1), 1)
 	allocs := testing.AllocsPerRun(100, func() {
-		if _, _, ok := c.Get(1, 4096); !ok {
+		h, ok := c.Get(1, 4096)
+		if !ok {
 			t.Fatal("miss")
 		}
+		h.Release()
 		c.Get(1, 8192)
 	})
 	if allocs != 0 {
@@ -244,21 +295,23 @@ func TestGetDoesNotAllocate(t *testing.T) {
 func BenchmarkGetHit(b *testing.B) {
 	c := New(64 << 20)
 	for i := uint64(0); i < 10000; i++ {
-		c.Set(1, i*4096, block(4096, 0), i)
+		set(c, 1, i*4096, block(4096, 0), i)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		if _, _, ok := c.Get(1, uint64(i%10000)*4096); !ok {
+		h, ok := c.Get(1, uint64(i%10000)*4096)
+		if !ok {
 			b.Fatal("miss")
 		}
+		h.Release()
 	}
 }
 
 func BenchmarkGetHitParallel(b *testing.B) {
 	c := New(64 << 20)
 	for i := uint64(0); i < 10000; i++ {
-		c.Set(1, i*4096, block(4096, 0), i)
+		set(c, 1, i*4096, block(4096, 0), i)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -266,22 +319,27 @@ func BenchmarkGetHitParallel(b *testing.B) {
 		i := rand.IntN(10000)
 		for pb.Next() {
 			i++
-			if _, _, ok := c.Get(1, uint64(i%10000)*4096); !ok {
+			h, ok := c.Get(1, uint64(i%10000)*4096)
+			if !ok {
 				b.Fatal("miss")
 			}
+			h.Release()
 		}
 	})
 }
 
 // BenchmarkSetEvict measures insertion into a full cache, so every Set also
-// runs the CLOCK hand.
+// runs the CLOCK hand, and frees the evicted block. It includes what a
+// reader does on a miss besides the read: allocating the buffer and filling
+// it (the old API cached the caller's slice: the fill stands for the
+// read into it).
 func BenchmarkSetEvict(b *testing.B) {
 	c := New(4 << 20)
 	data := block(4096, 0)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		c.Set(1, uint64(i)*4096, data, 0)
+		set(c, 1, uint64(i)*4096, data, 0)
 	}
 }
 
@@ -291,7 +349,7 @@ func TestSetCapacity(t *testing.T) {
 	c := New(8 << 20)
 	block := make([]byte, 4096)
 	for i := uint64(0); i < 2000; i++ {
-		c.Set(1, i*4096, block, 0)
+		set(c, 1, i*4096, block, 0)
 	}
 	if m := c.Metrics(); m.Size > 8<<20 || m.Count < 1500 {
 		t.Fatalf("filled: %+v", m)
@@ -302,9 +360,170 @@ func TestSetCapacity(t *testing.T) {
 	}
 	c.SetCapacity(16 << 20)
 	for i := uint64(0); i < 3000; i++ {
-		c.Set(2, i*4096, block, 0)
+		set(c, 2, i*4096, block, 0)
 	}
 	if m := c.Metrics(); m.Size > 16<<20 || m.Count < 2900 {
 		t.Fatalf("after growing to 16 MiB: %+v", m)
+	}
+}
+
+// TestEvictedBlockStaysIntactWhileHeld: a block evicted (by capacity,
+// Delete, replacement, EvictFile or SetCapacity) while a reader holds it
+// keeps its bytes, and its memory is not reused, until the reader releases
+// it; then it is freed.
+func TestEvictedBlockStaysIntactWhileHeld(t *testing.T) {
+	evictions := map[string]func(c *Cache){
+		"capacity": func(c *Cache) {
+			for i := uint64(1); i < 200; i++ {
+				set(c, 2, i, block(4000, 0xee), 0)
+			}
+		},
+		"delete":      func(c *Cache) { c.Delete(1, 0) },
+		"replace":     func(c *Cache) { set(c, 1, 0, block(4000, 0xee), 0) },
+		"evictfile":   func(c *Cache) { c.EvictFile(1) },
+		"setcapacity": func(c *Cache) { c.SetCapacity(1) },
+	}
+	for name, evict := range evictions {
+		t.Run(name, func(t *testing.T) {
+			c := New(64 << 10)
+			set(c, 1, 0, block(4000, 0x5a), 9)
+			h, ok := c.Get(1, 0)
+			if !ok {
+				t.Fatal("miss")
+			}
+			inUse := c.Metrics().InUse
+			evict(c)
+			if g, ok := c.Get(1, 0); ok && name != "replace" {
+				g.Release()
+				t.Fatal("block still cached")
+			}
+			// Churn the allocator: nothing may land on the held block.
+			for i := 0; i < 100; i++ {
+				x := c.Alloc(4000)
+				copy(x.Data(), block(4000, 0xcc))
+				x.Release()
+			}
+			if !bytes.Equal(h.Data(), block(4000, 0x5a)) || h.Sum() != 9 {
+				t.Fatal("held block changed after eviction")
+			}
+			if m := c.Metrics(); m.InUse < int64(len(h.Data())) {
+				t.Fatalf("held block not counted in use: %+v (before eviction %d)", m, inUse)
+			}
+			before := c.Metrics().InUse
+			h.Release()
+			if m := c.Metrics(); before-m.InUse < 4000 {
+				t.Fatalf("releasing the last reference freed %d bytes: %+v", before-m.InUse, m)
+			}
+		})
+	}
+}
+
+// TestRefcountsAreExact: after every Get is released and every block
+// evicted, nothing is in use and the allocator's chunks are returned (but
+// for its spares).
+func TestRefcountsAreExact(t *testing.T) {
+	c := New(1 << 20)
+	var held []Handle
+	for i := uint64(0); i < 500; i++ {
+		set(c, i%3, i, block(1000+int(i), byte(i)), i)
+		if h, ok := c.Get(i%3, i/2); ok {
+			held = append(held, h)
+		}
+	}
+	for id := uint64(0); id < 3; id++ {
+		c.EvictFile(id)
+	}
+	if m := c.Metrics(); m.Count != 0 || m.InUse == 0 {
+		t.Fatalf("held blocks not in use: %+v", m)
+	}
+	for _, h := range held {
+		h.Release()
+	}
+	if m := c.Metrics(); m.InUse != 0 || m.Size != 0 {
+		t.Fatalf("after releasing everything: %+v", m)
+	}
+	c.alloc.ReleaseSpares()
+	if m := c.Metrics(); m.Mapped != 0 {
+		t.Fatalf("mapped after releasing everything: %+v", m)
+	}
+}
+
+func TestReleaseTwicePanics(t *testing.T) {
+	c := New(1 << 20)
+	set(c, 1, 0, block(10, 1), 0)
+	h, _ := c.Get(1, 0)
+	h.Release()
+	c.Delete(1, 0) // the last reference: frees the block
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a second Release did not panic")
+		}
+	}()
+	h.Release()
+}
+
+func TestSetTwicePanics(t *testing.T) {
+	c := New(1 << 20)
+	h := c.Alloc(10)
+	defer h.Release()
+	c.Set(1, 0, h, 0)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a second Set of one handle did not panic")
+		}
+	}()
+	c.Set(1, 1, h, 0)
+}
+
+// TestUseAfterReleaseIsCaught: in invariants builds, using a block after its
+// last reference is gone panics: through the Handle (Data, Sum), or through
+// the bytes (the memory faults; SetPanicOnFault makes that a panic here).
+func TestUseAfterReleaseIsCaught(t *testing.T) {
+	if !invariants.Enabled {
+		t.Skip("needs -tags invariants")
+	}
+	c := New(1 << 20)
+	keep := c.Alloc(4000) // keeps the chunk mapped
+	defer keep.Release()
+	set(c, 1, 0, block(4000, 7), 0)
+	h, _ := c.Get(1, 0)
+	data := h.Data()
+	c.EvictFile(1)
+	if data[10] != 7 {
+		t.Fatal("held block changed")
+	}
+	h.Release() // the last reference
+	if !panics(func() { h.Data() }) {
+		t.Fatal("Data after release did not panic")
+	}
+	if !panics(func() { h.Sum() }) {
+		t.Fatal("Sum after release did not panic")
+	}
+	if !panics(func() { sink = data[10] }) {
+		t.Fatal("reading a released block's bytes did not fault")
+	}
+}
+
+var sink byte
+
+func panics(fn func()) (panicked bool) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() { panicked = recover() != nil }()
+	fn()
+	return false
+}
+
+// BenchmarkMissInsert is a miss as the SST reader handles it: Get misses,
+// a buffer is allocated and filled, Set publishes it into a full cache
+// (evicting and freeing a block), the reader releases its reference.
+func BenchmarkMissInsert(b *testing.B) {
+	c := New(4 << 20)
+	data := block(4100, 0)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, ok := c.Get(1, uint64(i)*4096); ok {
+			b.Fatal("hit")
+		}
+		set(c, 1, uint64(i)*4096, data, 0)
 	}
 }

@@ -1,7 +1,13 @@
-// Package manual allocates large buffers outside the Go heap: memtable
-// arenas, which would otherwise stay resident after their memtable is
-// flushed until a garbage collection finds them, and which the collector's
-// pacing would let the heap grow to twice the size of.
+// Package manual allocates memory outside the Go heap, returned to the
+// operating system when freed: memtable arenas and block-cache blocks,
+// which on the Go heap would stay resident after their last use until a
+// garbage collection finds them, and which the collector's pacing would let
+// the heap grow to twice the size of.
+//
+// Two allocators: Alloc and Free below, one mapping per buffer, for a few
+// large buffers (memtable arenas); and Allocator (slab.go), a slab
+// allocator for many small ones (cached blocks), with size classes and
+// chunks shared by buffers of a class.
 //
 // Alloc maps anonymous memory (mmap); Free unmaps it, returning it to the
 // operating system at once. The memory holds no Go pointers, so the
@@ -15,7 +21,8 @@
 // reports it with a stack trace) instead of reading recycled memory. The
 // address space is not reused in such builds.
 //
-// Concurrency: Alloc, Free and the counters are safe for concurrent use.
+// Concurrency: Alloc, Free and the counters are safe for concurrent use;
+// see Allocator for its own contract.
 package manual
 
 import "sync/atomic"

@@ -1,0 +1,58 @@
+//go:build unix
+
+package manual
+
+import "golang.org/x/sys/unix"
+
+// mapMem maps n bytes (a multiple of the page size) of anonymous memory, or
+// falls back to the Go heap (mmapped false) if that fails.
+func mapMem(n int) (mem []byte, mmapped bool) {
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return make([]byte, n), false
+	}
+	return b, true
+}
+
+func unmapMem(b []byte) {
+	if err := unix.Munmap(b); err != nil {
+		panic("manual: munmap: " + err.Error())
+	}
+}
+
+// protectMem makes whole pages b accessible (rw) or not. Failure (the
+// kernel's limit on mappings) is tolerated: the caller's poison remains.
+func protectMem(b []byte, rw bool) {
+	prot := unix.PROT_NONE
+	if rw {
+		prot = unix.PROT_READ | unix.PROT_WRITE
+	}
+	if err := unix.Mprotect(b, prot); err != nil {
+		if rw {
+			// The pages stay inaccessible: the buffer is unusable.
+			panic("manual: mprotect of a reused slot: " + err.Error())
+		}
+		protectFailures.Add(1)
+	}
+}
+
+// dontNeed drops the pages of b, returning the memory to the OS while
+// keeping the mapping (and its protection).
+func dontNeed(b []byte) { _ = unix.Madvise(b, unix.MADV_DONTNEED) }
+
+// freeLarge frees a buffer mapped on its own: unmapped, or in invariants
+// builds poisoned and made inaccessible for good (as Free does).
+func freeLarge(b []byte) {
+	if !invariantsEnabled {
+		unmapMem(b)
+		return
+	}
+	for i := range b {
+		b[i] = Poison
+	}
+	if err := unix.Mprotect(b, unix.PROT_NONE); err != nil {
+		protectFailures.Add(1)
+		return
+	}
+	dontNeed(b)
+}
