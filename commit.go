@@ -143,6 +143,7 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 		if stallReason == "" {
 			stallStart, stallReason = time.Now(), reason
 			d.log.Infof("write stall: %s", reason)
+			d.emitStall(true, StallInfo{Reason: reason})
 		}
 		if err := d.waitForStall(); err != nil {
 			d.endStall(stallStart, stallReason)
@@ -286,6 +287,7 @@ func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
 		if stallReason == "" {
 			stallStart, stallReason = time.Now(), reason
 			d.log.Infof("write stall: %s", reason)
+			d.emitStall(true, StallInfo{Reason: reason})
 		}
 		if err := d.waitForFlushableRoom(need); err != nil {
 			d.endStall(stallStart, stallReason)
@@ -373,6 +375,7 @@ func (d *DB) endStall(start time.Time, reason string) {
 	dur := time.Since(start)
 	d.stats.recordStall(reason, dur)
 	d.log.Infof("write stall ended after %v: %s", dur, reason)
+	d.emitStall(false, StallInfo{Reason: reason, Duration: dur})
 }
 
 // SyncWAL makes every write that Apply has returned for durable, without
@@ -602,6 +605,7 @@ func (d *DB) rotateMemtableLocked(memSize int) error {
 		d.walW, d.walNum = newW, logNum
 		d.bgWG.Add(1)
 		go d.closeWAL(oldW, oldNum, newW)
+		d.emitWAL(WALInfo{LogNum: logNum, PrevLogNum: oldNum})
 		d.maybePrepareWALLocked()
 	}
 	old := d.mem

@@ -120,6 +120,7 @@ func (d *DB) runCompaction(c *compaction) error {
 		d.mu.Lock()
 		d.setBackgroundErrorLocked(err, "compaction "+c.String())
 		d.mu.Unlock()
+		d.emitCompaction(CompactionInfo{Level: c.level, OutputLevel: c.outputLevel, Inputs: c.fileNums(), Duration: time.Since(start), Err: err})
 		return err
 	}
 	e := &manifest.VersionEdit{}
@@ -146,6 +147,11 @@ func (d *DB) runCompaction(c *compaction) error {
 		return err
 	}
 	dur := time.Since(start)
+	info := CompactionInfo{Level: c.level, OutputLevel: c.outputLevel, Inputs: c.fileNums(), ReadBytes: readBytes, WriteBytes: writeBytes, Duration: dur}
+	for _, m := range outputs {
+		info.Outputs = append(info.Outputs, m.FileNum)
+	}
+	d.emitCompaction(info)
 	d.stats.compactReadBytes.Add(int64(readBytes))
 	d.stats.compactWriteBytes.Add(int64(writeBytes))
 	d.stats.compactNanos.Add(int64(dur))

@@ -223,6 +223,17 @@ func expandL0(all, inputs []*manifest.FileMetadata) []*manifest.FileMetadata {
 	}
 }
 
+// fileNums returns the numbers of c's input files.
+func (c *compaction) fileNums() []uint64 {
+	var nums []uint64
+	for _, files := range c.inputs {
+		for _, f := range files {
+			nums = append(nums, f.FileNum)
+		}
+	}
+	return nums
+}
+
 // trivialMove reports whether c can move its inputs down as they are:
 // nothing to merge with below, and the inputs do not overlap one another
 // (one file of a sorted level, or L0 files from a sequential load).
@@ -246,5 +257,6 @@ func (d *DB) moveFiles(c *compaction) error {
 		return err
 	}
 	d.log.Infof("compaction moved %v from L%d to L%d", nums, c.level, c.outputLevel)
+	d.emitCompaction(CompactionInfo{Level: c.level, OutputLevel: c.outputLevel, Inputs: nums, Outputs: nums, TrivialMove: true})
 	return nil
 }

@@ -64,7 +64,8 @@ type DB struct {
 
 	fileLock   io.Closer
 	dataDir    vfs.File
-	log        *eventLog
+	log        eventLogger
+	events     *eventQueue
 	blockCache *cache.Cache
 	tableCache *tableCache
 	closed     atomic.Bool
@@ -325,6 +326,7 @@ func (d *DB) setBackgroundErrorLocked(err error, what string) {
 		e := d.bgErr
 		d.bgErrFast.Store(&e)
 		d.log.Errorf("background error, DB is now read-only: %v", d.bgErr)
+		d.emitBackgroundError(d.bgErr)
 	}
 	d.stallCond.Broadcast()
 }
@@ -466,10 +468,12 @@ func getResult(dst, value []byte, seq uint64, kind base.Kind, cover uint64, noCo
 // memCorruption wraps a memtable read error for the caller.
 func (d *DB) memCorruption(err error) error {
 	d.stats.memCorruptions.Add(1)
-	if errors.Is(err, ErrCorruption) {
-		return fmt.Errorf("memtable: %w", err)
+	if !errors.Is(err, ErrCorruption) {
+		err = base.MarkCorruption(err)
 	}
-	return base.MarkCorruption(fmt.Errorf("memtable: %w", err))
+	err = fmt.Errorf("memtable: %w", err)
+	d.emitCorruption(err)
+	return err
 }
 
 // getFromTable looks key up in one SST, first raising cover with the
@@ -487,7 +491,9 @@ func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, snap, cover uint
 	value, seq, kind, found, ref, err = h.reader.GetRef(key, snap)
 	if err != nil {
 		ref.Release()
-		return nil, 0, 0, false, cover, cache.Handle{}, fmt.Errorf("table %06d: %w", f.FileNum, err)
+		err = fmt.Errorf("table %06d: %w", f.FileNum, err)
+		d.emitCorruption(err)
+		return nil, 0, 0, false, cover, cache.Handle{}, err
 	}
 	return value, seq, kind, found, cover, ref, nil
 }
@@ -610,6 +616,7 @@ func (d *DB) Close() error {
 	if err := d.log.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	d.events.close()
 	if d.dataDir != nil {
 		if err := d.dataDir.Close(); err != nil {
 			errs = append(errs, err)

@@ -169,6 +169,7 @@ func (d *DB) flushOne() (did bool, err error) {
 	d.flushing = false
 	if err != nil {
 		d.setBackgroundErrorLocked(err, "flush")
+		d.emitFlush(FlushInfo{LogNum: e.logNum, FileNum: fileNum, Duration: time.Since(start), Err: err})
 		return false, err
 	}
 	edit := &manifest.VersionEdit{}
@@ -206,6 +207,11 @@ func (d *DB) flushOne() (did bool, err error) {
 	dur := time.Since(start)
 	d.stats.flushes.Add(1)
 	d.stats.flushNanos.Add(int64(dur))
+	info := FlushInfo{LogNum: e.logNum, Duration: dur}
+	if meta != nil {
+		info.FileNum, info.Entries, info.Bytes = meta.FileNum, meta.NumEntries+meta.NumRangeDels, meta.Size
+	}
+	d.emitFlush(info)
 	if meta != nil {
 		d.stats.flushBytes.Add(int64(meta.Size))
 		d.log.Infof("flushed memtable (WAL %06d) to %06d.sst: %d entries, %d bytes, %v; L0 has %d files",

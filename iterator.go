@@ -377,6 +377,7 @@ func (it *Iterator) usable() bool {
 func (it *Iterator) fail(err error) bool {
 	it.valid = false
 	it.err = err
+	it.d.emitCorruption(err)
 	return false
 }
 

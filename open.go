@@ -82,11 +82,15 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 	case !exists && opts.ReadOnly:
 		return nil, base.InvalidArgumentErrorf("DB %s does not exist (ReadOnly open needs an existing DB)", dir)
 	}
-	if opts.ReadOnly {
-		d.log = nil
-	} else {
+	switch {
+	case opts.Logger != nil:
+		d.log = userLogger{opts.Logger}
+	case opts.ReadOnly:
+		d.log = discardLogger{}
+	default:
 		d.log = openEventLog(fs, dir)
 	}
+	d.events = newEventQueue()
 	d.vs = versionSet{fs: fs, dirname: dir, dataDir: d.dataDir, cksum: d.cksum, log: d.log, onObsolete: d.onObsoleteTables,
 		mu: &d.mu, cond: sync.NewCond(&d.mu)}
 	if exists {
@@ -157,7 +161,12 @@ func (d *DB) abortOpen() {
 	if d.tableCache != nil {
 		d.tableCache.close()
 	}
-	d.log.Close()
+	if d.log != nil {
+		d.log.Close()
+	}
+	if d.events != nil {
+		d.events.close()
+	}
 	if d.dataDir != nil {
 		d.dataDir.Close()
 	}

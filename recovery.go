@@ -458,6 +458,7 @@ func (rp *walReplay) finish() error {
 		}
 		d.wals = append(d.wals, logNum)
 		d.walW, d.walNum = w, logNum
+		d.emitWAL(WALInfo{LogNum: logNum, PrevLogNum: rp.lastWAL})
 	} else {
 		// Every replayed WAL is in an SST now.
 		logNum = d.vs.nextFileNum

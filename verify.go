@@ -45,7 +45,9 @@ func (d *DB) Verify() error {
 	for level, files := range rs.v.Levels {
 		for _, f := range files {
 			if err := d.verifyTable(f); err != nil {
-				errs = append(errs, fmt.Errorf("in level %d: %w", level, err))
+				err = fmt.Errorf("in level %d: %w", level, err)
+				d.emitCorruption(err)
+				errs = append(errs, err)
 			}
 		}
 	}

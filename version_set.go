@@ -23,7 +23,7 @@ type versionSet struct {
 	dirname string
 	dataDir vfs.File
 	cksum   checksum.Type
-	log     *eventLog
+	log     eventLogger
 
 	current     *manifest.Version
 	nextFileNum uint64
