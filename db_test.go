@@ -121,13 +121,18 @@ func TestOptionsValidateReportsEverything(t *testing.T) {
 		MemtableProtectionBytesPerKey: 3,
 		LevelMultiplier:               1,
 		Compression:                   9,
+		WALRecoveryMode:               7,
 	}
 	o.EnsureDefaults()
 	err := o.Validate()
 	if !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("Validate = %v, want ErrInvalidArgument", err)
 	}
-	for _, want := range []string{"ChecksumType", "MemtableProtectionBytesPerKey", "LevelMultiplier", "Compression"} {
+	// Each invalid value as the user wrote it, with the valid names in the
+	// user's terms (the option constants, not the on-disk codes).
+	for _, want := range []string{"ChecksumType = ChecksumType(42): unknown; valid: ChecksumDefault, ChecksumNone", "MemtableProtectionBytesPerKey = 3",
+		"LevelMultiplier = 1", "Compression = Compression(9): unknown; valid: DefaultCompression, NoCompression or SnappyCompression",
+		"WALRecoveryMode = WALRecoveryMode(7): unknown; valid: WALRecoverPointInTime"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate error does not mention %s: %v", want, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/memtable"
+	"github.com/vigildb/vigil/wal"
 )
 
 // ChecksumType selects the checksum guarding SST blocks, footers, WAL records
@@ -40,13 +41,19 @@ func (c ChecksumType) Type() checksum.Type {
 	return checksum.Type(c - 1)
 }
 
-// String names the type ("xxh3"); the default renders as "default(xxh3)".
+// String names the type ("xxh3"); the default renders as "default(xxh3)",
+// an invalid value as the user wrote it ("ChecksumType(123)").
 func (c ChecksumType) String() string {
 	if c == ChecksumDefault {
 		return "default(xxh3)"
 	}
+	if c > ChecksumCRC64 {
+		return fmt.Sprintf("ChecksumType(%d)", uint8(c))
+	}
 	return c.Type().String()
 }
+
+const validChecksumTypes = "ChecksumDefault, ChecksumNone, ChecksumCRC32c, ChecksumXXHash, ChecksumXXHash64, ChecksumXXH3 or ChecksumCRC64"
 
 // Compression selects the block compression of SST files. The zero value
 // means the default (Snappy), as in goleveldb.
@@ -72,60 +79,36 @@ func (c Compression) String() string {
 	return fmt.Sprintf("Compression(%d)", uint8(c))
 }
 
-// WALRecoveryMode says what Open does with a damaged WAL. The zero value is
-// WALRecoverPointInTime, RocksDB's default. The numeric values of the
-// command line (--wal_recovery_mode) are RocksDB's 0-3; see WALRecoveryModeFromRocksDB.
-type WALRecoveryMode uint8
+const validCompressions = "DefaultCompression, NoCompression or SnappyCompression"
 
-// WAL recovery modes, with RocksDB's semantics.
+// WALRecoveryMode says what Open does with a damaged WAL. It is the wal
+// package's RecoveryMode (one type for the concept); the zero value is
+// WALRecoverPointInTime, RocksDB's default. The numbers of the command line
+// (--wal_recovery_mode) are RocksDB's 0-3, a different order: convert with
+// WALRecoveryModeFromRocksDB and the mode's RocksDB method.
+type WALRecoveryMode = wal.RecoveryMode
+
+// WAL recovery modes, with RocksDB's semantics (see package wal for the
+// details of each).
 const (
 	// WALRecoverPointInTime replays up to the first corrupted record and
-	// opens with that consistent prefix. A torn tail is normal.
-	WALRecoverPointInTime WALRecoveryMode = iota
+	// opens with that consistent prefix. A torn tail is normal; damage
+	// followed by intact records is not a torn tail, and fails Open.
+	WALRecoverPointInTime = wal.PointInTime
 	// WALTolerateCorruptedTail accepts an incomplete last record (a crash
 	// mid-write) and fails Open on any other corruption.
-	WALTolerateCorruptedTail
+	WALTolerateCorruptedTail = wal.TolerateCorruptedTailRecords
 	// WALAbsoluteConsistency fails Open on any corruption, even at the tail.
-	WALAbsoluteConsistency
+	WALAbsoluteConsistency = wal.AbsoluteConsistency
 	// WALSkipAnyCorrupted skips corrupted records and replays the rest: for
-	// salvaging data, at the price of consistency.
-	WALSkipAnyCorrupted
+	// salvaging data, at the price of consistency. Skipped records are
+	// counted in Metrics and the LOG.
+	WALSkipAnyCorrupted = wal.SkipAnyCorruptedRecords
 )
-
-var walModeNames = [...]string{"point-in-time", "tolerate-corrupted-tail", "absolute-consistency", "skip-any-corrupted"}
-
-// String names the mode.
-func (m WALRecoveryMode) String() string {
-	if int(m) < len(walModeNames) {
-		return walModeNames[m]
-	}
-	return fmt.Sprintf("WALRecoveryMode(%d)", uint8(m))
-}
-
-// RocksDB returns RocksDB's number for the mode (kTolerateCorruptedTailRecords=0,
-// kAbsoluteConsistency=1, kPointInTimeRecovery=2, kSkipAnyCorruptedRecords=3).
-func (m WALRecoveryMode) RocksDB() int {
-	switch m {
-	case WALTolerateCorruptedTail:
-		return 0
-	case WALAbsoluteConsistency:
-		return 1
-	case WALRecoverPointInTime:
-		return 2
-	case WALSkipAnyCorrupted:
-		return 3
-	}
-	return -1
-}
 
 // WALRecoveryModeFromRocksDB maps RocksDB's numbering (0-3) to a mode.
 func WALRecoveryModeFromRocksDB(n int) (WALRecoveryMode, error) {
-	for m := WALRecoveryMode(0); int(m) < len(walModeNames); m++ {
-		if m.RocksDB() == n {
-			return m, nil
-		}
-	}
-	return 0, base.InvalidArgumentErrorf("unknown WAL recovery mode %d; valid: 0 (tolerate corrupted tail), 1 (absolute consistency), 2 (point in time), 3 (skip any corrupted)", n)
+	return wal.RecoveryModeFromRocksDB(n)
 }
 
 // Option defaults. A zero field in Options takes these values.
@@ -320,7 +303,7 @@ func (o *Options) Validate() error {
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 
 	if o.ChecksumType > ChecksumCRC64 {
-		add("ChecksumType: %v", o.ChecksumType.Type().Check())
+		add("ChecksumType = %v: unknown; valid: %s", o.ChecksumType, validChecksumTypes)
 	}
 	switch o.MemtableProtectionBytesPerKey {
 	case 0, 1, 2, 4, 8:
@@ -346,7 +329,7 @@ func (o *Options) Validate() error {
 		add("BloomBitsPerKey = %d: must be at most 64 (negative disables filters)", o.BloomBitsPerKey)
 	}
 	if o.Compression > SnappyCompression {
-		add("Compression = %d: unknown; use NoCompression or SnappyCompression", uint8(o.Compression))
+		add("Compression = %v: unknown; valid: %s", o.Compression, validCompressions)
 	}
 	if o.MaxOpenFiles < 16 {
 		add("MaxOpenFiles = %d: must be at least 16", o.MaxOpenFiles)
@@ -376,8 +359,9 @@ func (o *Options) Validate() error {
 	if o.TargetFileSize < 1 {
 		add("TargetFileSize = %d: must be positive", o.TargetFileSize)
 	}
-	if int(o.WALRecoveryMode) >= len(walModeNames) {
-		add("WALRecoveryMode = %d: unknown", uint8(o.WALRecoveryMode))
+	if !o.WALRecoveryMode.Valid() {
+		add("WALRecoveryMode = WALRecoveryMode(%d): unknown; valid: WALRecoverPointInTime, WALTolerateCorruptedTail, WALAbsoluteConsistency or WALSkipAnyCorrupted",
+			uint8(o.WALRecoveryMode))
 	}
 	if o.ReadOnly && o.ErrorIfExists {
 		add("ReadOnly and ErrorIfExists: a read-only open needs an existing DB")

@@ -83,7 +83,7 @@ func (d *DB) replayWALs() (err error) {
 	if err != nil {
 		return err
 	}
-	rp := &walReplay{d: d, mode: walModeOf(d.opts.WALRecoveryMode), last: d.vs.lastSeq}
+	rp := &walReplay{d: d, mode: d.opts.WALRecoveryMode, last: d.vs.lastSeq}
 	if err := rp.newMem(0); err != nil {
 		return err
 	}
@@ -476,19 +476,6 @@ func (rp *walReplay) finish() error {
 		return fmt.Errorf("vigil: recording recovery in the MANIFEST: %w", err)
 	}
 	return nil
-}
-
-// walModeOf maps the option to the wal package's mode.
-func walModeOf(m WALRecoveryMode) wal.RecoveryMode {
-	switch m {
-	case WALTolerateCorruptedTail:
-		return wal.TolerateCorruptedTailRecords
-	case WALAbsoluteConsistency:
-		return wal.AbsoluteConsistency
-	case WALSkipAnyCorrupted:
-		return wal.SkipAnyCorruptedRecords
-	}
-	return wal.PointInTime
 }
 
 // flushRecovered writes a memtable rebuilt from WALs to an L0 table during

@@ -157,20 +157,17 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// RecoveryMode says how a Reader treats damaged bytes. The values are
-// RocksDB's WALRecoveryMode numbers, so --wal_recovery_mode means the same in
-// Vigil and db_bench. See the package documentation for the table.
-type RecoveryMode int
+// RecoveryMode says how a Reader treats damaged bytes: the one type for the
+// concept (the root package's Options.WALRecoveryMode is an alias of it). Its
+// zero value is PointInTime, RocksDB's default, so a zero Options means the
+// default. The numbers of the command line (--wal_recovery_mode) and of
+// RocksDB's enum are different (RocksDB's 2 is PointInTime); convert with
+// RocksDB and RecoveryModeFromRocksDB. See the package documentation for the
+// table.
+type RecoveryMode uint8
 
 // The recovery modes.
 const (
-	// TolerateCorruptedTailRecords accepts a torn tail (an incomplete last
-	// record, zeroed trailing bytes); any other corruption is an error. It
-	// guarantees acknowledged synced writes are never silently rolled back.
-	TolerateCorruptedTailRecords RecoveryMode = 0
-	// AbsoluteConsistency treats every anomaly, a torn tail included, as an
-	// error. For tests and for users who prefer failing to losing a byte.
-	AbsoluteConsistency RecoveryMode = 1
 	// PointInTime, the default, returns the intact prefix up to the first
 	// corruption. If a fragment that verifies follows the damage anywhere
 	// later in the file, the damage cannot be a torn write and Next returns
@@ -179,19 +176,30 @@ const (
 	// file, or checksum type None) reading stops there without an error and
 	// Reader.Stopped tells what stopped it, so the DB opens in a consistent
 	// state as of some point in time.
-	PointInTime RecoveryMode = 2
+	PointInTime RecoveryMode = iota
+	// TolerateCorruptedTailRecords accepts a torn tail (an incomplete last
+	// record, zeroed trailing bytes); any other corruption is an error. It
+	// guarantees acknowledged synced writes are never silently rolled back.
+	TolerateCorruptedTailRecords
+	// AbsoluteConsistency treats every anomaly, a torn tail included, as an
+	// error. For tests and for users who prefer failing to losing a byte.
+	AbsoluteConsistency
 	// SkipAnyCorruptedRecords drops damaged records and goes on: salvage
 	// mode, for when losing records in the middle is better than not opening.
-	SkipAnyCorruptedRecords RecoveryMode = 3
+	// The records dropped are counted (the DB's Metrics and LOG).
+	SkipAnyCorruptedRecords
 )
 
-var modeNames = [...]string{"TolerateCorruptedTailRecords", "AbsoluteConsistency", "PointInTime", "SkipAnyCorruptedRecords"}
+var modeNames = [...]string{"PointInTime", "TolerateCorruptedTailRecords", "AbsoluteConsistency", "SkipAnyCorruptedRecords"}
 
 // rocksModeNames are RocksDB's enumerator names, accepted by ParseRecoveryMode.
-var rocksModeNames = [...]string{"kTolerateCorruptedTailRecords", "kAbsoluteConsistency", "kPointInTimeRecovery", "kSkipAnyCorruptedRecords"}
+var rocksModeNames = [...]string{"kPointInTimeRecovery", "kTolerateCorruptedTailRecords", "kAbsoluteConsistency", "kSkipAnyCorruptedRecords"}
+
+// rocksModeNumbers are RocksDB's numbers of the modes, in RecoveryMode order.
+var rocksModeNumbers = [...]int{2, 0, 1, 3}
 
 // Valid reports whether m is one of the four modes.
-func (m RecoveryMode) Valid() bool { return m >= 0 && int(m) < len(modeNames) }
+func (m RecoveryMode) Valid() bool { return int(m) < len(modeNames) }
 
 // String returns the mode's name ("PointInTime"), or "RecoveryMode(N)".
 func (m RecoveryMode) String() string {
@@ -201,23 +209,44 @@ func (m RecoveryMode) String() string {
 	return "RecoveryMode(" + strconv.Itoa(int(m)) + ")"
 }
 
-// ParseRecoveryMode accepts a number ("2"), a name ("PointInTime") or
-// RocksDB's name ("kPointInTimeRecovery"), case-insensitively. An unknown
+// RocksDB returns RocksDB's number for the mode (kTolerateCorruptedTailRecords
+// = 0, kAbsoluteConsistency = 1, kPointInTimeRecovery = 2,
+// kSkipAnyCorruptedRecords = 3), or -1 for an invalid mode.
+func (m RecoveryMode) RocksDB() int {
+	if !m.Valid() {
+		return -1
+	}
+	return rocksModeNumbers[m]
+}
+
+// RecoveryModeFromRocksDB maps RocksDB's numbering (db_bench's
+// --wal_recovery_mode) to a mode; other numbers are an error wrapping
+// base.ErrInvalidArgument that lists the valid ones.
+func RecoveryModeFromRocksDB(n int) (RecoveryMode, error) {
+	for m := range rocksModeNumbers {
+		if rocksModeNumbers[m] == n {
+			return RecoveryMode(m), nil
+		}
+	}
+	return 0, base.InvalidArgumentErrorf("unknown WAL recovery mode %d; %s", n, validModes)
+}
+
+const validModes = "valid modes are 0 (TolerateCorruptedTailRecords), 1 (AbsoluteConsistency), 2 (PointInTime), 3 (SkipAnyCorruptedRecords)"
+
+// ParseRecoveryMode accepts RocksDB's number ("2"), a name ("PointInTime")
+// or RocksDB's name ("kPointInTimeRecovery"), case-insensitively. An unknown
 // value is an error wrapping base.ErrInvalidArgument.
 func ParseRecoveryMode(s string) (RecoveryMode, error) {
 	s = strings.TrimSpace(s)
 	if n, err := strconv.Atoi(s); err == nil {
-		if m := RecoveryMode(n); m.Valid() {
-			return m, nil
-		}
+		return RecoveryModeFromRocksDB(n)
 	}
 	for i := range modeNames {
 		if strings.EqualFold(s, modeNames[i]) || strings.EqualFold(s, rocksModeNames[i]) {
 			return RecoveryMode(i), nil
 		}
 	}
-	return 0, base.InvalidArgumentErrorf("wal: unknown recovery mode %q; valid modes are 0 (%s), 1 (%s), 2 (%s), 3 (%s)",
-		s, modeNames[0], modeNames[1], modeNames[2], modeNames[3])
+	return 0, base.InvalidArgumentErrorf("wal: unknown recovery mode %q; %s", s, validModes)
 }
 
 // checkMode validates a mode given by a caller.

@@ -751,10 +751,23 @@ func TestSkipStats(t *testing.T) {
 }
 
 func TestRecoveryModeNames(t *testing.T) {
-	for m, name := range map[RecoveryMode]string{0: "TolerateCorruptedTailRecords", 1: "AbsoluteConsistency", 2: "PointInTime", 3: "SkipAnyCorruptedRecords", 4: "RecoveryMode(4)", -1: "RecoveryMode(-1)"} {
-		if m.String() != name || m.Valid() != (m >= 0 && m <= 3) {
+	for m, name := range map[RecoveryMode]string{PointInTime: "PointInTime", TolerateCorruptedTailRecords: "TolerateCorruptedTailRecords",
+		AbsoluteConsistency: "AbsoluteConsistency", SkipAnyCorruptedRecords: "SkipAnyCorruptedRecords", 4: "RecoveryMode(4)", 255: "RecoveryMode(255)"} {
+		if m.String() != name || m.Valid() != (m <= 3) {
 			t.Errorf("%d: %q valid %v", int(m), m.String(), m.Valid())
 		}
+	}
+	var zero RecoveryMode
+	if zero != PointInTime {
+		t.Errorf("zero mode is %v, want PointInTime (the default)", zero)
+	}
+	for rocks, want := range map[int]RecoveryMode{0: TolerateCorruptedTailRecords, 1: AbsoluteConsistency, 2: PointInTime, 3: SkipAnyCorruptedRecords} {
+		if got, err := RecoveryModeFromRocksDB(rocks); err != nil || got != want || got.RocksDB() != rocks {
+			t.Errorf("FromRocksDB(%d) = %v, %v", rocks, got, err)
+		}
+	}
+	if _, err := RecoveryModeFromRocksDB(4); !errors.Is(err, base.ErrInvalidArgument) {
+		t.Errorf("FromRocksDB(4): %v", err)
 	}
 	for in, want := range map[string]RecoveryMode{"2": PointInTime, "pointintime": PointInTime, "kPointInTimeRecovery": PointInTime, " 0 ": TolerateCorruptedTailRecords, "kAbsoluteConsistency": AbsoluteConsistency, "3": SkipAnyCorruptedRecords} {
 		if got, err := ParseRecoveryMode(in); err != nil || got != want {

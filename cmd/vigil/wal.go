@@ -21,9 +21,9 @@ func newWALCmd() *cobra.Command {
 		Short: "Print a record log's header and every record's size (exit status 1 on corruption)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m := wal.RecoveryMode(mode)
-			if !m.Valid() {
-				return usageError("--wal_recovery_mode %d: want 0-3", mode)
+			m, err := wal.RecoveryModeFromRocksDB(mode)
+			if err != nil {
+				return usageError("--wal_recovery_mode: %v", err)
 			}
 			f, err := vfs.Default.Open(args[0])
 			if err != nil {
