@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/vigildb/vigil/internal/private"
 	"os"
 	"os/exec"
 	"sort"
@@ -429,9 +430,9 @@ func TestReadersRacingClose(t *testing.T) {
 		if _, err := db.newIter(nil, db.visibleSeq.Load()); !errors.Is(err, ErrClosed) {
 			t.Fatalf("newIter after the closed check = %v, want ErrClosed", err)
 		}
-		if db.MemtableEntryForTesting([]byte("k050"), func(_, _ []byte) {}) {
+		if private.MemtableEntryForTesting(db, []byte("k050"), func(_, _ []byte) {}) {
 			t.Fatal("MemtableEntryForTesting found an entry after Close")
 		}
-		db.ForEachMemtableArenaForTesting(func([]byte) { t.Fatal("arena after Close") })
+		db.forEachMemtableArena(func([]byte) { t.Fatal("arena after Close") })
 	}
 }

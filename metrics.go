@@ -20,10 +20,30 @@ type LevelMetrics struct {
 	Score float64
 }
 
+// NumLevels is the number of LSM levels (L0 to L6), as in RocksDB and Pebble.
+const NumLevels = manifest.NumLevels
+
+// CacheMetrics are the block cache's counters since Open.
+type CacheMetrics struct {
+	Capacity int64 // bytes: the cache's limit now (see Options.MemoryBudget)
+	Size     int64 // bytes charged now (buffer sizes plus a per-block overhead)
+	Count    int64 // blocks cached now
+	Hits     int64 // lookups that found the block
+	Misses   int64 // lookups that did not
+	// Mapped is the memory the cache has mapped outside the Go heap: cached
+	// blocks, evicted blocks still read by iterators, and free slots.
+	Mapped int64
+	// InUse is the part of Mapped in live blocks (cached or held).
+	InUse int64
+}
+
+// String renders the counters on one line.
+func (m CacheMetrics) String() string { return cache.Metrics(m).String() }
+
 // Metrics is a point-in-time report of the DB's state and activity. String
 // renders it as a table.
 type Metrics struct {
-	Levels [manifest.NumLevels]LevelMetrics
+	Levels [NumLevels]LevelMetrics
 
 	MemTable struct {
 		// Size is the bytes used by the mutable memtable's arena.
@@ -102,7 +122,7 @@ type Metrics struct {
 		// Budget is Options.MemoryBudget (0: none).
 		Budget int64
 	}
-	BlockCache cache.Metrics
+	BlockCache CacheMetrics
 	TableCache struct {
 		Open         int
 		Hits, Misses int64
@@ -167,7 +187,7 @@ func (d *DB) Metrics() *Metrics {
 		return true
 	})
 	if d.blockCache != nil {
-		m.BlockCache = d.blockCache.Metrics()
+		m.BlockCache = CacheMetrics(d.blockCache.Metrics())
 	}
 	m.Memory.Memtables = s.memtableBytes.bytes.Load()
 	m.Memory.MemtablesPinned = max(m.Memory.Memtables-listed, 0)

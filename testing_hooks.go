@@ -1,5 +1,7 @@
 package vigil
 
+import "github.com/vigildb/vigil/internal/private"
+
 // testingHooks let tests of this package intercept internal steps. They are
 // nil in production.
 type testingHooks struct {
@@ -8,25 +10,26 @@ type testingHooks struct {
 	beforeFlush func(t flushable)
 }
 
-// The exported hooks below exist for fault-injection tests (tests/,
-// tests/stress): they hand out the bytes Vigil guards so a test can flip
-// bits in them, as bad RAM would. Nothing else should call them; writing to
-// the slices races with readers by design.
-
-// MemtableEntryForTesting finds the newest entry of key in the memtables
-// (mutable first, then immutable, newest first) and calls fn with slices
-// aliasing that entry's user-key bytes and value bytes in the arena. It
-// reports whether an entry was found.
-func (d *DB) MemtableEntryForTesting(key []byte, fn func(keyBytes, valueBytes []byte)) bool {
-	return d.MemtableEntryKindForTesting(key, func(k, v []byte, _ bool) { fn(k, v) })
+// The fault-injection hooks (see internal/private): tests/ and tests/stress
+// reach the bytes Vigil guards through them, to flip bits as bad RAM would.
+// Nothing else should call them; writing to the slices races with readers
+// by design.
+func init() {
+	private.MemtableEntryKind = func(db any, key []byte, fn func(k, v []byte, rangeDel bool)) bool {
+		return db.(*DB).memtableEntryKind(key, fn)
+	}
+	private.ForEachMemtableArena = func(db any, fn func([]byte)) { db.(*DB).forEachMemtableArena(fn) }
+	private.ForEachCachedBlock = func(db any, fn func([]byte)) { db.(*DB).blockCache.ForEachForTesting(fn) }
 }
 
-// MemtableEntryKindForTesting is MemtableEntryForTesting that also tells fn
-// whether the entry is a range tombstone (valueBytes is then its end key).
-// Reads use a checked copy of a memtable's range tombstones (see
-// memtable_tombstones.go), so a flip in a tombstone's arena bytes does not
-// reach reads at all; flush validation and DB.Verify catch it.
-func (d *DB) MemtableEntryKindForTesting(key []byte, fn func(keyBytes, valueBytes []byte, rangeDel bool)) bool {
+// memtableEntryKind finds the newest entry of key in the memtables (mutable
+// first, then immutable, newest first) and calls fn with slices aliasing
+// that entry's user-key bytes and value bytes in the arena, and whether the
+// entry is a range tombstone (valueBytes is then its end key). It reports
+// whether an entry was found. Reads use a checked copy of a memtable's range
+// tombstones (see memtable_tombstones.go), so a flip in a tombstone's arena
+// bytes does not reach reads at all; flush validation and DB.Verify catch it.
+func (d *DB) memtableEntryKind(key []byte, fn func(keyBytes, valueBytes []byte, rangeDel bool)) bool {
 	rs := d.loadReadState()
 	if rs == nil {
 		return false
@@ -40,20 +43,20 @@ func (d *DB) MemtableEntryKindForTesting(key []byte, fn func(keyBytes, valueByte
 		if e.mt == nil {
 			continue // a flushable batch
 		}
-		ko, kl, vo, vl, rangeDel, ok := e.mt.EntryKindForTesting(key)
+		ko, kl, vo, vl, rangeDel, ok := private.MemtableEntry(e.mt, key)
 		if !ok {
 			continue
 		}
-		arena := e.mt.ArenaForTesting()
+		arena := private.MemtableArena(e.mt)
 		fn(arena[ko:ko+kl:ko+kl], arena[vo:vo+vl:vo+vl], rangeDel)
 		return true
 	}
 	return false
 }
 
-// ForEachMemtableArenaForTesting calls fn with the used bytes of every
-// memtable's arena.
-func (d *DB) ForEachMemtableArenaForTesting(fn func(arena []byte)) {
+// forEachMemtableArena calls fn with the used bytes of every memtable's
+// arena.
+func (d *DB) forEachMemtableArena(fn func(arena []byte)) {
 	rs := d.loadReadState()
 	if rs == nil {
 		return
@@ -65,12 +68,7 @@ func (d *DB) ForEachMemtableArenaForTesting(fn func(arena []byte)) {
 			e = rs.imms[i]
 		}
 		if e.mt != nil {
-			fn(e.mt.ArenaForTesting())
+			fn(private.MemtableArena(e.mt))
 		}
 	}
-}
-
-// ForEachCachedBlockForTesting calls fn with every block in the block cache.
-func (d *DB) ForEachCachedBlockForTesting(fn func(block []byte)) {
-	d.blockCache.ForEachForTesting(fn)
 }

@@ -27,11 +27,11 @@ func buildOrderCorruption(t *testing.T, paranoid bool) *MemTable {
 			t.Fatal(err)
 		}
 	}
-	ko, _, _, _, ok := m.EntryForTesting([]byte("key000001"))
+	ko, _, _, _, ok := m.entryForTesting([]byte("key000001"))
 	if !ok {
 		t.Fatal("key000001 not found")
 	}
-	m.ArenaForTesting()[ko] = 'a'
+	m.arenaForTesting()[ko] = 'a'
 	return m
 }
 
@@ -122,8 +122,8 @@ func TestCorruptValue(t *testing.T) {
 		for i := 0; i < 10; i++ {
 			m.Add(uint64(i+1), base.KindSet, []byte(fmt.Sprintf("k%d", i)), []byte(fmt.Sprintf("value-%d", i)))
 		}
-		_, _, vo, _, _ := m.EntryForTesting([]byte("k5"))
-		m.ArenaForTesting()[vo+2] ^= 0x10
+		_, _, vo, _, _ := m.entryForTesting([]byte("k5"))
+		m.arenaForTesting()[vo+2] ^= 0x10
 
 		v, _, _, found, err := m.Get([]byte("k5"), base.SeqNumMax)
 		it := m.NewIter(IterOptions{})
@@ -188,9 +188,9 @@ func TestValidateCatches(t *testing.T) {
 		// the count can tell. Skiplist node layout: next[0] at the node
 		// offset, prev[0] 4 bytes after, key 16 bytes after.
 		m := build()
-		arena := m.ArenaForTesting()
+		arena := m.arenaForTesting()
 		node := func(k string) uint32 {
-			ko, _, _, _, _ := m.EntryForTesting([]byte(k))
+			ko, _, _, _, _ := m.entryForTesting([]byte(k))
 			return uint32(ko - 16)
 		}
 		n0, n2 := node("key000000"), node("key000002")
@@ -202,8 +202,8 @@ func TestValidateCatches(t *testing.T) {
 	})
 	t.Run("checksum", func(t *testing.T) {
 		m := build()
-		ko, kl, _, _, _ := m.EntryForTesting([]byte("key000001"))
-		m.ArenaForTesting()[ko+kl+1] ^= 4 // a seqnum bit of the trailer: order kept
+		ko, kl, _, _, _ := m.entryForTesting([]byte("key000001"))
+		m.arenaForTesting()[ko+kl+1] ^= 4 // a seqnum bit of the trailer: order kept
 		err := m.Validate()
 		if !isCorrupt(err) || !strings.Contains(err.Error(), "checksum mismatch") || !strings.Contains(err.Error(), "6b6579303030303031") {
 			t.Fatalf("Validate: %v", err)
@@ -212,8 +212,8 @@ func TestValidateCatches(t *testing.T) {
 	t.Run("trailer-kind", func(t *testing.T) {
 		m := mustNew(t, Options{})
 		m.Add(1, base.KindSet, []byte("k"), []byte("v"))
-		ko, kl, _, _, _ := m.EntryForTesting([]byte("k"))
-		m.ArenaForTesting()[ko+kl] = byte(base.KindRangeDelete) // low trailer byte = kind
+		ko, kl, _, _, _ := m.entryForTesting([]byte("k"))
+		m.arenaForTesting()[ko+kl] = byte(base.KindRangeDelete) // low trailer byte = kind
 		if err := m.Validate(); !isCorrupt(err) || !strings.Contains(err.Error(), "kind") {
 			t.Fatalf("Validate: %v", err)
 		}
@@ -227,8 +227,8 @@ func TestValidateCatches(t *testing.T) {
 		for _, paranoid := range []bool{false, true} {
 			m := mustNew(t, Options{ParanoidMemoryChecks: paranoid})
 			m.Add(1, base.KindSet, []byte("k"), []byte("v"))
-			ko, _, _, _, _ := m.EntryForTesting([]byte("k"))
-			binary.LittleEndian.PutUint32(m.ArenaForTesting()[ko-4:], 1<<31) // value length
+			ko, _, _, _, _ := m.entryForTesting([]byte("k"))
+			binary.LittleEndian.PutUint32(m.arenaForTesting()[ko-4:], 1<<31) // value length
 			if _, _, _, found, err := m.Get([]byte("k"), base.SeqNumMax); found || !isCorrupt(err) {
 				t.Fatalf("Get: %t %v", found, err)
 			}
@@ -266,7 +266,7 @@ func TestBitFlipSweep(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		arena := m.ArenaForTesting()
+		arena := m.arenaForTesting()
 		detected := func() bool {
 			for _, k := range keys {
 				if _, _, _, _, err := m.Get(k, base.SeqNumMax); err != nil {
@@ -283,7 +283,7 @@ func TestBitFlipSweep(t *testing.T) {
 		}
 		var ranges [][2]int
 		for _, k := range keys {
-			ko, kl, vo, vl, ok := m.EntryForTesting(k)
+			ko, kl, vo, vl, ok := m.entryForTesting(k)
 			if !ok {
 				t.Fatal("entry not found")
 			}
@@ -333,8 +333,8 @@ func TestCorruptNeighborStopsInsert(t *testing.T) {
 			}
 		}
 		// k2 -> k6 (bit 2 of '2'): k0, k6*, k4, k6, k8.
-		ko, _, _, _, _ := m.EntryForTesting([]byte("k2"))
-		m.ArenaForTesting()[ko+1] ^= 0x04
+		ko, _, _, _, _ := m.entryForTesting([]byte("k2"))
+		m.arenaForTesting()[ko+1] ^= 0x04
 		err := m.Add(20, base.KindSet, []byte("k5"), []byte("new"))
 		if prot == 0 {
 			// k5 is steered between k0 and the corrupt node, in front of

@@ -30,6 +30,7 @@ import (
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/manual"
+	"github.com/vigildb/vigil/internal/private"
 	"github.com/vigildb/vigil/skiplist"
 )
 
@@ -530,22 +531,30 @@ func (m *MemTable) Validate() error {
 	return nil
 }
 
-// ArenaForTesting returns the live arena bytes [0, ApproximateSize()). Tests
-// flip bits in it to simulate memory corruption.
-func (m *MemTable) ArenaForTesting() []byte { return m.arena.Bytes() }
+// The fault-injection hooks (see internal/private): tests flip bits in a
+// memtable's arena to simulate memory corruption.
+func init() {
+	private.MemtableArena = func(mt any) []byte { return mt.(*MemTable).arenaForTesting() }
+	private.MemtableEntry = func(mt any, userKey []byte) (int, int, int, int, bool, bool) {
+		return mt.(*MemTable).entryKindForTesting(userKey)
+	}
+}
 
-// EntryForTesting locates the newest entry of userKey (a point entry, or
+// arenaForTesting returns the live arena bytes [0, ApproximateSize()).
+func (m *MemTable) arenaForTesting() []byte { return m.arena.Bytes() }
+
+// entryForTesting locates the newest entry of userKey (a point entry, or
 // else a range tombstone starting at userKey) and returns the offsets inside
-// ArenaForTesting() of its user-key bytes and of its value bytes (without the
+// arenaForTesting() of its user-key bytes and of its value bytes (without the
 // protection bytes), with their lengths.
-func (m *MemTable) EntryForTesting(userKey []byte) (keyOff, keyLen, valOff, valLen int, ok bool) {
-	keyOff, keyLen, valOff, valLen, _, ok = m.EntryKindForTesting(userKey)
+func (m *MemTable) entryForTesting(userKey []byte) (keyOff, keyLen, valOff, valLen int, ok bool) {
+	keyOff, keyLen, valOff, valLen, _, ok = m.entryKindForTesting(userKey)
 	return keyOff, keyLen, valOff, valLen, ok
 }
 
-// EntryKindForTesting is EntryForTesting that also reports whether the entry
+// entryKindForTesting is entryForTesting that also reports whether the entry
 // found is a range tombstone.
-func (m *MemTable) EntryKindForTesting(userKey []byte) (keyOff, keyLen, valOff, valLen int, rangeDel, ok bool) {
+func (m *MemTable) entryKindForTesting(userKey []byte) (keyOff, keyLen, valOff, valLen int, rangeDel, ok bool) {
 	for i, l := range []*skiplist.Skiplist{m.points, m.rangeDels} {
 		it := l.NewIter(false)
 		if it.SeekGESplit(userKey, ^uint64(0)) {

@@ -320,17 +320,17 @@ func TestEntryForTesting(t *testing.T) {
 		m.Add(1, base.KindSet, []byte("alpha"), []byte("old"))
 		m.Add(2, base.KindSet, []byte("alpha"), []byte("newest"))
 		m.Add(3, base.KindRangeDelete, []byte("beta"), []byte("gamma"))
-		arena := m.ArenaForTesting()
+		arena := m.arenaForTesting()
 		if len(arena) != m.ApproximateSize() {
 			t.Fatalf("arena %d bytes, size %d", len(arena), m.ApproximateSize())
 		}
 		for _, c := range []struct{ key, val string }{{"alpha", "newest"}, {"beta", "gamma"}} {
-			ko, kl, vo, vl, ok := m.EntryForTesting([]byte(c.key))
+			ko, kl, vo, vl, ok := m.entryForTesting([]byte(c.key))
 			if !ok || string(arena[ko:ko+kl]) != c.key || string(arena[vo:vo+vl]) != c.val {
 				t.Fatalf("EntryForTesting(%s) = %d %d %d %d %t", c.key, ko, kl, vo, vl, ok)
 			}
 		}
-		if _, _, _, _, ok := m.EntryForTesting([]byte("alph")); ok {
+		if _, _, _, _, ok := m.entryForTesting([]byte("alph")); ok {
 			t.Fatal("EntryForTesting found a missing key")
 		}
 	}

@@ -3,6 +3,7 @@ package tests
 import (
 	"errors"
 	"fmt"
+	"github.com/vigildb/vigil/internal/private"
 	"strings"
 	"sync"
 	"testing"
@@ -61,7 +62,7 @@ func TestEventListenerAndLogger(t *testing.T) {
 	if err := db.Put([]byte("x"), []byte("value"), nil); err != nil {
 		t.Fatal(err)
 	}
-	db.MemtableEntryForTesting([]byte("x"), func(_, v []byte) { v[0] ^= 1 })
+	private.MemtableEntryForTesting(db, []byte("x"), func(_, v []byte) { v[0] ^= 1 })
 	if _, err := db.Get([]byte("x")); !errors.Is(err, vigil.ErrCorruption) {
 		t.Fatalf("Get of a flipped value = %v", err)
 	}

@@ -3,6 +3,7 @@ package stress
 import (
 	"errors"
 	"fmt"
+	"github.com/vigildb/vigil/internal/private"
 	"strings"
 	"sync"
 	"unsafe"
@@ -13,8 +14,8 @@ import (
 // Bit flips (--corrupt-memory).
 //
 // A flip models bad RAM: one bit of a live memtable entry's key or value
-// bytes (found with DB.MemtableEntryForTesting for a recently written key),
-// or of a data block in the block cache (DB.ForEachCachedBlockForTesting).
+// bytes (found with private.MemtableEntryKind for a recently written key),
+// or of a data block in the block cache (private.ForEachCachedBlock).
 // Flips happen with every worker stopped, one at a time, and each is
 // followed at once by probe reads: Gets of the key (and of the key the flip
 // turned it into, if that is one of ours), and bounded scans around it in
@@ -210,7 +211,7 @@ func (r *runner) flipMemtable() *Divergence {
 	mutableOnly := raceEnabled || r.plan.Protection < 8
 	var mutable []byte
 	first := true
-	db.ForEachMemtableArenaForTesting(func(a []byte) {
+	private.ForEachMemtableArena(db, func(a []byte) {
 		if first {
 			mutable, first = a, false
 		}
@@ -221,7 +222,7 @@ func (r *runner) flipMemtable() *Divergence {
 		if cand < 0 || cand >= r.plan.Keys {
 			continue
 		}
-		db.MemtableEntryKindForTesting(r.kc.key(cand), func(kb, vb []byte, isRangeDel bool) {
+		private.MemtableEntryKind(db, r.kc.key(cand), func(kb, vb []byte, isRangeDel bool) {
 			if mutableOnly && !within(kb, mutable) {
 				return
 			}
@@ -350,7 +351,7 @@ func (r *runner) probeMemtable(k int, flipped []byte) (flipVerdict, string, *Div
 func (r *runner) flipBlock() *Divergence {
 	db := r.db.DB()
 	count := 0
-	db.ForEachCachedBlockForTesting(func(b []byte) {
+	private.ForEachCachedBlock(db, func(b []byte) {
 		if len(b) > 0 {
 			count++
 		}
@@ -360,7 +361,7 @@ func (r *runner) flipBlock() *Divergence {
 	}
 	target, i := r.eventRng.IntN(count), 0
 	done := false
-	db.ForEachCachedBlockForTesting(func(b []byte) {
+	private.ForEachCachedBlock(db, func(b []byte) {
 		if len(b) == 0 || done {
 			return
 		}

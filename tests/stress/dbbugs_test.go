@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/vigildb/vigil/internal/private"
 	"os"
 	"runtime"
 	"strings"
@@ -181,7 +182,7 @@ func TestDBBugSeekLTMissesKeyFlip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !db.MemtableEntryForTesting([]byte("a5"), func(k, v []byte) { k[0] ^= 0x10 }) {
+	if !private.MemtableEntryForTesting(db, []byte("a5"), func(k, v []byte) { k[0] ^= 0x10 }) {
 		t.Fatal("no memtable entry for a5")
 	}
 	it, err := db.NewIter(nil)
@@ -291,7 +292,7 @@ func TestDBBugSeekLTMissesKeyFlipAtTail(t *testing.T) {
 		}
 	}
 	// "a5" -> "q5": now the last node holds a key far beyond its place.
-	if !db.MemtableEntryForTesting([]byte("a5"), func(k, v []byte) { k[0] ^= 0x10 }) {
+	if !private.MemtableEntryForTesting(db, []byte("a5"), func(k, v []byte) { k[0] ^= 0x10 }) {
 		t.Fatal("no memtable entry for a5")
 	}
 	it, err := db.NewIter(nil)
@@ -330,7 +331,7 @@ func TestDBBugGetPassesKeyFlippedDown(t *testing.T) {
 		}
 	}
 	// The newest "a5" becomes "a4": between "a1" and the older "a5".
-	if !db.MemtableEntryForTesting([]byte("a5"), func(k, v []byte) { k[1] ^= 0x01 }) {
+	if !private.MemtableEntryForTesting(db, []byte("a5"), func(k, v []byte) { k[1] ^= 0x01 }) {
 		t.Fatal("no memtable entry for a5")
 	}
 	v, err := db.Get([]byte("a5"))
