@@ -55,11 +55,7 @@ func (d *DB) flushAndWait(closing bool) error {
 	var target *memTableEntry
 	if !d.mem.mt.Empty() {
 		target = d.mem
-		for {
-			err := d.rotateMemtableLocked(0)
-			if err == nil {
-				break
-			}
+		if err := d.rotateMemtableLocked(0); err != nil {
 			if !errors.Is(err, errNoSpareWAL) {
 				d.setBackgroundErrorLocked(err, "memtable rotation")
 				d.mu.Unlock()

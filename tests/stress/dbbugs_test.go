@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/vigildb/vigil/internal/private"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -17,17 +16,9 @@ import (
 	"github.com/vigildb/vigil/wal"
 )
 
-// DB bugs found by the stress runner, each as a minimal test that fails
-// while the bug is there. Open bugs are skipped so that the package's tests
-// pass (set VIGIL_STRESS_DB_BUGS=1 to run them, to check a fix); fixed
-// ones run as regression tests.
+// DB bugs found by the stress runner, each as a minimal test that failed
+// while the bug was there; all are fixed and run as regression tests.
 
-func skipKnownBug(t *testing.T, bug string) {
-	t.Helper()
-	if os.Getenv("VIGIL_STRESS_DB_BUGS") == "" {
-		t.Skipf("known DB bug (set VIGIL_STRESS_DB_BUGS=1 to run): %s", bug)
-	}
-}
 
 // TestDBBugFlushRacingClose: DB.Flush racing DB.Close panics. flushAndWait
 // takes commitMu and mu without checking closed, so when it gets them after

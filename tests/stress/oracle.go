@@ -79,8 +79,6 @@ type keyView struct {
 	overflow bool
 }
 
-func (v *keyView) current() kstate { return v.ring[v.commits%ringLen] }
-
 // stripe serializes the writers of its keys and guards their oracle state.
 type stripe struct {
 	// wmu is held by a writer from before it marks its keys pending until

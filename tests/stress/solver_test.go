@@ -202,9 +202,8 @@ func simulate(seed uint64) *simHistory {
 		next[k] = 2
 	}
 	type event struct {
-		t      float64
-		op     int
-		commit float64
+		t  float64
+		op int
 	}
 	keyFree := make([]float64, nkeys)
 	threads := make([]float64, 1+rng.IntN(4))
