@@ -609,6 +609,15 @@ func (d *DB) Close() error {
 	d.mu.Unlock()
 	d.deleteObsoleteFiles()
 
+	return errors.Join(append(errs, d.closeHandles()...)...)
+}
+
+// closeHandles is the last step of Close: the table cache, the LOG, the
+// event queue (delivering what is queued), the directory handle and the
+// LOCK (released last, so that another process cannot open the DB while
+// this one still holds any of its files).
+func (d *DB) closeHandles() []error {
+	var errs []error
 	if err := d.tableCache.close(); err != nil {
 		errs = append(errs, err)
 	}
@@ -627,7 +636,7 @@ func (d *DB) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // dbStats are counters kept outside of d.mu.

@@ -19,6 +19,10 @@ import (
 // the LOCK file so that a second Open of the same directory fails, replays
 // the WALs left by the last run according to WALRecoveryMode, flushes what
 // they held to L0, and starts a new WAL.
+//
+// (Open is one long function on purpose: it reads as the ordered list of
+// those steps, each a call or a few lines, and the error path of every step
+// must undo exactly the steps before it, which abortOpen does.)
 func Open(dir string, opts *Options) (db *DB, err error) {
 	if opts == nil {
 		opts = &Options{}

@@ -36,6 +36,16 @@ func newDBCmd() *cobra.Command {
 			return err
 		}
 	}
+	cmd.AddCommand(dbDataCmds(withDB)...)
+	cmd.AddCommand(dbAdminCmds(withDB)...)
+	return cmd
+}
+
+// withDBFunc wraps a subcommand body with the opening and closing of the DB.
+type withDBFunc func(readOnly bool, fn func(cmd *cobra.Command, db *vigil.DB, args []string) error) func(*cobra.Command, []string) error
+
+// dbDataCmds are the subcommands that read and write keys: get, put, del, scan.
+func dbDataCmds(withDB withDBFunc) []*cobra.Command {
 	get := &cobra.Command{
 		Use: "get KEY", Short: "Print the value of KEY (exit status 1 if absent)", Args: cobra.ExactArgs(1),
 		RunE: withDB(true, func(cmd *cobra.Command, db *vigil.DB, args []string) error {
@@ -104,6 +114,12 @@ func newDBCmd() *cobra.Command {
 	scan.Flags().StringVar(&end, "end", "", "exclusive upper bound")
 	scan.Flags().IntVar(&limit, "limit", 0, "stop after this many keys (0 = all)")
 	scan.Flags().BoolVar(&reverse, "reverse", false, "scan from the end")
+	return []*cobra.Command{get, put, del, scan}
+}
+
+// dbAdminCmds are the subcommands on the whole DB: verify, metrics,
+// checkpoint, checksum.
+func dbAdminCmds(withDB withDBFunc) []*cobra.Command {
 	verify := &cobra.Command{
 		Use: "verify", Short: "Check every checksum of every live file (exit status 1 on corruption)", Args: cobra.NoArgs,
 		RunE: withDB(true, func(cmd *cobra.Command, db *vigil.DB, _ []string) error {
@@ -157,6 +173,5 @@ func newDBCmd() *cobra.Command {
 	}
 	checksumCmd.Flags().StringVar(&cstart, "start", "", "inclusive lower bound")
 	checksumCmd.Flags().StringVar(&cend, "end", "", "exclusive upper bound")
-	cmd.AddCommand(get, put, del, scan, verify, metrics, checkpoint, checksumCmd)
-	return cmd
+	return []*cobra.Command{verify, metrics, checkpoint, checksumCmd}
 }
