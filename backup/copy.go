@@ -1,0 +1,246 @@
+package backup
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/vigildb/vigil"
+	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/manifest"
+	"github.com/vigildb/vigil/sst"
+	"github.com/vigildb/vigil/wal"
+)
+
+// copyFile copies src to dst (created or truncated), computing the
+// whole-file checksum of what it writes, and syncs dst. tap, if not nil,
+// sees every chunk with its offset. On error dst is removed.
+func (e *Engine) copyFile(src, dst string, tap func(off uint64, p []byte)) (size, sum uint64, err error) {
+	fs := e.fs
+	r, err := fs.Open(src)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer r.Close()
+	w, err := fs.Create(dst)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() {
+		if err != nil {
+			w.Close()
+			_ = fs.Remove(dst)
+		}
+	}()
+	e.dig.Reset(fileChecksumType)
+	for {
+		n, rerr := r.Read(e.buf)
+		if n > 0 {
+			p := e.buf[:n]
+			e.dig.Write(p)
+			if tap != nil {
+				tap(size, p)
+			}
+			if _, err := w.Write(p); err != nil {
+				return 0, 0, fmt.Errorf("writing %s: %w", dst, err)
+			}
+			size += uint64(n)
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return 0, 0, fmt.Errorf("reading %s: %w", src, rerr)
+		}
+	}
+	if err := w.Sync(); err != nil {
+		return 0, 0, fmt.Errorf("syncing %s: %w", dst, err)
+	}
+	if err := w.Close(); err != nil {
+		return 0, 0, fmt.Errorf("closing %s: %w", dst, err)
+	}
+	return size, e.dig.Sum64(), nil
+}
+
+// copyTable copies the checkpoint's table src to dst and checks the copy
+// against the table's MANIFEST entry t: its size, its whole-file checksum
+// (which covers the bytes before the properties block) computed over the
+// bytes written, and, by re-opening the copy, the checksums of the blocks
+// from the properties block on. It returns the copy's whole-file checksum.
+func (e *Engine) copyTable(src, dst string, t *manifest.FileMetadata) (uint64, error) {
+	propsOff, err := tableChecksumEnd(e.fs, src, t)
+	if err != nil {
+		return 0, err
+	}
+	var pd *checksum.Digest
+	if t.ChecksumType != checksum.None {
+		pd = checksum.NewDigest(t.ChecksumType)
+	}
+	size, sum, err := e.copyFile(src, dst, func(off uint64, p []byte) {
+		if pd != nil && off < propsOff {
+			pd.Write(p[:min(uint64(len(p)), propsOff-off)])
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	fail := func(err error) (uint64, error) {
+		_ = e.fs.Remove(dst)
+		return 0, err
+	}
+	if size != t.Size {
+		return fail(fmt.Errorf("%w: copying table %s: %d bytes, the MANIFEST says %d", vigil.ErrCorruption, src, size, t.Size))
+	}
+	if pd != nil && pd.Sum64() != t.FileChecksum {
+		return fail(fmt.Errorf("%w: copying table %s: whole-file checksum %#016x, the MANIFEST recorded %#016x", vigil.ErrCorruption, src, pd.Sum64(), t.FileChecksum))
+	}
+	end, err := tableChecksumEnd(e.fs, dst, t)
+	if err != nil {
+		return fail(fmt.Errorf("re-reading the copy of %s: %w", src, err))
+	}
+	if end != propsOff {
+		return fail(fmt.Errorf("%w: the copy %s of %s has its properties block at %d, not %d", vigil.ErrCorruption, dst, src, end, propsOff))
+	}
+	return sum, nil
+}
+
+// tableChecksumEnd opens table name, which verifies the checksums of its
+// footer, index, metaindex, filter, range-del and properties blocks, checks
+// its checksum type and stored whole-file checksum against the MANIFEST's
+// entry t, and returns the offset of its properties block: where the range
+// of the whole-file checksum ends.
+func tableChecksumEnd(fs vfs.FS, name string, t *manifest.FileMetadata) (uint64, error) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return 0, err
+	}
+	if uint64(st.Size()) != t.Size {
+		f.Close()
+		return 0, fmt.Errorf("%w: table %s is %d bytes, the MANIFEST says %d", vigil.ErrCorruption, name, st.Size(), t.Size)
+	}
+	r, err := sst.Open(f, name, st.Size(), sst.ReaderOptions{FileNum: t.FileNum})
+	if err != nil {
+		return 0, err // sst.Open closed f
+	}
+	defer r.Close()
+	if r.ChecksumType() != t.ChecksumType || r.Properties().FileChecksum != t.FileChecksum {
+		return 0, fmt.Errorf("%w: table %s: checksum type %s and whole-file checksum %#016x; the MANIFEST recorded %s and %#016x",
+			vigil.ErrCorruption, name, r.ChecksumType(), r.Properties().FileChecksum, t.ChecksumType, t.FileChecksum)
+	}
+	for _, b := range r.Layout() {
+		if b.Kind == sst.BlockKindProperties {
+			return b.Offset, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: table %s has no properties block", vigil.ErrCorruption, name)
+}
+
+// footerContext reads the random context value from the footer of table
+// name, checking the footer's magic and checksum.
+func footerContext(fs vfs.FS, name string) (uint32, error) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if st.Size() < sst.FooterLen {
+		return 0, fmt.Errorf("%w: table %s is %d bytes, shorter than a footer", vigil.ErrCorruption, name, st.Size())
+	}
+	off := st.Size() - sst.FooterLen
+	var ft [sst.FooterLen]byte
+	if _, err := f.ReadAt(ft[:], off); err != nil {
+		return 0, fmt.Errorf("reading the footer of %s: %w", name, err)
+	}
+	t := checksum.Type(ft[0])
+	ctx := binary.LittleEndian.Uint32(ft[5:])
+	want := checksum.Value(t, ft[:41]) + checksum.ContextModifier(ctx, uint64(off))
+	if binary.LittleEndian.Uint64(ft[45:]) != sst.Magic || !t.Valid() || ctx == 0 || binary.LittleEndian.Uint32(ft[41:]) != want {
+		return 0, fmt.Errorf("%w: table %s: bad footer", vigil.ErrCorruption, name)
+	}
+	return ctx, nil
+}
+
+// readTables returns the tables of the DB in dir from its MANIFEST, in
+// file-number order.
+func readTables(fs vfs.FS, dir string) ([]*manifest.FileMetadata, error) {
+	cur := fs.PathJoin(dir, "CURRENT")
+	f, err := fs.Open(cur)
+	if err != nil {
+		return nil, err
+	}
+	content, err := io.ReadAll(io.LimitReader(f, 4096))
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", cur, err)
+	}
+	name, ok := strings.CutSuffix(string(content), "\n")
+	if !ok || !strings.HasPrefix(name, "MANIFEST-") || !validPrivateName(name) {
+		return nil, fmt.Errorf("%w: %s: %q does not name a MANIFEST", vigil.ErrCorruption, cur, content)
+	}
+	path := fs.PathJoin(dir, name)
+	mf, err := fs.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer mf.Close()
+	r, err := wal.NewReader(mf, path, wal.AbsoluteConsistency)
+	if err != nil {
+		return nil, err
+	}
+	b := manifest.NewBuilder(nil)
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		e, err := manifest.DecodeVersionEdit(rec, path)
+		if err != nil {
+			return nil, err
+		}
+		if err := b.Apply(e); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	v, err := b.Build(nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var out []*manifest.FileMetadata
+	for _, files := range v.Levels {
+		out = append(out, files...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].FileNum < out[j].FileNum })
+	return out, nil
+}
+
+// dbDigest opens the DB in dir read-only (with the strictest WAL recovery
+// mode: a restored or staged DB has no torn tail) and returns its visible
+// sequence number and the digest of all its live pairs.
+func dbDigest(fs vfs.FS, dir string) (uint64, vigil.RangeDigest, error) {
+	db, err := vigil.Open(dir, &vigil.Options{FS: fs, ReadOnly: true, BlockCacheSize: -1, WALRecoveryMode: vigil.WALAbsoluteConsistency})
+	if err != nil {
+		return 0, vigil.RangeDigest{}, err
+	}
+	seq := db.Metrics().VisibleSeq
+	g, err := db.Digest(nil, nil)
+	if cerr := db.Close(); err == nil && cerr != nil && !errors.Is(cerr, vigil.ErrClosed) {
+		err = cerr
+	}
+	return seq, g, err
+}
