@@ -45,7 +45,7 @@ whose every byte, in memory and on disk, is guarded by a checksum you choose.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: 2, err: fmt.Errorf("%w\nRun '%s --help' for usage", err, c.CommandPath())}
 	})
-	root.AddCommand(newVersionCmd(), newKVBenchCmd(), newSSTCmd(), newWALCmd(), newDBCmd(), newStressCmd())
+	root.AddCommand(newVersionCmd(), newKVBenchCmd(), newSSTCmd(), newWALCmd(), newDBCmd(), newStressCmd(), newBackupCmd())
 	return root
 }
 
