@@ -5,6 +5,7 @@ package tests
 // the fix (adfaf4b).
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -250,10 +251,14 @@ func TestIteratorsStopAtClose(t *testing.T) {
 }
 
 // blockingSyncFS blocks the Sync of files whose name ends in suffix while
-// armed, and can make it fail.
+// armed, and can make it fail. With a marker, only files into which the
+// marker bytes were written are blocked: the WAL that holds the test's
+// write, not a spare WAL that the DB prepares in the background (blocking
+// that one would stall the next rotation, whenever it happens to run).
 type blockingSyncFS struct {
 	vfs.FS
 	suffix  string
+	marker  []byte
 	armed   atomic.Bool
 	failing atomic.Bool
 	entered chan struct{}
@@ -270,11 +275,19 @@ func (fs *blockingSyncFS) Create(name string) (vfs.File, error) {
 
 type blockingSyncFile struct {
 	vfs.File
-	fs *blockingSyncFS
+	fs  *blockingSyncFS
+	hit atomic.Bool // the marker was written into this file
+}
+
+func (f *blockingSyncFile) Write(p []byte) (int, error) {
+	if f.fs.marker != nil && bytes.Contains(p, f.fs.marker) {
+		f.hit.Store(true)
+	}
+	return f.File.Write(p)
 }
 
 func (f *blockingSyncFile) Sync() error {
-	if f.fs.armed.Load() {
+	if f.fs.armed.Load() && (f.fs.marker == nil || f.hit.Load()) {
 		select {
 		case f.fs.entered <- struct{}{}:
 		default:
@@ -292,7 +305,7 @@ func (f *blockingSyncFile) Sync() error {
 func TestSyncedWriteVisibleOnlyAfterFsync(t *testing.T) {
 	for _, fail := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fsyncFails=%v", fail), func(t *testing.T) {
-			fs := &blockingSyncFS{FS: vfs.NewMem(), suffix: ".log", entered: make(chan struct{}, 1), release: make(chan struct{})}
+			fs := &blockingSyncFS{FS: vfs.NewMem(), suffix: ".log", marker: []byte("v-awaiting-fsync"), entered: make(chan struct{}, 1), release: make(chan struct{})}
 			db, err := vigil.Open("db", &vigil.Options{FS: fs})
 			if err != nil {
 				t.Fatal(err)
@@ -309,7 +322,7 @@ func TestSyncedWriteVisibleOnlyAfterFsync(t *testing.T) {
 			fs.failing.Store(fail)
 			fs.armed.Store(true)
 			putDone := make(chan error, 1)
-			go func() { putDone <- db.Put([]byte("k"), []byte("v"), vigil.Sync) }()
+			go func() { putDone <- db.Put([]byte("k"), []byte("v-awaiting-fsync"), vigil.Sync) }()
 			<-fs.entered // the WAL fsync is in progress
 			// An unsynced write behind it must not become visible either:
 			// visibility is a prefix of the commit order.
@@ -487,7 +500,7 @@ func TestNewTableIsReadBackBeforeTheEdit(t *testing.T) {
 // runner (seed 753592020, inprocess) once synced writes were published only
 // after their fsync.
 func TestCompactionKeepsVersionReadersSee(t *testing.T) {
-	fs := &blockingSyncFS{FS: vfs.NewMem(), suffix: ".log", entered: make(chan struct{}, 1), release: make(chan struct{})}
+	fs := &blockingSyncFS{FS: vfs.NewMem(), suffix: ".log", marker: []byte("v2-awaiting-fsync"), entered: make(chan struct{}, 1), release: make(chan struct{})}
 	db, err := vigil.Open("db", &vigil.Options{FS: fs, DisableAutomaticCompactions: true})
 	if err != nil {
 		t.Fatal(err)
@@ -504,7 +517,7 @@ func TestCompactionKeepsVersionReadersSee(t *testing.T) {
 	}
 	fs.armed.Store(true)
 	done := make(chan error, 1)
-	go func() { done <- db.Put([]byte("k"), []byte("v2"), vigil.Sync) }()
+	go func() { done <- db.Put([]byte("k"), []byte("v2-awaiting-fsync"), vigil.Sync) }()
 	<-fs.entered // v2 is in the memtable, its fsync blocked: not visible
 	if err := db.Flush(); err != nil {
 		t.Fatal(err)
@@ -519,7 +532,7 @@ func TestCompactionKeepsVersionReadersSee(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if v, err := db.Get([]byte("k")); err != nil || string(v) != "v2" {
+	if v, err := db.Get([]byte("k")); err != nil || string(v) != "v2-awaiting-fsync" {
 		t.Fatalf("after the fsync, Get = %q, %v; want v2", v, err)
 	}
 }

@@ -19,7 +19,6 @@ import (
 // DB bugs found by the stress runner, each as a minimal test that failed
 // while the bug was there; all are fixed and run as regression tests.
 
-
 // TestDBBugFlushRacingClose: DB.Flush racing DB.Close panics. flushAndWait
 // takes commitMu and mu without checking closed, so when it gets them after
 // Close has set d.walW = nil, rotateMemtableLocked calls d.walW.Close() on
