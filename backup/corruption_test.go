@@ -77,7 +77,7 @@ func TestBitFlipSweep(t *testing.T) {
 	}
 	stride := 1 // every byte
 	if raceEnabled || testing.Short() {
-		stride = 5
+		stride = 9
 	}
 	var total sweepCounts
 	for _, name := range names {
@@ -131,7 +131,7 @@ func TestBitFlipSweepForgedMeta(t *testing.T) {
 	fs, e, info, want := sweepSetup(t)
 	stride := 37
 	if raceEnabled || testing.Short() {
-		stride = 97
+		stride = 151
 	}
 	var total sweepCounts
 	refused := 0

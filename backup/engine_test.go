@@ -15,11 +15,14 @@ import (
 // TestModel writes, backs up, writes, deletes and compacts, backs up again,
 // and restores each backup, comparing it key by key with what had been
 // written when it was taken.
+// Each seed uses another checksum type for the DB's files (with None the
+// MANIFEST has no file checksums to check copies against).
 func TestModel(t *testing.T) {
-	for _, seed := range []uint64{1, 2, 3} {
+	types := []vigil.ChecksumType{vigil.ChecksumDefault, vigil.ChecksumNone, vigil.ChecksumCRC32c, vigil.ChecksumCRC64}
+	for i, seed := range []uint64{1, 2, 3, 4} {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			fs := vfs.NewMem()
-			db := openDB(t, fs, "/db")
+			db := openDB(t, fs, "/db", func(o *vigil.Options) { o.ChecksumType = types[i] })
 			defer db.Close()
 			w := newWriter(t, db, seed)
 			e, err := Open("/backups", &Options{FS: fs})
@@ -305,4 +308,42 @@ func TestLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	e2.Close()
+}
+
+// TestEmptyDB backs up and restores a DB without tables or keys, then one
+// whose keys are all in the WAL.
+func TestEmptyDB(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openDB(t, fs, "/db")
+	defer db.Close()
+	e, err := Open("/backups", &Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	info, st, err := e.Create(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Digest.Keys != 0 || st.SharedCopied+st.SharedReused != 0 {
+		t.Fatalf("empty DB: %+v %+v", info, st)
+	}
+	if err := e.Restore(info.ID, "/r1"); err != nil {
+		t.Fatal(err)
+	}
+	if m := restoredContents(t, fs, "/r1"); len(m) != 0 {
+		t.Fatalf("restored empty DB holds %d keys", len(m))
+	}
+	w := newWriter(t, db, 9)
+	w.puts(50, 100)
+	info, _, err = e.Create(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Restore(info.ID, "/r2"); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffModels(restoredContents(t, fs, "/r2"), w.m); d != "" {
+		t.Fatal(d)
+	}
 }

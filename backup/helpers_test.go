@@ -26,9 +26,13 @@ func testDBOptions(fs vfs.FS) *vigil.Options {
 	return &vigil.Options{FS: fs, DisableAutomaticCompactions: true, BlockCacheSize: 1 << 20, BlockSize: 1024}
 }
 
-func openDB(t testing.TB, fs vfs.FS, dir string) *vigil.DB {
+func openDB(t testing.TB, fs vfs.FS, dir string, mods ...func(*vigil.Options)) *vigil.DB {
 	t.Helper()
-	db, err := vigil.Open(dir, testDBOptions(fs))
+	o := testDBOptions(fs)
+	for _, m := range mods {
+		m(o)
+	}
+	db, err := vigil.Open(dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}
