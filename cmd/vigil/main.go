@@ -37,7 +37,8 @@ whose every byte, in memory and on disk, is guarded by a checksum you choose.
   vigil stress    crash, fault and corruption stress runner
   vigil sst       dump or verify an SST file
   vigil wal       dump a WAL or MANIFEST
-  vigil db        get/put/delete/scan/verify/metrics on a database
+  vigil db        get/put/delete/scan/verify/metrics/checkpoint/checksum on a database
+  vigil backup    incremental backups: create, list, verify, restore, delete, gc
   vigil version   print the version`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
