@@ -147,6 +147,24 @@
 // None it is 0 and not checked. The DB records it in the MANIFEST and
 // Verify recomputes it.
 //
+// # External tables
+//
+// A table written outside a DB for ingestion (WriterOptions.External) has
+// the optional property "vigil.external" = 1, sorted between
+// "vigil.data.size" and "vigil.file.checksum"; no other table stores it, so
+// other tables are unchanged. An external table promises: every entry and
+// tombstone has seqnum 0 (so SmallestSeq = LargestSeq = 0), no user key has
+// two point entries, and its range tombstones do not overlap (each starts
+// at or after the previous one's end). Open checks the properties and the
+// tombstones, Verify the points. The DB gives all entries of an ingested
+// table one sequence number, the global seqnum, recorded in its MANIFEST
+// entry, not in the file, which is never rewritten: a Reader opened with
+// ReaderOptions.GlobalSeqNum reports it wherever it decodes a trailer (an
+// iterator's keys, Get's seqnum, the range tombstones), and Get finds
+// nothing at a snapshot below it. Because each user key has one entry, the
+// substitution cannot make two entries equal, and because the stored
+// seqnum is 0, every snapshot sees it when searching the blocks.
+//
 // # Metaindex block
 //
 // name -> handle for "vigil.filter" (if present), "vigil.properties" and

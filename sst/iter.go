@@ -54,6 +54,10 @@ type tableIter struct {
 	// noCache reads every block from the file into the scratch buffers,
 	// verifying its checksum, and leaves the cache alone.
 	noCache bool
+	// seqBits is the reader's global seqnum shifted into trailer position
+	// (0 for a table without one): setKey replaces the stored seqnum with
+	// it, behind one branch that is always taken the same way for a table.
+	seqBits uint64
 }
 
 // NewIter returns an iterator over the table's point entries with user keys
@@ -62,7 +66,7 @@ type tableIter struct {
 func (r *Reader) NewIter(lower, upper []byte) base.InternalIterator {
 	i := iterPool.Get().(*tableIter)
 	raw, dec, bi := i.raw, i.dec, i.bi
-	*i = tableIter{r: r, lower: lower, upper: upper, blockIdx: -1, raw: raw, dec: dec}
+	*i = tableIter{r: r, lower: lower, upper: upper, blockIdx: -1, raw: raw, dec: dec, seqBits: r.globalSeq << 8}
 	// Keep the block iterator's buffers (key, reverse cache) but nothing else.
 	i.bi.keyBuf, i.bi.cached, i.bi.cacheBuf = bi.keyBuf[:0], bi.cached[:0], bi.cacheBuf[:0]
 	return i
@@ -163,6 +167,9 @@ func (i *tableIter) setKey(forward bool) bool {
 	if kind := base.Kind(t); kind != base.KindSet && kind != base.KindDelete {
 		return i.fail(blockCorruptf(i.r.fid, BlockKindData, i.blockH.offset, "entry %s of kind %s at block offset %d",
 			base.InternalKey{UserKey: ukey, Trailer: t}, kind, i.bi.offset))
+	}
+	if i.seqBits != 0 {
+		t = i.seqBits | t&0xff
 	}
 	i.ikey = base.InternalKey{UserKey: ukey, Trailer: t}
 	i.valid = true

@@ -81,6 +81,12 @@ type WriterOptions struct {
 	BloomBitsPerKey int
 	// FileNum names the table in error messages.
 	FileNum uint64
+	// External writes a table for ingestion into a DB (see "External
+	// tables" in the package comment): every entry must have seqnum 0,
+	// point keys strictly increasing user keys (one entry per user key),
+	// range tombstones non-overlapping, and the properties mark the table
+	// external so that a reader can give its entries one global seqnum.
+	External bool
 
 	// BaseContext is the per-file context value mixed into every block
 	// checksum (see the package comment). 0, the normal setting, picks a
@@ -128,4 +134,11 @@ type ReaderOptions struct {
 	// block) is computed when the block is inserted; with checksum type None
 	// there is nothing to check.
 	ParanoidCacheChecks bool
+	// GlobalSeqNum, if not 0, is the sequence number of every entry of an
+	// external table (one the DB ingested): where the reader decodes a
+	// trailer it reports this seqnum instead of the stored 0, so the file
+	// is never rewritten. Open refuses it (ErrCorruption) for a table whose
+	// properties do not mark it external. 0, the normal setting, reads the
+	// stored seqnums.
+	GlobalSeqNum uint64
 }

@@ -41,6 +41,12 @@ type Properties struct {
 	// FileChecksum is checksum.Sum64(ChecksumType, file[0:properties block
 	// offset]); 0 for checksum type None. See the package comment.
 	FileChecksum uint64
+	// External marks a table written for ingestion (WriterOptions.External):
+	// every entry has seqnum 0, its point keys are distinct user keys and
+	// its range tombstones do not overlap. Stored only when true, as the
+	// optional property "vigil.external" (uvarint 1); a table without it is
+	// byte for byte what it was before external tables existed.
+	External bool
 	// FormatVersion comes from the footer (it is not stored in the block).
 	FormatVersion uint32
 }
@@ -52,6 +58,10 @@ type propField struct {
 	encode func(p *Properties, dst []byte) []byte
 	decode func(p *Properties, v []byte) bool
 	isKey  bool // an internal key, stored only for non-empty tables
+	// optional properties are stored only when present(p) is true; a block
+	// without one decodes it as its zero value.
+	optional bool
+	present  func(p *Properties) bool
 }
 
 func uintProp(name string, f func(p *Properties) *uint64) propField {
@@ -124,6 +134,17 @@ var propFields = []propField{
 		},
 	},
 	uintProp("vigil.data.size", func(p *Properties) *uint64 { return &p.DataSize }),
+	{
+		name:     "vigil.external",
+		optional: true,
+		present:  func(p *Properties) bool { return p.External },
+		encode:   func(p *Properties, dst []byte) []byte { return binary.AppendUvarint(dst, 1) },
+		decode: func(p *Properties, v []byte) bool {
+			x, n := binary.Uvarint(v)
+			p.External = x == 1
+			return n > 0 && n == len(v) && x == 1
+		},
+	},
 	uintProp("vigil.file.checksum", func(p *Properties) *uint64 { return &p.FileChecksum }),
 	uintProp("vigil.filter.size", func(p *Properties) *uint64 { return &p.FilterSize }),
 	uintProp("vigil.index.size", func(p *Properties) *uint64 { return &p.IndexSize }),
@@ -146,6 +167,9 @@ func encodeProperties(p *Properties) []byte {
 	bw.init(DefaultBlockRestartInterval)
 	var v []byte
 	for i := range propFields {
+		if propFields[i].optional && !propFields[i].present(p) {
+			continue
+		}
 		v = propFields[i].encode(p, v[:0])
 		bw.add([]byte(propFields[i].name), v)
 	}
@@ -153,7 +177,7 @@ func encodeProperties(p *Properties) []byte {
 }
 
 // decodeProperties parses a properties block: every known property exactly
-// once, in order, no others.
+// once (optional ones at most once), in order, no others.
 func decodeProperties(b []byte) (Properties, error) {
 	var p Properties
 	var it blockIter
@@ -162,6 +186,9 @@ func decodeProperties(b []byte) (Properties, error) {
 	}
 	i, presentKeys := 0, 0
 	for ok := it.first(); ok; ok = it.next() {
+		for i < len(propFields) && propFields[i].optional && string(it.key) != propFields[i].name {
+			i++
+		}
 		if i >= len(propFields) || string(it.key) != propFields[i].name {
 			return p, blockError(fmt.Sprintf("unexpected property %q", truncate(it.key)))
 		}
@@ -175,6 +202,9 @@ func decodeProperties(b []byte) (Properties, error) {
 	}
 	if it.err != nil {
 		return p, it.err
+	}
+	for i < len(propFields) && propFields[i].optional {
+		i++
 	}
 	if i != len(propFields) {
 		return p, blockError(fmt.Sprintf("missing property %s", propFields[i].name))
@@ -225,5 +255,8 @@ func (p *Properties) String() string {
 	line("bloom bits per key", "%d", p.BloomBitsPerKey)
 	line("block size", "%d", p.BlockSize)
 	line("block restart interval", "%d", p.BlockRestartInterval)
+	if p.External {
+		line("external", "true (entries at seqnum 0; the DB gives them a global seqnum)")
+	}
 	return b.String()
 }

@@ -138,6 +138,12 @@ type Reader struct {
 	opts  ReaderOptions
 	cache *cache.Cache
 	tableMeta
+	// globalSeq is opts.GlobalSeqNum: 0, or the seqnum every entry of this
+	// external table reads back with (checked at Open).
+	globalSeq uint64
+	// tombs is what RangeDels returns: tableMeta.rangeDels, or a copy with
+	// the global seqnum (tableMeta keeps what the file holds, for Verify).
+	tombs []base.RangeTombstone
 	// layout is built on the first call of Layout, not by Open: it is 56
 	// bytes per data block, and only tools want it.
 	layoutOnce sync.Once
@@ -185,7 +191,26 @@ func open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, uint64
 		f.Close()
 		return nil, m.decoded, err
 	}
-	return &Reader{fileReader: fr, opts: o, cache: o.Cache, tableMeta: m}, m.decoded, nil
+	r := &Reader{fileReader: fr, opts: o, cache: o.Cache, tableMeta: m, tombs: m.rangeDels}
+	if gs := o.GlobalSeqNum; gs != 0 {
+		switch {
+		case !m.props.External:
+			f.Close()
+			return nil, m.decoded, base.CorruptionErrorf("sst: %s is given the global seqnum %d, but its properties do not mark it external", fr.fid, gs)
+		case gs > base.SeqNumMax:
+			f.Close()
+			return nil, m.decoded, invalidArgf("global seqnum %d for %s exceeds the maximum", gs, fr.fid)
+		}
+		r.globalSeq = gs
+		if len(m.rangeDels) > 0 {
+			r.tombs = make([]base.RangeTombstone, len(m.rangeDels))
+			for i, t := range m.rangeDels {
+				t.Seq = gs
+				r.tombs[i] = t
+			}
+		}
+	}
+	return r, m.decoded, nil
 }
 
 // readMeta reads and cross-checks everything but the data blocks, without
@@ -353,6 +378,20 @@ func (m *tableMeta) crossCheck(dataEnd uint64) error {
 		return fmt.Errorf("properties say %d entries, index has %d data blocks", p.NumEntries, m.index.len())
 	case p.NumDeletions > p.NumEntries:
 		return fmt.Errorf("properties say %d deletions of %d entries", p.NumDeletions, p.NumEntries)
+	case p.External && (p.SmallestSeq != 0 || p.LargestSeq != 0):
+		return fmt.Errorf("external table with seqnums %d..%d (external entries have seqnum 0)", p.SmallestSeq, p.LargestSeq)
+	}
+	if p.External {
+		// Checked at Open, so that a global seqnum never makes two
+		// tombstones of the file ambiguous; points are checked by Verify.
+		for i, t := range m.rangeDels {
+			if t.Seq != 0 {
+				return fmt.Errorf("external table with range tombstone %s at seqnum %d", base.HexKey(t.Start), t.Seq)
+			}
+			if i > 0 && bytes.Compare(t.Start, m.rangeDels[i-1].End) < 0 {
+				return fmt.Errorf("external table with overlapping range tombstones at %s", base.HexKey(t.Start))
+			}
+		}
 	}
 	return nil
 }
@@ -708,6 +747,11 @@ func (r *Reader) GetRef(userKey []byte, snapSeq uint64) (value []byte, seq uint6
 	if r.hasFilter && !r.filter.mayContain(filterHash(userKey)) {
 		return nil, 0, 0, false, cache.Handle{}, nil
 	}
+	if snapSeq < r.globalSeq {
+		// Every entry has the global seqnum (an external table holds one
+		// per user key, stored at seqnum 0, which any snapSeq sees below).
+		return nil, 0, 0, false, cache.Handle{}, nil
+	}
 	trailer := base.MakeTrailer(min(snapSeq, base.SeqNumMax), base.KindMax)
 	idx := r.index.search(userKey, trailer)
 	if idx == r.index.len() {
@@ -756,7 +800,11 @@ func (r *Reader) getInBlock(data []byte, h handle, userKey []byte, trailer uint6
 		return nil, 0, 0, false, blockCorruptf(r.fid, BlockKindData, h.offset, "entry %s of kind %s at block offset %d",
 			base.InternalKey{UserKey: userKey, Trailer: t}, kind, it.offset)
 	}
-	return it.val, base.TrailerSeqNum(t), kind, true, nil
+	seq = base.TrailerSeqNum(t)
+	if r.globalSeq != 0 {
+		seq = r.globalSeq
+	}
+	return it.val, seq, kind, true, nil
 }
 
 func (r *fileReader) dataErr(h handle, it *blockIter) error {
@@ -766,7 +814,13 @@ func (r *fileReader) dataErr(h handle, it *blockIter) error {
 // RangeDels returns the table's range tombstones, sorted by start key
 // ascending then seqnum descending. The slice and the keys are shared: do
 // not modify them.
-func (r *Reader) RangeDels() []base.RangeTombstone { return r.rangeDels }
+//
+// For a table opened with a global seqnum every tombstone carries it.
+func (r *Reader) RangeDels() []base.RangeTombstone { return r.tombs }
+
+// GlobalSeqNum returns ReaderOptions.GlobalSeqNum: 0, or the seqnum every
+// entry of this external table reads back with.
+func (r *Reader) GlobalSeqNum() uint64 { return r.globalSeq }
 
 // Properties returns the table's properties. Do not modify them.
 func (r *Reader) Properties() *Properties { return &r.props }

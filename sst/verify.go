@@ -15,10 +15,11 @@ import (
 // blocks decode to exactly what Open decoded; every data block's structure,
 // the order and kinds of all entries and their agreement with the index
 // separators; that the filter contains every user key; the entry counts,
-// raw sizes and key and seqnum bounds against the properties; and the
-// whole-file checksum. The first problem found is returned as an error
-// wrapping base.ErrCorruption that names the file and block; I/O errors are
-// returned as they are.
+// raw sizes and key and seqnum bounds against the properties; the
+// whole-file checksum; and for an external table, that every entry has
+// seqnum 0 and no user key has two. The first problem found is returned as
+// an error wrapping base.ErrCorruption that names the file and block; I/O
+// errors are returned as they are.
 //
 // Verify is safe to call concurrently with reads.
 func (r *Reader) Verify() error {
@@ -74,6 +75,16 @@ func (r *Reader) Verify() error {
 				return fail("not above the previous block's separator")
 			}
 			newUserKey := prev == nil || !bytes.Equal(prev[:len(prev)-base.TrailerLen], k.UserKey)
+			if r.props.External {
+				// What an external table promises (WriterOptions.External):
+				// seqnum 0, one entry per user key.
+				if k.SeqNum() != 0 {
+					return fail("seqnum %d in an external table (external entries have seqnum 0)", k.SeqNum())
+				}
+				if !newUserKey {
+					return fail("a second entry for its user key in an external table")
+				}
+			}
 			if newUserKey && r.hasFilter && !r.filter.mayContain(filterHash(k.UserKey)) {
 				return fail("user key missing from the bloom filter")
 			}

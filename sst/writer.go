@@ -81,6 +81,7 @@ type Writer struct {
 	tombKey      []byte           // the last tombstone's encoded start key
 	firstTomb    base.InternalKey // copy of the first tombstone's start key
 	maxTombEnd   []byte           // the largest tombstone end so far
+	lastTombEnd  []byte           // External: the last tombstone's end
 	haveSeq      bool
 	smallSeq     uint64
 	largeSeq     uint64
@@ -161,6 +162,11 @@ func (w *Writer) Add(key base.InternalKey, value []byte) error {
 		w.err = base.CorruptionErrorf("sst: keys added out of order to %s: %s then %s", w.fid, prev, key)
 		return w.err
 	}
+	if w.o.External {
+		if err := w.checkExternalPoint(key, first); err != nil {
+			return err
+		}
+	}
 	if !w.data.empty() && (w.data.estimatedSize() >= w.o.BlockSize ||
 		w.data.sizeWith(len(w.keyBuf), len(value)) > MaxBlockSize) {
 		if err := w.flushData(); err != nil {
@@ -216,6 +222,20 @@ func (w *Writer) AddRangeDel(start, end []byte, seq uint64) error {
 		w.err = base.CorruptionErrorf("sst: range tombstones added out of order to %s: %s then %s", w.fid, prev, k)
 		return w.err
 	}
+	if w.o.External {
+		switch {
+		case seq != 0:
+			w.err = invalidArgf("range tombstone [%s, %s)#%d in external table %s: external entries have seqnum 0",
+				base.HexKey(start), base.HexKey(end), seq, w.fid)
+		case w.props.NumRangeDels > 0 && bytes.Compare(start, w.lastTombEnd) < 0:
+			w.err = invalidArgf("range tombstone [%s, %s) in external table %s overlaps the previous one, which ends at %s",
+				base.HexKey(start), base.HexKey(end), w.fid, base.HexKey(w.lastTombEnd))
+		}
+		if w.err != nil {
+			return w.err
+		}
+		w.lastTombEnd = append(w.lastTombEnd[:0], end...)
+	}
 	if w.rangeDel.sizeWith(len(enc), len(end)) > MaxBlockSize {
 		w.err = invalidArgf("range tombstones of %s exceed the maximum block size %d", w.fid, MaxBlockSize)
 		return w.err
@@ -230,6 +250,21 @@ func (w *Writer) AddRangeDel(start, end []byte, seq uint64) error {
 	}
 	w.props.NumRangeDels++
 	w.noteSeq(seq)
+	return nil
+}
+
+// checkExternalPoint checks what an external table promises of a point
+// key: seqnum 0 and a user key above the previous one (so the table holds
+// one entry per user key, which a global seqnum cannot make ambiguous).
+func (w *Writer) checkExternalPoint(key base.InternalKey, first bool) error {
+	if key.SeqNum() != 0 {
+		w.err = invalidArgf("key %s in external table %s: external entries have seqnum 0", key, w.fid)
+		return w.err
+	}
+	if !first && bytes.Equal(w.lastKey[:len(w.lastKey)-base.TrailerLen], key.UserKey) {
+		w.err = invalidArgf("key %s added twice to external table %s: an external table holds one entry per user key", key, w.fid)
+		return w.err
+	}
 	return nil
 }
 
@@ -467,6 +502,7 @@ func (w *Writer) finish() {
 	p.BlockRestartInterval = uint64(w.o.BlockRestartInterval)
 	p.CreationTime = w.created
 	p.FormatVersion = FormatVersion
+	p.External = w.o.External
 	p.SmallestSeq, p.LargestSeq = w.smallSeq, w.largeSeq
 	w.computeBounds()
 	if w.propsHandle, err = w.emit(encodeProperties(p), NoCompression); err != nil {
