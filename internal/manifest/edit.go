@@ -28,13 +28,23 @@ import (
 //	                 range deletions, file checksum (fixed64 LE),
 //	                 checksum type (1 byte)
 //	tagComparer      name (uvarint-length-prefixed): always "bytewise"
+//	tagNewFileGlobalSeq
+//	                 the fields of tagNewFile, then the global seqnum: an
+//	                 ingested table whose entries all have that seqnum
+//	                 (FileMetadata.GlobalSeqNum, non-zero; the smallest and
+//	                 largest seqnums must equal it)
+//
+// A table without a global seqnum is written with tagNewFile, as before
+// ingestion existed, so MANIFESTs of DBs that never ingested are unchanged
+// and older MANIFESTs read as they did.
 const (
-	tagLogNumber   = 1
-	tagNextFileNum = 2
-	tagLastSeq     = 3
-	tagDeletedFile = 4
-	tagNewFile     = 5
-	tagComparer    = 6
+	tagLogNumber        = 1
+	tagNextFileNum      = 2
+	tagLastSeq          = 3
+	tagDeletedFile      = 4
+	tagNewFile          = 5
+	tagComparer         = 6
+	tagNewFileGlobalSeq = 7
 )
 
 // NumLevels is the number of LSM levels, L0 to L6.
@@ -113,7 +123,11 @@ func (e *VersionEdit) Encode(dst []byte) []byte {
 	}
 	for _, a := range e.Added {
 		m := a.Meta
-		dst = binary.AppendUvarint(dst, tagNewFile)
+		tag := uint64(tagNewFile)
+		if m.GlobalSeqNum != 0 {
+			tag = tagNewFileGlobalSeq
+		}
+		dst = binary.AppendUvarint(dst, tag)
 		dst = binary.AppendUvarint(dst, uint64(a.Level))
 		dst = binary.AppendUvarint(dst, m.FileNum)
 		dst = binary.AppendUvarint(dst, m.Size)
@@ -126,6 +140,9 @@ func (e *VersionEdit) Encode(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, m.NumRangeDels)
 		dst = binary.LittleEndian.AppendUint64(dst, m.FileChecksum)
 		dst = append(dst, byte(m.ChecksumType))
+		if m.GlobalSeqNum != 0 {
+			dst = binary.AppendUvarint(dst, m.GlobalSeqNum)
+		}
 	}
 	return dst
 }
@@ -231,7 +248,7 @@ func DecodeVersionEdit(b []byte, where string) (*VersionEdit, error) {
 				return nil, err
 			}
 			e.Deleted = append(e.Deleted, df)
-		case tagNewFile:
+		case tagNewFile, tagNewFileGlobalSeq:
 			nf := NewFile{Meta: &FileMetadata{}}
 			m := nf.Meta
 			if nf.Level, err = d.level(); err != nil {
@@ -273,6 +290,20 @@ func DecodeVersionEdit(b []byte, where string) (*VersionEdit, error) {
 			}
 			if m.Size > math.MaxInt64 {
 				return nil, d.errorf("new file %d: size %d out of range", m.FileNum, m.Size)
+			}
+			if tag == tagNewFileGlobalSeq {
+				if m.GlobalSeqNum, err = d.uvarint("global seqnum"); err != nil {
+					return nil, err
+				}
+				gs := m.GlobalSeqNum
+				switch {
+				case gs == 0 || gs > base.SeqNumMax:
+					return nil, d.errorf("new file %d: global seqnum %d out of range", m.FileNum, gs)
+				case m.SmallestSeq != gs || m.LargestSeq != gs:
+					return nil, d.errorf("new file %d: seqnums %d..%d differ from its global seqnum %d", m.FileNum, m.SmallestSeq, m.LargestSeq, gs)
+				case m.Smallest.SeqNum() != gs || (m.Largest.SeqNum() != gs && !m.LargestIsExclusive()):
+					return nil, d.errorf("new file %d: bounds %s..%s do not carry its global seqnum %d", m.FileNum, m.Smallest, m.Largest, gs)
+				}
 			}
 			e.Added = append(e.Added, nf)
 		default:

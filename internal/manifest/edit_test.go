@@ -84,6 +84,7 @@ func FuzzVersionEdit(f *testing.F) {
 	f.Add(sampleEdit().Encode(nil))
 	f.Add([]byte{})
 	f.Add([]byte{5, 0, 1, 2, 3})
+	f.Add(ingestedEdit().Encode(nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := DecodeVersionEdit(data, "fuzz")
 		if err != nil {
@@ -100,4 +101,71 @@ func FuzzVersionEdit(f *testing.F) {
 			t.Fatal("encoding not stable")
 		}
 	})
+}
+
+func ingestedEdit() *VersionEdit {
+	e := &VersionEdit{}
+	e.Added = append(e.Added, NewFile{Level: 6, Meta: &FileMetadata{
+		FileNum: 12, Size: 300,
+		Smallest:    base.MakeInternalKey([]byte("b"), 500, base.KindSet),
+		Largest:     base.MakeInternalKey([]byte("d"), base.SeqNumMax, base.KindRangeDelete),
+		SmallestSeq: 500, LargestSeq: 500, NumEntries: 3, NumDeletions: 1, NumRangeDels: 1,
+		FileChecksum: 0x0102030405060708, ChecksumType: checksum.CRC32c, GlobalSeqNum: 500,
+	}})
+	return e
+}
+
+// TestVersionEditGlobalSeqGolden pins the encoding of an ingested table:
+// tag 7, the fields of tag 5, then the global seqnum. A table without one
+// is still tag 5 (TestVersionEditGolden).
+func TestVersionEditGlobalSeqGolden(t *testing.T) {
+	got := hex.EncodeToString(ingestedEdit().Encode(nil))
+	const want = "07" + "06" + "0c" + "ac02" + // ingested file L6 #12, 300 bytes
+		"09" + "62" + "01f4010000000000" + // smallest b#500,SET
+		"09" + "64" + "0fffffffffffffff" + // largest d#max,RANGEDEL
+		"f403" + "f403" + "03" + "01" + "01" + // seqs 500..500, 3 entries, 1 del, 1 rangedel
+		"0807060504030201" + "01" + // file checksum, crc32c
+		"f403" // global seqnum 500
+	if got != want {
+		t.Fatalf("version edit encoding changed:\n got %s\nwant %s", got, want)
+	}
+	d, err := DecodeVersionEdit(ingestedEdit().Encode(nil), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := d.Added[0].Meta; m.GlobalSeqNum != 500 || m.SmallestSeq != 500 || d.Added[0].Level != 6 {
+		t.Fatalf("round trip: %+v", m)
+	}
+	if string(d.Encode(nil)) != string(ingestedEdit().Encode(nil)) {
+		t.Fatal("re-encoding differs")
+	}
+}
+
+// The decoder refuses a global seqnum that does not match the file's
+// seqnums and bounds, or is 0.
+func TestVersionEditGlobalSeqChecks(t *testing.T) {
+	for name, mod := range map[string]func(m *FileMetadata){
+		"seqnums": func(m *FileMetadata) { m.LargestSeq = 501 },
+		"bounds":  func(m *FileMetadata) { m.Smallest = base.MakeInternalKey([]byte("b"), 499, base.KindSet) },
+		"largest": func(m *FileMetadata) { m.Largest = base.MakeInternalKey([]byte("d"), 3, base.KindSet) },
+	} {
+		e := ingestedEdit()
+		mod(e.Added[0].Meta)
+		if _, err := DecodeVersionEdit(e.Encode(nil), "test"); !errors.Is(err, base.ErrCorruption) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	enc := ingestedEdit().Encode(nil)
+	enc[len(enc)-2], enc = 0, enc[:len(enc)-1] // global seqnum 0
+	if _, err := DecodeVersionEdit(enc, "test"); !errors.Is(err, base.ErrCorruption) {
+		t.Errorf("global seqnum 0: %v", err)
+	}
+	full := ingestedEdit().Encode(nil)
+	for n := 1; n < len(full); n++ {
+		if _, err := DecodeVersionEdit(full[:n], "test"); err == nil {
+			t.Fatalf("truncation at %d of a one-file edit decodes", n)
+		} else if !errors.Is(err, base.ErrCorruption) {
+			t.Fatalf("truncation at %d: %v", n, err)
+		}
+	}
 }

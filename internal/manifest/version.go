@@ -29,6 +29,13 @@ type FileMetadata struct {
 	// when the table was written and checked by DB.Verify.
 	FileChecksum uint64
 	ChecksumType checksum.Type
+	// GlobalSeqNum is 0 for a table the DB wrote; for an ingested
+	// (external) table it is the sequence number of every entry, which the
+	// file stores as 0 (see package sst, "External tables"): readers open
+	// it with sst.ReaderOptions.GlobalSeqNum. Then SmallestSeq, LargestSeq
+	// and the bounds' seqnums equal it (the exclusive tombstone-end bound
+	// keeps SeqNumMax).
+	GlobalSeqNum uint64
 	refs         atomic.Int32 // versions holding the file
 }
 
