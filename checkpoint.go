@@ -90,8 +90,14 @@ func (d *DB) Checkpoint(dir string) error {
 			_ = fs.RemoveAll(tmp)
 		}
 	}()
+	// An ingestion installs its tables before it publishes their seqnum:
+	// one not visible at snap is not part of the checkpoint.
+	visible := func(f *manifest.FileMetadata) bool { return f.GlobalSeqNum <= snap }
 	for _, files := range v.Levels {
 		for _, f := range files {
+			if !visible(f) {
+				continue
+			}
 			src := makeFilename(fs, d.dirname, fileTypeTable, f.FileNum)
 			dst := makeFilename(fs, tmp, fileTypeTable, f.FileNum)
 			if err := vfs.LinkOrCopy(fs, src, dst); err != nil {
@@ -109,7 +115,9 @@ func (d *DB) Checkpoint(dir string) error {
 	e.SetLastSeq(lastSeq)
 	for l, files := range v.Levels {
 		for _, f := range files {
-			e.Added = append(e.Added, manifest.NewFile{Level: l, Meta: f})
+			if visible(f) {
+				e.Added = append(e.Added, manifest.NewFile{Level: l, Meta: f})
+			}
 		}
 	}
 	tmpDir, err := fs.OpenDir(tmp)
@@ -201,6 +209,14 @@ func copyBatches(fs vfs.FS, src string, w *wal.Writer, lo, hi uint64) error {
 			return err
 		}
 		if isWALMeta(rec) {
+			// An ingestion's seqnums in (lo, hi] keep the copy's seqnums
+			// continuous, as its batches do; other meta records belong to
+			// the source's WAL chain.
+			if m, err := decodeWALMeta(rec, src); err == nil && m.kind == walMetaIngest && m.firstSeq <= hi && m.lastSeq > lo {
+				if _, err := w.WriteRecord(rec); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		br, err := newBatchReader(rec, src)

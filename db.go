@@ -124,6 +124,10 @@ type DB struct {
 	wals []uint64
 	// keepWALs counts Checkpoints copying WALs: none is deleted meanwhile.
 	keepWALs int
+	// ingestSeq is the first seqnum of an ingestion that has taken its
+	// seqnums and not yet installed its MANIFEST edit (0: none): the flush
+	// of a memtable holding later seqnums waits for it (see ingest.go).
+	ingestSeq uint64
 
 	// obsoleteTables are files no version references, to delete. Guarded by
 	// obsoleteMu, not mu: versions are released on readers' goroutines.

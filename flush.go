@@ -162,6 +162,11 @@ func (d *DB) flushOne() (did bool, err error) {
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// Data newer than a pending ingestion must not reach the LSM before the
+	// ingestion's tables, or they could be placed below it (ingest.go).
+	for err == nil && d.ingestSeq != 0 && e.lastSeq.Load() >= d.ingestSeq {
+		d.stallCond.Wait()
+	}
 	d.flushing = false
 	if err != nil {
 		d.setBackgroundErrorLocked(err, "flush")

@@ -303,6 +303,17 @@ func (rp *walReplay) meta(rec []byte, where string) error {
 		return rp.corrupt(base.CorruptionErrorf("vigil: %s: the DB was closed cleanly after seq %d, but the batches before it end at seq %d",
 			where, m.lastSeq, rp.last))
 	}
+	if m.kind == walMetaIngest && m.lastSeq > rp.last {
+		// The seqnums of an ingestion: a batch without entries (its
+		// tables, if its MANIFEST edit was made, are in the version).
+		if m.firstSeq > rp.last+1 {
+			if err := rp.corrupt(base.CorruptionErrorf("vigil: %s: ingestion takes seq %d, but the writes before it end at seq %d: seqs %d..%d are missing",
+				where, m.firstSeq, rp.last, rp.last+1, m.firstSeq-1)); err != nil {
+				return err
+			}
+		}
+		rp.last = m.lastSeq
+	}
 	return nil
 }
 
@@ -426,6 +437,10 @@ func (rp *walReplay) newMem(size int) error {
 // number and the last seqnum.
 func (rp *walReplay) finish() error {
 	d := rp.d
+	// Ingested tables carry seqnums of their own, which the WALs hold only
+	// as an ingestion record (and only while it is not flushed; without a
+	// WAL, not at all): new writes go above them.
+	rp.last = max(rp.last, maxTableSeq(d.vs.current))
 	d.nextSeq = rp.last + 1
 	d.visibleSeq.Store(rp.last)
 	if d.opts.ReadOnly {

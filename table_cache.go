@@ -129,6 +129,7 @@ func (c *tableCache) open(f *manifest.FileMetadata) (*sst.Reader, error) {
 		Cache:               d.blockCache,
 		CacheID:             c.nextCacheID.Add(1),
 		ParanoidCacheChecks: d.opts.ParanoidMemoryChecks,
+		GlobalSeqNum:        f.GlobalSeqNum,
 	})
 	if err != nil {
 		// sst.Open closed the file.

@@ -29,7 +29,8 @@ type versionSet struct {
 	nextFileNum uint64
 	// logNumber: every WAL numbered below it has been flushed.
 	logNumber uint64
-	// lastSeq: the largest sequence number in any SST.
+	// lastSeq: every batch at or below it is in an SST (WAL replay skips
+	// them). Ingested tables may hold larger seqnums (see ingest.go).
 	lastSeq uint64
 
 	manifest     *wal.Writer
@@ -150,9 +151,11 @@ func (vs *versionSet) load() error {
 			if f.FileNum >= vs.nextFileNum {
 				return base.CorruptionErrorf("%s: file %06d is not below the next file number %d", name, f.FileNum, vs.nextFileNum)
 			}
-			if f.LargestSeq > vs.lastSeq {
-				vs.lastSeq = f.LargestSeq
-			}
+			// lastSeq stays what the edits say (WAL replay skips the
+			// batches at or below it), not the tables' largest seqnum:
+			// an ingested table, or a compaction output holding its
+			// entries, may be above batches that are only in a WAL.
+			// Recovery puts new seqnums above every table (finish).
 		}
 	}
 	if vs.manifestNum < num {
@@ -248,6 +251,14 @@ func setCurrentFile(fs vfs.FS, dirname string, dataDir vfs.File, manifestNum, te
 // is built on is still current when it is installed; readers and writers
 // meanwhile see the previous version, which is consistent.
 func (vs *versionSet) logAndApply(e *manifest.VersionEdit) error {
+	return vs.logAndApplyFunc(func(*manifest.Version) (*manifest.VersionEdit, error) { return e, nil })
+}
+
+// logAndApplyFunc is logAndApply of the edit build returns. build runs
+// under d.mu once no other edit is in flight, with the version the edit
+// will apply to, so an edit that depends on the LSM's shape (an
+// ingestion's level placement) is computed on exactly that shape.
+func (vs *versionSet) logAndApplyFunc(build func(base *manifest.Version) (*manifest.VersionEdit, error)) error {
 	for vs.busy {
 		vs.cond.Wait()
 	}
@@ -256,6 +267,10 @@ func (vs *versionSet) logAndApply(e *manifest.VersionEdit) error {
 		vs.busy = false
 		vs.cond.Broadcast()
 	}()
+	e, err := build(vs.current)
+	if err != nil {
+		return err
+	}
 	if e.HasLogNumber && e.LogNumber < vs.logNumber {
 		return fmt.Errorf("vigil: internal error: log number moving back from %d to %d", vs.logNumber, e.LogNumber)
 	}

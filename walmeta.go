@@ -21,6 +21,7 @@ import (
 //	+------------------+-----------+---------------------------------+
 //	kind 1, preamble:    prev log number | prev size | last seqnum
 //	kind 2, clean close: last seqnum
+//	kind 3, ingestion:   first seqnum | last seqnum
 //
 // The preamble is the first record of every WAL, written and synced with
 // the file header before the WAL takes any batch. It names the WAL that came
@@ -37,12 +38,18 @@ import (
 // a clean Close, the last batch of the WAL is followed by an intact record,
 // so damage to it cannot pass for a torn tail, and the batches must reach
 // its last seqnum.
+//
+// The ingestion record holds the place of the seqnums an Ingest took (see
+// ingest.go): they are in no batch, and its tables are in the MANIFEST, so
+// without it recovery would see a gap in the seqnums between the batches
+// before and after it. Replay treats it as a batch with no entries.
 
 const (
 	walMetaMagic    = "VGLMETA\xff"
 	walMetaHeader   = len(walMetaMagic) + 1
 	walMetaPreamble = 1
 	walMetaClose    = 2
+	walMetaIngest   = 3
 )
 
 // walPreamble is the decoded preamble of a WAL.
@@ -61,7 +68,8 @@ type walPreamble struct {
 type walMeta struct {
 	kind     byte
 	preamble walPreamble // kind walMetaPreamble
-	lastSeq  uint64      // kind walMetaClose (and preamble.lastSeq)
+	lastSeq  uint64      // kind walMetaClose and walMetaIngest (and preamble.lastSeq)
+	firstSeq uint64      // kind walMetaIngest
 }
 
 func (p walPreamble) encode() []byte {
@@ -76,6 +84,15 @@ func encodeWALClose(lastSeq uint64) []byte {
 	b := append(make([]byte, 0, walMetaHeader+10), walMetaMagic...)
 	b = append(b, walMetaClose)
 	return binary.AppendUvarint(b, lastSeq)
+}
+
+// encodeWALIngest returns the record of an ingestion that took the seqnums
+// first..last.
+func encodeWALIngest(first, last uint64) []byte {
+	b := append(make([]byte, 0, walMetaHeader+20), walMetaMagic...)
+	b = append(b, walMetaIngest)
+	b = binary.AppendUvarint(b, first)
+	return binary.AppendUvarint(b, last)
 }
 
 // isWALMeta reports whether a WAL record is a meta record (by its magic).
@@ -120,6 +137,16 @@ func decodeWALMeta(rec []byte, where string) (walMeta, error) {
 	case walMetaClose:
 		if m.lastSeq, err = field("last seqnum"); err != nil {
 			return walMeta{}, err
+		}
+	case walMetaIngest:
+		if m.firstSeq, err = field("first seqnum"); err != nil {
+			return walMeta{}, err
+		}
+		if m.lastSeq, err = field("last seqnum"); err != nil {
+			return walMeta{}, err
+		}
+		if m.firstSeq == 0 || m.firstSeq > m.lastSeq {
+			return walMeta{}, base.CorruptionErrorf("%s: WAL ingestion record: seqnums %d..%d", where, m.firstSeq, m.lastSeq)
 		}
 	default:
 		return walMeta{}, base.CorruptionErrorf("%s: WAL meta record of unknown kind %d", where, m.kind)

@@ -17,6 +17,10 @@ func TestWALMetaGolden(t *testing.T) {
 		"56474c4d455441ff"+"02"+"ac02"; got != want { // magic, close, seq 300
 		t.Fatalf("close record encoding changed:\n got %s\nwant %s", got, want)
 	}
+	if got, want := hex.EncodeToString(encodeWALIngest(300, 301)),
+		"56474c4d455441ff"+"03"+"ac02"+"ad02"; got != want { // magic, ingestion, seqs 300..301
+		t.Fatalf("ingestion record encoding changed:\n got %s\nwant %s", got, want)
+	}
 	// A meta record can never decode as a batch: its eighth byte makes the
 	// seqnum exceed the maximum.
 	if _, err := newBatchReader(pre.encode(), "test"); !errors.Is(err, ErrCorruption) {
@@ -34,7 +38,16 @@ func TestWALMetaRoundTripAndDamage(t *testing.T) {
 	if err != nil || m.kind != walMetaClose || m.lastSeq != 42 {
 		t.Fatalf("close round trip: %+v, %v", m, err)
 	}
-	for _, enc := range [][]byte{pre.encode(), encodeWALClose(42)} {
+	m, err = decodeWALMeta(encodeWALIngest(5, 6), "test")
+	if err != nil || m.kind != walMetaIngest || m.firstSeq != 5 || m.lastSeq != 6 {
+		t.Fatalf("ingestion round trip: %+v, %v", m, err)
+	}
+	for _, bad := range [][2]uint64{{0, 3}, {7, 6}, {5, 1 << 60}} {
+		if _, err := decodeWALMeta(encodeWALIngest(bad[0], bad[1]), "test"); !errors.Is(err, ErrCorruption) {
+			t.Fatalf("ingestion record %v: %v", bad, err)
+		}
+	}
+	for _, enc := range [][]byte{pre.encode(), encodeWALClose(42), encodeWALIngest(5, 6)} {
 		for n := 0; n < len(enc); n++ {
 			if _, err := decodeWALMeta(enc[:n], "test"); !errors.Is(err, ErrCorruption) {
 				t.Fatalf("truncation to %d bytes: %v, want ErrCorruption", n, err)
@@ -59,6 +72,7 @@ func TestWALMetaRoundTripAndDamage(t *testing.T) {
 func FuzzWALMeta(f *testing.F) {
 	f.Add(walPreamble{prevLogNum: 7, prevSize: 40000, lastSeq: 300}.encode())
 	f.Add(encodeWALClose(9))
+	f.Add(encodeWALIngest(9, 10))
 	f.Add([]byte(walMetaMagic))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := decodeWALMeta(data, "fuzz")
@@ -74,6 +88,8 @@ func FuzzWALMeta(f *testing.F) {
 			enc = m.preamble.encode()
 		case walMetaClose:
 			enc = encodeWALClose(m.lastSeq)
+		case walMetaIngest:
+			enc = encodeWALIngest(m.firstSeq, m.lastSeq)
 		default:
 			t.Fatalf("decoded unknown kind %d", m.kind)
 		}
