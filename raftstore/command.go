@@ -24,6 +24,7 @@ const (
 	OpDeleteRange OpKind = 3
 )
 
+// String returns the kind's name: put, delete or delete-range.
 func (k OpKind) String() string {
 	switch k {
 	case OpPut:

@@ -8,7 +8,8 @@
 //     synced Vigil batch, DeleteRange is one synced Vigil range deletion, and
 //     FirstIndex/LastIndex are answered from a cache that Open fills by
 //     seeking to the first and last log key. Stable keys live under "s".
-//     Entries are encoded by EncodeLog, a compact versioned binary format.
+//     Entries are encoded by AppendLog (decoded by DecodeLog), a compact
+//     versioned binary format.
 //
 //   - FSM is a raft.FSM (and raft.BatchingFSM) that applies commands to a
 //     second Vigil DB, one Vigil batch per raft batch. Its snapshots are
@@ -16,9 +17,9 @@
 //     the received files into a new directory, swaps it for the DB
 //     directory and reopens the DB.
 //
-//   - Command, EncodeCommand and DecodeCommand are a small command format
-//     (puts, deletes, range deletions) that the FSM's default apply function
-//     understands; an application may supply its own ApplyFunc instead.
+//   - Op, AppendCommand and DecodeCommand are a small command format (puts,
+//     deletes, range deletions) that the FSM's default ApplyFunc,
+//     ApplyCommand, understands; an application may supply its own.
 //
 // Vigil's core module does not depend on hashicorp/raft: this package is a
 // module of its own (github.com/vigildb/vigil/raftstore).

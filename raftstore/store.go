@@ -65,8 +65,8 @@ type Options struct {
 // LastIndex exact; readers never take it. An index is published in the
 // cache only after its entry is readable, so GetLog(LastIndex()) finds its
 // entry unless a DeleteRange removed it meanwhile. Close must not run
-// concurrently with other methods; after it they fail with an error
-// wrapping vigil.ErrClosed.
+// concurrently with other methods; after it every method that reads or
+// writes the DB fails with an error wrapping vigil.ErrClosed.
 type Store struct {
 	db    *vigil.DB
 	owned bool
@@ -76,12 +76,13 @@ type Store struct {
 	stablePrefix []byte // Prefix "s"
 
 	// mu serializes log writes and guards what follows it.
-	mu       sync.Mutex
-	batch    *vigil.Batch
-	keyBuf   []byte
-	valBuf   []byte
-	nonEmpty bool // the log has at least one entry (index 0 is a valid key)
+	mu     sync.Mutex
+	batch  *vigil.Batch
+	keyBuf []byte
+	valBuf []byte
+	spans  indexSpans // the stored indexes (index 0 is a valid key)
 
+	// first and last publish spans.bounds() to readers.
 	first, last atomic.Uint64
 }
 
@@ -144,7 +145,9 @@ func New(db *vigil.DB, opts *Options) (*Store, error) {
 		if first, err = s.indexOf(it.Key()); err == nil && it.Last() {
 			last, err = s.indexOf(it.Key())
 		}
-		s.nonEmpty = err == nil
+		// What lies between is not read: the span may have holes, which
+		// the first write that cuts it looks up (see indexSpans).
+		s.spans.s = []span{{lo: first, hi: last, exact: first == last}}
 	}
 	if err == nil {
 		err = it.Error()
@@ -235,16 +238,41 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The spans after the write, planned before it (a lookup it needs must
+	// not see the new entries' neighbourhood change under it).
+	lo, hi := logs[0].Index, logs[0].Index
+	oneRun := true
+	for k, l := range logs {
+		lo, hi = min(lo, l.Index), max(hi, l.Index)
+		oneRun = oneRun && l.Index >= logs[0].Index && l.Index-logs[0].Index == uint64(k)
+	}
+	var edit spanEdit
+	var next indexSpans
+	var err error
+	if oneRun {
+		// Raft's case: ascending, contiguous.
+		edit, err = s.spans.planAdd(lo, hi, s.seek)
+	} else {
+		next = s.spans.clone()
+		for k := 0; k < len(logs) && err == nil; {
+			a := logs[k].Index
+			for k++; k < len(logs) && logs[k-1].Index < math.MaxUint64 && logs[k].Index == logs[k-1].Index+1; k++ {
+			}
+			err = next.add(a, logs[k-1].Index, s.seek)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("raftstore: StoreLogs(%d entries, %d..%d): finding the log bounds: %w", len(logs), lo, hi, err)
+	}
+
 	b := s.batch
 	b.Reset()
-	lo, hi := logs[0].Index, logs[0].Index
 	for _, l := range logs {
 		s.keyBuf = s.appendLogKey(s.keyBuf[:0], l.Index)
 		s.valBuf = AppendLog(s.valBuf[:0], l)
 		b.Put(s.keyBuf, s.valBuf)
-		lo, hi = min(lo, l.Index), max(hi, l.Index)
 	}
-	err := s.db.Apply(b, vigil.Sync)
+	err = s.db.Apply(b, vigil.Sync)
 	if b.Len() > maxRetainedBatch {
 		s.batch = s.db.NewBatch()
 	}
@@ -255,27 +283,37 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 		return fmt.Errorf("raftstore: StoreLogs(%d entries, %d..%d): %w", len(logs), lo, hi, err)
 	}
 	// The entries are readable now: publish the new bounds.
-	if !s.nonEmpty || lo < s.first.Load() {
-		s.first.Store(lo)
+	if oneRun {
+		s.spans.apply(edit)
+	} else {
+		s.spans = next
 	}
-	if !s.nonEmpty || hi > s.last.Load() {
-		s.last.Store(hi)
-	}
-	s.nonEmpty = true
+	s.publish()
 	return nil
+}
+
+func (s *Store) publish() {
+	first, last := s.spans.bounds()
+	s.first.Store(first)
+	s.last.Store(last)
 }
 
 // DeleteRange deletes the entries with indexes in [min, max] with one
 // synced Vigil range deletion, whatever the number of entries. Raft calls
 // it to drop a prefix after a snapshot and a conflicting suffix on a
-// follower; the cache follows with a point read (the common, contiguous
-// case) or a seek.
+// follower. The new bounds come from what the store knows of its indexes,
+// without reading the DB (but for the first cut into the log found at
+// Open, which may have holes: that is one point read).
 func (s *Store) DeleteRange(min, max uint64) error {
 	if min > max {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	edit, err := s.spans.planRemove(min, max, s.seek)
+	if err != nil {
+		return fmt.Errorf("raftstore: DeleteRange(%d, %d): finding the log bounds: %w", min, max, err)
+	}
 	start := s.appendLogKey(nil, min)
 	end := s.logEnd
 	if max < math.MaxUint64 {
@@ -284,37 +322,17 @@ func (s *Store) DeleteRange(min, max uint64) error {
 	if err := s.db.DeleteRange(start, end, vigil.Sync); err != nil {
 		return fmt.Errorf("raftstore: DeleteRange(%d, %d): %w", min, max, err)
 	}
-	first, last := s.first.Load(), s.last.Load()
-	if !s.nonEmpty || max < first || min > last {
-		return nil
-	}
-	var err error
-	switch {
-	case min <= first && max >= last:
-		s.nonEmpty = false
-		s.first.Store(0)
-		s.last.Store(0)
-	case min <= first:
-		// Readers may see the old first index until the new one is
-		// stored; GetLog of it then says raft.ErrLogNotFound, which raft
-		// expects from a log being compacted.
-		if first, err = s.seek(max+1, true); err == nil {
-			s.first.Store(first)
-		}
-	case max >= last:
-		if last, err = s.seek(min-1, false); err == nil {
-			s.last.Store(last)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("raftstore: DeleteRange(%d, %d): recomputing the log bounds: %w", min, max, err)
-	}
+	// Readers may see the old first index until the new one is stored;
+	// GetLog of it then says raft.ErrLogNotFound, which raft expects from
+	// a log being compacted.
+	s.spans.apply(edit)
+	s.publish()
 	return nil
 }
 
 // seek returns the smallest stored index >= from (forward) or the largest
-// <= from (backward). One exists: the caller knows the log extends past
-// from.
+// <= from (backward). The caller knows one exists (a span end lies that
+// way).
 func (s *Store) seek(from uint64, forward bool) (uint64, error) {
 	key := s.appendLogKey(nil, from)
 	if ok, err := s.db.Has(key); err != nil || ok {
@@ -335,10 +353,15 @@ func (s *Store) seek(from uint64, forward bool) (uint64, error) {
 		ok = it.Last()
 	}
 	var index uint64
-	if ok {
+	switch {
+	case ok:
 		index, err = s.indexOf(it.Key())
-	} else if err = it.Error(); err == nil {
-		err = corruptf("no log entry %s index %d, but the cached bounds say there is one", map[bool]string{true: "from", false: "up to"}[forward], from)
+	case it.Error() != nil:
+		err = it.Error()
+	case forward:
+		err = corruptf("no log entry from index %d on, but the log's last entry lies there", from)
+	default:
+		err = corruptf("no log entry up to index %d, but the log's first entry lies there", from)
 	}
 	if cerr := it.Close(); err == nil {
 		err = cerr
@@ -360,7 +383,11 @@ func (s *Store) Set(key, val []byte) error {
 
 // Get returns a copy of the value stored under key, or ErrKeyNotFound.
 func (s *Store) Get(key []byte) ([]byte, error) {
-	v, err := s.db.Get(s.stableKey(key))
+	kp := keyPool.Get().(*[]byte)
+	k := append(append((*kp)[:0], s.stablePrefix...), key...)
+	v, err := s.db.Get(k)
+	*kp = k
+	keyPool.Put(kp)
 	if err != nil {
 		if errors.Is(err, vigil.ErrNotFound) {
 			return nil, ErrKeyNotFound
