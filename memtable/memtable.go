@@ -61,7 +61,7 @@ type Options struct {
 	// ParanoidMemoryChecks makes Get, every iterator and every insert check
 	// the order of each pair of neighbouring keys they pass, and the bounds of
 	// every link, so that corruption of the skiplist in RAM is reported
-	// (base.ErrCorruption) instead of returning wrong results.
+	// (ErrCorruption) instead of returning wrong results.
 	ParanoidMemoryChecks bool
 	// ProtectionBytesPerKey is how many bytes of per-KV checksum each entry
 	// stores: 0 (off), 1, 2, 4 or 8. More bytes catch more corruptions: a
@@ -81,7 +81,7 @@ type Options struct {
 }
 
 // Validate reports every problem with the options at once, as an error
-// wrapping base.ErrInvalidArgument that says why, or nil. It does not check
+// wrapping ErrInvalidArgument that says why, or nil. It does not check
 // Size, which New checks, so the DB can validate protection settings before
 // it knows the memtable size.
 func (o Options) Validate() error {
@@ -261,10 +261,10 @@ func (m *MemTable) release(n int64) {
 // Add inserts one entry: a point entry for KindSet and KindDelete, a range
 // tombstone [key, value) for KindRangeDelete. It is safe for concurrent use.
 // Errors: ErrArenaFull (nothing inserted; rotate), ErrRecordExists, an error
-// wrapping base.ErrInvalidArgument for an unknown kind or a seqnum above
-// base.SeqNumMax, or, with paranoid checks, one wrapping base.ErrCorruption
+// wrapping ErrInvalidArgument for an unknown kind or a seqnum above
+// SeqNumMax, or, with paranoid checks, one wrapping ErrCorruption
 // if the insert's search found the list damaged.
-func (m *MemTable) Add(seq uint64, kind base.Kind, key, value []byte) error {
+func (m *MemTable) Add(seq uint64, kind Kind, key, value []byte) error {
 	list := m.points
 	switch kind {
 	case base.KindSet, base.KindDelete:
@@ -401,9 +401,9 @@ func (m *MemTable) verifyBoundary(sit skiplist.Iterator, landed bool, dir int) e
 // value (aliasing the arena), seqnum and kind (Set or Delete). found is false
 // if there is none. With paranoid checks the search validates every link it
 // follows; with protection bytes the entry it lands on is verified whether or
-// not it matches. Corruption gives an error wrapping base.ErrCorruption and
+// not it matches. Corruption gives an error wrapping ErrCorruption and
 // found = false.
-func (m *MemTable) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
+func (m *MemTable) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind Kind, found bool, err error) {
 	if snapSeq > base.SeqNumMax {
 		snapSeq = base.SeqNumMax
 	}
@@ -443,25 +443,25 @@ type IterOptions struct {
 }
 
 // NewIter returns an iterator over the point entries, implementing the
-// base.InternalIterator contract. It verifies the protection bytes of every
+// InternalIterator contract. It verifies the protection bytes of every
 // entry it lands on, and validates neighbour order if the memtable is
 // paranoid or o.Validate is set.
-func (m *MemTable) NewIter(o IterOptions) base.InternalIterator {
+func (m *MemTable) NewIter(o IterOptions) InternalIterator {
 	return &iterator{m: m, sit: m.points.NewIter(o.Validate || m.paranoid), what: "point"}
 }
 
 // NewRangeDelIter returns an iterator over the range tombstones:
 // Key().UserKey is the start, Value() the end, ordered by start ascending then
 // seqnum descending. Checks as NewIter.
-func (m *MemTable) NewRangeDelIter() base.InternalIterator {
+func (m *MemTable) NewRangeDelIter() InternalIterator {
 	return &iterator{m: m, sit: m.rangeDels.NewIter(m.paranoid), what: "range deletion"}
 }
 
 // RangeDels returns every range tombstone with seqnum <= snapSeq, in
 // iteration order. Start and End alias the arena.
-func (m *MemTable) RangeDels(snapSeq uint64) ([]base.RangeTombstone, error) {
+func (m *MemTable) RangeDels(snapSeq uint64) ([]RangeTombstone, error) {
 	it := m.rangeDels.NewIter(m.paranoid)
-	var out []base.RangeTombstone
+	var out []RangeTombstone
 	for ok := it.First(); ok; ok = it.Next() {
 		k, v, err := it.Entry()
 		if err != nil {
@@ -475,7 +475,7 @@ func (m *MemTable) RangeDels(snapSeq uint64) ([]base.RangeTombstone, error) {
 			return nil, base.CorruptionErrorf("memtable: range deletion entry %s has kind %s", ik, ik.Kind())
 		}
 		if ik.SeqNum() <= snapSeq {
-			out = append(out, base.RangeTombstone{Start: ik.UserKey, End: end, Seq: ik.SeqNum()})
+			out = append(out, RangeTombstone{Start: ik.UserKey, End: end, Seq: ik.SeqNum()})
 		}
 	}
 	if err := it.Error(); err != nil {
@@ -502,7 +502,7 @@ func (m *MemTable) Empty() bool { return m.count.Load() == 0 }
 // skiplists fully and verifies key order (full comparisons at every level),
 // links, back links and lengths, every entry's protection bytes and kind,
 // and that the number of entries equals Count(). Any failure is an error
-// wrapping base.ErrCorruption that names the key(s) in hex and what failed.
+// wrapping ErrCorruption that names the key(s) in hex and what failed.
 func (m *MemTable) Validate() error {
 	np, err := m.points.Verify(func(k, v []byte) error {
 		ik, _, err := m.decode(k, v)
@@ -567,7 +567,7 @@ func (m *MemTable) entryKindForTesting(userKey []byte) (keyOff, keyLen, valOff, 
 	return 0, 0, 0, 0, false, false
 }
 
-// iterator implements base.InternalIterator over one of the skiplists.
+// iterator implements InternalIterator over one of the skiplists.
 type iterator struct {
 	m     *MemTable
 	sit   skiplist.Iterator

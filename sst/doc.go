@@ -188,7 +188,7 @@
 // checksum.ContextModifier(base, footerOffset). A reader checks, in order:
 // the file is at least FooterLen bytes, the magic, the version, the checksum
 // type, base != 0, the footer checksum, then the handles. Every failure is an
-// error wrapping base.ErrCorruption that names the file, e.g. "Corrupt or
+// error wrapping ErrCorruption that names the file, e.g. "Corrupt or
 // unsupported checksum type: 123 in 000007.sst". Because the type byte is
 // part of the checksummed bytes, a flip that turns it into another valid
 // type (even None) fails the footer check.
@@ -198,10 +198,10 @@
 // Open reads and verifies the footer, metaindex, index, filter, range-del
 // and properties blocks and cross-checks them (block tiling, counts and sizes
 // in the properties against the blocks). Data blocks are read on demand,
-// verified, decompressed and optionally cached in a shared cache.Cache.
+// verified, decompressed and optionally cached in a shared Cache.
 // Nothing decoded from the file is trusted: every varint, length, offset and
 // count is bounds-checked, and bad bytes give an error wrapping
-// base.ErrCorruption (naming file, block kind and offset), never a panic.
+// ErrCorruption (naming file, block kind and offset), never a panic.
 // A block is only allocated after its handle has been checked against the
 // file size (and MaxBlockSize, and for snappy the expansion bound above).
 // What is decoded from a block is at most a small constant factor larger
@@ -220,13 +220,13 @@
 // A Writer is used by one goroutine. A Reader is immutable after Open and
 // shared by any number of goroutines; its iterators are single-goroutine
 // and pooled. Data blocks are cached decompressed in an optional shared
-// cache.Cache keyed by (ReaderOptions.CacheID, block offset), in memory
+// Cache keyed by (ReaderOptions.CacheID, block offset), in memory
 // outside the Go heap that is freed as soon as the last reference to a
 // block goes (see package cache): so every read of a cached block holds a
 // reference. An iterator holds one on its current block, released when it
 // moves to another block or closes: keys and values it returns are valid
 // until its next positioning call or Close, and no longer. GetRef returns
-// its value with the reference (cache.Handle) that keeps it valid, to be
+// its value with the reference (CacheHandle) that keeps it valid, to be
 // released by the caller; Get copies the value out and releases at once.
 // GetRef and iterator steps over cached blocks do not allocate. Without a
 // cache, and for the uncached (compaction) iterator and Verify, blocks are

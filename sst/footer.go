@@ -63,7 +63,7 @@ func (f *footer) encode(off uint64) []byte {
 
 // decodeFooter decodes and verifies the footer b (the last FooterLen bytes
 // of a file of the given size). The checks and messages follow RocksDB's
-// Footer::DecodeFrom; every error wraps base.ErrCorruption and names the
+// Footer::DecodeFrom; every error wraps ErrCorruption and names the
 // file.
 func decodeFooter(b []byte, fileSize uint64, f fileID) (footer, error) {
 	if uint64(len(b)) < FooterLen || fileSize < FooterLen {

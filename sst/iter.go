@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/vigildb/vigil/internal/base"
-	"github.com/vigildb/vigil/internal/cache"
 )
 
 // iterSearchTrailer is the trailer of the search key for a user-key seek:
@@ -21,7 +20,7 @@ var iterPool = sync.Pool{New: func() any { return new(tableIter) }}
 
 // tableIter iterates over a table's point entries: a two-level iterator over
 // the (in-memory) index and one data block at a time. It implements
-// base.InternalIterator; see that contract.
+// InternalIterator; see that contract.
 //
 // Bounds are user keys [lower, upper). Checking them costs a comparison per
 // step, so it is skipped for a block whose index separators prove every key
@@ -45,12 +44,12 @@ type tableIter struct {
 	checkLower   bool
 	checkUpper   bool
 	valid        bool
-	ikey         base.InternalKey
+	ikey         InternalKey
 	err          error
 	raw, dec     []byte // scratch block buffers when there is no cache
 	// blockRef holds the cached block loaded in bi (the zero Handle when
 	// the block is in raw/dec, or none is loaded).
-	blockRef cache.Handle
+	blockRef CacheHandle
 	// noCache reads every block from the file into the scratch buffers,
 	// verifying its checksum, and leaves the cache alone.
 	noCache bool
@@ -63,7 +62,7 @@ type tableIter struct {
 // NewIter returns an iterator over the table's point entries with user keys
 // in [lower, upper) (nil = unbounded). Range tombstones are not applied.
 // The bounds are not copied: the caller keeps them unchanged until Close.
-func (r *Reader) NewIter(lower, upper []byte) base.InternalIterator {
+func (r *Reader) NewIter(lower, upper []byte) InternalIterator {
 	i := iterPool.Get().(*tableIter)
 	raw, dec, bi := i.raw, i.dec, i.bi
 	*i = tableIter{r: r, lower: lower, upper: upper, blockIdx: -1, raw: raw, dec: dec, seqBits: r.globalSeq << 8}
@@ -79,7 +78,7 @@ func (r *Reader) NewIter(lower, upper []byte) base.InternalIterator {
 // read straight from disk cannot carry a bit flip that hit its cached copy
 // after that copy was checked — which would otherwise be written into the
 // compaction's output under a fresh, valid checksum.
-func (r *Reader) NewUncachedIter() base.InternalIterator {
+func (r *Reader) NewUncachedIter() InternalIterator {
 	it := r.NewIter(nil, nil).(*tableIter)
 	it.noCache = true
 	return it
@@ -87,7 +86,7 @@ func (r *Reader) NewUncachedIter() base.InternalIterator {
 
 func (i *tableIter) invalidate() bool {
 	i.valid = false
-	i.ikey = base.InternalKey{}
+	i.ikey = InternalKey{}
 	return false
 }
 
@@ -104,7 +103,7 @@ func (i *tableIter) loadBlock(idx int) bool {
 	r := i.r
 	h := r.index.handle(idx)
 	var data []byte
-	var ref cache.Handle
+	var ref CacheHandle
 	var err error
 	if i.noCache {
 		data, err = r.readBlock(h, BlockKindData, &i.raw, &i.dec)
@@ -135,7 +134,7 @@ func (i *tableIter) loadBlock(idx int) bool {
 func (i *tableIter) releaseBlock() {
 	i.bi.reset()
 	i.blockRef.Release()
-	i.blockRef = cache.Handle{}
+	i.blockRef = CacheHandle{}
 	i.blockIdx = -1
 }
 
@@ -164,14 +163,14 @@ func (i *tableIter) setKey(forward bool) bool {
 		return i.invalidate()
 	}
 	t := binary.LittleEndian.Uint64(k[n:])
-	if kind := base.Kind(t); kind != base.KindSet && kind != base.KindDelete {
+	if kind := Kind(t); kind != base.KindSet && kind != base.KindDelete {
 		return i.fail(blockCorruptf(i.r.fid, BlockKindData, i.blockH.offset, "entry %s of kind %s at block offset %d",
-			base.InternalKey{UserKey: ukey, Trailer: t}, kind, i.bi.offset))
+			InternalKey{UserKey: ukey, Trailer: t}, kind, i.bi.offset))
 	}
 	if i.seqBits != 0 {
 		t = i.seqBits | t&0xff
 	}
-	i.ikey = base.InternalKey{UserKey: ukey, Trailer: t}
+	i.ikey = InternalKey{UserKey: ukey, Trailer: t}
 	i.valid = true
 	return true
 }
@@ -356,7 +355,7 @@ func (i *tableIter) Prev() bool {
 func (i *tableIter) Valid() bool { return i.valid }
 
 // Key returns the current entry's key; its UserKey aliases the block.
-func (i *tableIter) Key() base.InternalKey { return i.ikey }
+func (i *tableIter) Key() InternalKey { return i.ikey }
 
 // Value returns the current entry's value, aliasing the block.
 func (i *tableIter) Value() []byte {
@@ -385,7 +384,7 @@ func (i *tableIter) Close() error {
 	}
 	i.releaseBlock()
 	i.r, i.lower, i.upper = nil, nil, nil
-	i.ikey = base.InternalKey{}
+	i.ikey = InternalKey{}
 	i.valid = false
 	iterPool.Put(i)
 	return err

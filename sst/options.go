@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/vigildb/vigil/checksum"
-	"github.com/vigildb/vigil/internal/cache"
 )
 
 // Compression is a block compression algorithm. Its value is the trailer's
@@ -98,7 +97,7 @@ type WriterOptions struct {
 }
 
 // validate reports the first invalid option; the error wraps
-// base.ErrInvalidArgument.
+// ErrInvalidArgument.
 func (o *WriterOptions) validate() error {
 	switch {
 	case !o.ChecksumType.Valid():
@@ -123,7 +122,7 @@ type ReaderOptions struct {
 	// Cache is the block cache shared by all tables; nil means none. Data
 	// blocks read through it live in its manual (non-Go-heap) memory, held
 	// by reference counts (see package cache and Reader.GetRef).
-	Cache *cache.Cache
+	Cache *Cache
 	// CacheID is this table's key namespace in Cache. It must be unique per
 	// open Reader (the DB allocates one per open table) and is evicted by
 	// Close.

@@ -28,7 +28,7 @@ type Properties struct {
 	// SmallestKey and LargestKey bound the table over point keys and range
 	// tombstones; a tombstone [s,e)#seq contributes s#seq,RANGEDEL and the
 	// exclusive sentinel e#SeqNumMax,RANGEDEL. Zero for an empty table.
-	SmallestKey, LargestKey base.InternalKey
+	SmallestKey, LargestKey InternalKey
 	// SmallestSeq and LargestSeq are over point entries and tombstones.
 	SmallestSeq, LargestSeq uint64
 
@@ -76,7 +76,7 @@ func uintProp(name string, f func(p *Properties) *uint64) propField {
 	}
 }
 
-func keyProp(name string, f func(p *Properties) *base.InternalKey) propField {
+func keyProp(name string, f func(p *Properties) *InternalKey) propField {
 	return propField{
 		name:  name,
 		isKey: true,
@@ -88,7 +88,7 @@ func keyProp(name string, f func(p *Properties) *base.InternalKey) propField {
 		},
 		decode: func(p *Properties, v []byte) bool {
 			if len(v) == 0 {
-				*f(p) = base.InternalKey{}
+				*f(p) = InternalKey{}
 				return true
 			}
 			k, ok := base.DecodeInternalKey(v)
@@ -148,7 +148,7 @@ var propFields = []propField{
 	uintProp("vigil.file.checksum", func(p *Properties) *uint64 { return &p.FileChecksum }),
 	uintProp("vigil.filter.size", func(p *Properties) *uint64 { return &p.FilterSize }),
 	uintProp("vigil.index.size", func(p *Properties) *uint64 { return &p.IndexSize }),
-	keyProp("vigil.largest.key", func(p *Properties) *base.InternalKey { return &p.LargestKey }),
+	keyProp("vigil.largest.key", func(p *Properties) *InternalKey { return &p.LargestKey }),
 	uintProp("vigil.largest.seqnum", func(p *Properties) *uint64 { return &p.LargestSeq }),
 	uintProp("vigil.num.data.blocks", func(p *Properties) *uint64 { return &p.NumDataBlocks }),
 	uintProp("vigil.num.deletions", func(p *Properties) *uint64 { return &p.NumDeletions }),
@@ -157,7 +157,7 @@ var propFields = []propField{
 	uintProp("vigil.range.del.size", func(p *Properties) *uint64 { return &p.RangeDelSize }),
 	uintProp("vigil.raw.key.size", func(p *Properties) *uint64 { return &p.RawKeySize }),
 	uintProp("vigil.raw.value.size", func(p *Properties) *uint64 { return &p.RawValueSize }),
-	keyProp("vigil.smallest.key", func(p *Properties) *base.InternalKey { return &p.SmallestKey }),
+	keyProp("vigil.smallest.key", func(p *Properties) *InternalKey { return &p.SmallestKey }),
 	uintProp("vigil.smallest.seqnum", func(p *Properties) *uint64 { return &p.SmallestSeq }),
 }
 

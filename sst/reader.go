@@ -12,7 +12,6 @@ import (
 	"github.com/golang/snappy"
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
-	"github.com/vigildb/vigil/internal/cache"
 )
 
 // maxSnappyExpansion bounds what a snappy block can decode to per input
@@ -97,7 +96,7 @@ type BlockInfo struct {
 	Size   uint64 // bytes on disk, excluding the trailer (the footer's FooterLen)
 	// IndexKey is a data block's separator in the index (>= its last key,
 	// < the next block's first key); zero for other kinds.
-	IndexKey base.InternalKey
+	IndexKey InternalKey
 }
 
 // TrailerLen returns the bytes that follow the block: BlockTrailerLen, or 0
@@ -119,7 +118,7 @@ type tableMeta struct {
 	filterH   handle
 	rangeDelH handle
 	propsH    handle
-	rangeDels []base.RangeTombstone
+	rangeDels []RangeTombstone
 	props     Properties
 	// decoded counts the bytes read and decompressed to build the rest
 	// (for the allocation bound tests).
@@ -136,14 +135,14 @@ type tableMeta struct {
 type Reader struct {
 	fileReader
 	opts  ReaderOptions
-	cache *cache.Cache
+	cache *Cache
 	tableMeta
 	// globalSeq is opts.GlobalSeqNum: 0, or the seqnum every entry of this
 	// external table reads back with (checked at Open).
 	globalSeq uint64
 	// tombs is what RangeDels returns: tableMeta.rangeDels, or a copy with
 	// the global seqnum (tableMeta keeps what the file holds, for Verify).
-	tombs []base.RangeTombstone
+	tombs []RangeTombstone
 	// layout is built on the first call of Layout, not by Open: it is 56
 	// bytes per data block, and only tools want it.
 	layoutOnce sync.Once
@@ -166,7 +165,7 @@ type fileReader struct {
 // index, filter, range-del and properties blocks and checks that they are
 // consistent with each other. The checksum type is the footer's, so tables of
 // different types are read side by side. Every problem with the bytes is an
-// error wrapping base.ErrCorruption that names the file.
+// error wrapping ErrCorruption that names the file.
 //
 // Open allocates at most a small multiple of the bytes it reads and
 // decompresses (see "Reading" in the package comment), whatever the file
@@ -203,7 +202,7 @@ func open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, uint64
 		}
 		r.globalSeq = gs
 		if len(m.rangeDels) > 0 {
-			r.tombs = make([]base.RangeTombstone, len(m.rangeDels))
+			r.tombs = make([]RangeTombstone, len(m.rangeDels))
 			for i, t := range m.rangeDels {
 				t.Seq = gs
 				r.tombs[i] = t
@@ -476,7 +475,7 @@ const maxRangeDelKeyAmp = 16
 // maxRangeDelKeyAmp times the block's size, and one 56-byte RangeTombstone
 // per entry, each of which takes at least 5 bytes of the block (3 varints,
 // a key byte of its own, as keys increase, and a non-empty end).
-func decodeRangeDels(b []byte) ([]base.RangeTombstone, error) {
+func decodeRangeDels(b []byte) ([]RangeTombstone, error) {
 	var it blockIter
 	if err := it.init(b, true); err != nil {
 		return nil, err
@@ -508,13 +507,13 @@ func decodeRangeDels(b []byte) ([]base.RangeTombstone, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	out := make([]base.RangeTombstone, 0, n)
+	out := make([]RangeTombstone, 0, n)
 	arena := make([]byte, 0, keyBytes-n*base.TrailerLen)
 	for ok := it.first(); ok; ok = it.next() {
 		k, _ := base.DecodeInternalKey(it.key)
 		s := len(arena)
 		arena = append(arena, k.UserKey...)
-		out = append(out, base.RangeTombstone{Start: arena[s:len(arena):len(arena)], End: it.val, Seq: k.SeqNum()})
+		out = append(out, RangeTombstone{Start: arena[s:len(arena):len(arena)], End: it.val, Seq: k.SeqNum()})
 	}
 	if it.err != nil || len(out) != n {
 		// The block is immutable: the second pass sees what the first did.
@@ -652,10 +651,10 @@ func (r *fileReader) decodeInto(dst, b []byte, c Compression, h handle, kind Blo
 // from the cache's allocator, which is then cached (if not too large): so
 // a cached block is one manual buffer of its decompressed size, and the
 // miss leaves no garbage.
-func (r *Reader) dataBlock(h handle, raw, dec *[]byte) ([]byte, cache.Handle, error) {
+func (r *Reader) dataBlock(h handle, raw, dec *[]byte) ([]byte, CacheHandle, error) {
 	if r.cache == nil {
 		b, err := r.readBlock(h, BlockKindData, raw, dec)
-		return b, cache.Handle{}, err
+		return b, CacheHandle{}, err
 	}
 	if ch, ok := r.cache.Get(r.opts.CacheID, h.offset); ok {
 		data := ch.Data()
@@ -664,7 +663,7 @@ func (r *Reader) dataBlock(h handle, raw, dec *[]byte) ([]byte, cache.Handle, er
 				sum := ch.Sum()
 				ch.Release()
 				r.cache.Delete(r.opts.CacheID, h.offset)
-				return nil, cache.Handle{}, base.CorruptionErrorf("sst: cached block checksum mismatch (memory corruption): stored = 0x%016x, computed = 0x%016x, type = %s in %s offset %d size %d, block kind = data",
+				return nil, CacheHandle{}, base.CorruptionErrorf("sst: cached block checksum mismatch (memory corruption): stored = 0x%016x, computed = 0x%016x, type = %s in %s offset %d size %d, block kind = data",
 					sum, got, r.t, r.fid, h.offset, h.size)
 			}
 		}
@@ -682,17 +681,17 @@ func (r *Reader) dataBlock(h handle, raw, dec *[]byte) ([]byte, cache.Handle, er
 	}
 	b, c, err := r.readRaw(h, BlockKindData, raw)
 	if err != nil {
-		return nil, cache.Handle{}, err
+		return nil, CacheHandle{}, err
 	}
 	n, err := r.decodedLen(b, c, h, BlockKindData)
 	if err != nil {
-		return nil, cache.Handle{}, err
+		return nil, CacheHandle{}, err
 	}
 	ch := r.cache.Alloc(n)
 	data := ch.Data()
 	if err := r.decodeInto(data, b, c, h, BlockKindData); err != nil {
 		ch.Release()
-		return nil, cache.Handle{}, err
+		return nil, CacheHandle{}, err
 	}
 	var sum uint64
 	if r.opts.ParanoidCacheChecks {
@@ -724,7 +723,7 @@ func (r *Reader) MayContain(userKey []byte) bool {
 // The value belongs to the caller: with a cache it is a copy of the cached
 // block's bytes (so Get allocates for a non-empty value), without one it
 // aliases a block read for this call. GetRef avoids the copy.
-func (r *Reader) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
+func (r *Reader) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind Kind, found bool, err error) {
 	value, seq, kind, found, ref, err := r.GetRef(userKey, snapSeq)
 	if ref.Valid() {
 		if len(value) > 0 {
@@ -743,36 +742,36 @@ func (r *Reader) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, 
 // zero Handle, whose Release does nothing, when no cached block is held).
 // The caller must not modify the value. GetRef does not allocate when the
 // block is cached.
-func (r *Reader) GetRef(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, ref cache.Handle, err error) {
+func (r *Reader) GetRef(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind Kind, found bool, ref CacheHandle, err error) {
 	if r.hasFilter && !r.filter.mayContain(filterHash(userKey)) {
-		return nil, 0, 0, false, cache.Handle{}, nil
+		return nil, 0, 0, false, CacheHandle{}, nil
 	}
 	if snapSeq < r.globalSeq {
 		// Every entry has the global seqnum (an external table holds one
 		// per user key, stored at seqnum 0, which any snapSeq sees below).
-		return nil, 0, 0, false, cache.Handle{}, nil
+		return nil, 0, 0, false, CacheHandle{}, nil
 	}
 	trailer := base.MakeTrailer(min(snapSeq, base.SeqNumMax), base.KindMax)
 	idx := r.index.search(userKey, trailer)
 	if idx == r.index.len() {
-		return nil, 0, 0, false, cache.Handle{}, nil
+		return nil, 0, 0, false, CacheHandle{}, nil
 	}
 	h := r.index.handle(idx)
 	data, ref, err := r.dataBlock(h, nil, nil)
 	if err != nil {
-		return nil, 0, 0, false, cache.Handle{}, err
+		return nil, 0, 0, false, CacheHandle{}, err
 	}
 	value, seq, kind, found, err = r.getInBlock(data, h, userKey, trailer)
 	if !found {
 		// Nothing of the block is returned: let it go now.
 		ref.Release()
-		ref = cache.Handle{}
+		ref = CacheHandle{}
 	}
 	return value, seq, kind, found, ref, err
 }
 
 // getInBlock looks (userKey, trailer) up in data block data (at h).
-func (r *Reader) getInBlock(data []byte, h handle, userKey []byte, trailer uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
+func (r *Reader) getInBlock(data []byte, h handle, userKey []byte, trailer uint64) (value []byte, seq uint64, kind Kind, found bool, err error) {
 	it := getIterPool.Get().(*blockIter)
 	defer func() {
 		it.reset()
@@ -798,7 +797,7 @@ func (r *Reader) getInBlock(data []byte, h handle, userKey []byte, trailer uint6
 	kind = base.TrailerKind(t)
 	if kind != base.KindSet && kind != base.KindDelete {
 		return nil, 0, 0, false, blockCorruptf(r.fid, BlockKindData, h.offset, "entry %s of kind %s at block offset %d",
-			base.InternalKey{UserKey: userKey, Trailer: t}, kind, it.offset)
+			InternalKey{UserKey: userKey, Trailer: t}, kind, it.offset)
 	}
 	seq = base.TrailerSeqNum(t)
 	if r.globalSeq != 0 {
@@ -816,7 +815,7 @@ func (r *fileReader) dataErr(h handle, it *blockIter) error {
 // not modify them.
 //
 // For a table opened with a global seqnum every tombstone carries it.
-func (r *Reader) RangeDels() []base.RangeTombstone { return r.tombs }
+func (r *Reader) RangeDels() []RangeTombstone { return r.tombs }
 
 // GlobalSeqNum returns ReaderOptions.GlobalSeqNum: 0, or the seqnum every
 // entry of this external table reads back with.

@@ -18,7 +18,7 @@ import (
 // raw sizes and key and seqnum bounds against the properties; the
 // whole-file checksum; and for an external table, that every entry has
 // seqnum 0 and no user key has two. The first problem found is returned as
-// an error wrapping base.ErrCorruption that names the file and block; I/O
+// an error wrapping ErrCorruption that names the file and block; I/O
 // errors are returned as they are.
 //
 // Verify is safe to call concurrently with reads.
@@ -40,7 +40,7 @@ func (r *Reader) Verify() error {
 	var it blockIter
 	var p Properties
 	var havePoint bool
-	var firstPoint base.InternalKey
+	var firstPoint InternalKey
 	for bi := 0; bi < r.index.len(); bi++ {
 		sep := r.index.sep(bi)
 		h := r.index.handle(bi)
@@ -140,9 +140,9 @@ func (r *Reader) Verify() error {
 		p.NumRangeDels++
 		p.SmallestSeq, p.LargestSeq = min(p.SmallestSeq, t.Seq), max(p.LargestSeq, t.Seq)
 	}
-	var small, large base.InternalKey
+	var small, large InternalKey
 	have := false
-	consider := func(k base.InternalKey) {
+	consider := func(k InternalKey) {
 		if !have || base.CompareInternal(k, small) < 0 {
 			small = k
 		}

@@ -23,7 +23,7 @@ type Meta struct {
 	// Smallest and Largest bound the table over point keys AND range
 	// tombstones: a tombstone [s,e)#seq contributes s#seq,RANGEDEL and the
 	// exclusive sentinel e#SeqNumMax,RANGEDEL. Zero for an empty table.
-	Smallest, Largest base.InternalKey
+	Smallest, Largest InternalKey
 	// SmallestSeq and LargestSeq are over point entries and tombstones (0,
 	// 0 for an empty table).
 	SmallestSeq, LargestSeq uint64
@@ -47,7 +47,7 @@ type Meta struct {
 // call returns the same error and Close closes the file without finishing
 // it, so the caller removes it. An out-of-order key means a bug or memory
 // corruption upstream (the memtable or a compaction input), so it is
-// reported as base.ErrCorruption naming both keys.
+// reported as ErrCorruption naming both keys.
 //
 // A Writer is not safe for concurrent use.
 type Writer struct {
@@ -77,11 +77,11 @@ type Writer struct {
 
 	hashes []uint64 // filter hashes of distinct user keys
 
-	firstPoint   base.InternalKey // copy of the first point key
-	tombKey      []byte           // the last tombstone's encoded start key
-	firstTomb    base.InternalKey // copy of the first tombstone's start key
-	maxTombEnd   []byte           // the largest tombstone end so far
-	lastTombEnd  []byte           // External: the last tombstone's end
+	firstPoint   InternalKey // copy of the first point key
+	tombKey      []byte      // the last tombstone's encoded start key
+	firstTomb    InternalKey // copy of the first tombstone's start key
+	maxTombEnd   []byte      // the largest tombstone end so far
+	lastTombEnd  []byte      // External: the last tombstone's end
 	haveSeq      bool
 	smallSeq     uint64
 	largeSeq     uint64
@@ -94,7 +94,7 @@ type Writer struct {
 
 // NewWriter returns a Writer that writes a table to f, which it owns from now
 // on: Close or Abort closes it. Invalid options make every call fail with
-// base.ErrInvalidArgument.
+// ErrInvalidArgument.
 func NewWriter(f vfs.File, o WriterOptions) *Writer {
 	w := &Writer{f: f, o: o, fid: fileID{num: o.FileNum}}
 	if err := o.validate(); err != nil {
@@ -141,7 +141,7 @@ func (w *Writer) check() error {
 // Add appends a point entry. Keys must be strictly increasing in internal
 // key order (user key ascending, then seqnum descending) and of kind Set or
 // Delete. value is copied; the caller may reuse both buffers.
-func (w *Writer) Add(key base.InternalKey, value []byte) error {
+func (w *Writer) Add(key InternalKey, value []byte) error {
 	if err := w.check(); err != nil {
 		return err
 	}
@@ -256,7 +256,7 @@ func (w *Writer) AddRangeDel(start, end []byte, seq uint64) error {
 // checkExternalPoint checks what an external table promises of a point
 // key: seqnum 0 and a user key above the previous one (so the table holds
 // one entry per user key, which a global seqnum cannot make ambiguous).
-func (w *Writer) checkExternalPoint(key base.InternalKey, first bool) error {
+func (w *Writer) checkExternalPoint(key InternalKey, first bool) error {
 	if key.SeqNum() != 0 {
 		w.err = invalidArgf("key %s in external table %s: external entries have seqnum 0", key, w.fid)
 		return w.err
@@ -541,7 +541,7 @@ func (w *Writer) finish() {
 func (w *Writer) computeBounds() {
 	p := &w.props
 	var have bool
-	consider := func(k base.InternalKey) {
+	consider := func(k InternalKey) {
 		if !have {
 			p.SmallestKey, p.LargestKey, have = k, k, true
 			return

@@ -1,0 +1,33 @@
+package memtable
+
+import "github.com/vigildb/vigil/internal/base"
+
+// The key and iterator types of the package's API, the engine's own
+// (defined in an internal package, shared with package sst and the DB),
+// named here so that users of package memtable can name them.
+type (
+	// Kind is the kind of an entry: KindSet, KindDelete or KindRangeDelete.
+	Kind = base.Kind
+	// InternalIterator iterates internal keys in order; its keys and values
+	// are valid until its next positioning call.
+	InternalIterator = base.InternalIterator
+	// RangeTombstone is a range deletion [Start, End) at a sequence number.
+	RangeTombstone = base.RangeTombstone
+)
+
+// The entry kinds.
+const (
+	KindDelete      = base.KindDelete
+	KindSet         = base.KindSet
+	KindRangeDelete = base.KindRangeDelete
+)
+
+// SeqNumMax is the largest sequence number an entry may carry.
+const SeqNumMax = base.SeqNumMax
+
+// The errors of the package, the same values as the root package's
+// vigil.ErrCorruption and vigil.ErrInvalidArgument: test with errors.Is.
+var (
+	ErrCorruption      = base.ErrCorruption
+	ErrInvalidArgument = base.ErrInvalidArgument
+)
