@@ -39,8 +39,6 @@ type spanEdit struct {
 	n    int
 }
 
-func (x *indexSpans) empty() bool { return len(x.s) == 0 }
-
 // bounds returns the first and last stored index (0, 0 when empty).
 func (x *indexSpans) bounds() (first, last uint64) {
 	if len(x.s) == 0 {
