@@ -30,108 +30,146 @@ func (r *Reader) Verify() error {
 	if err := r.sameMeta(&m); err != nil {
 		return base.CorruptionErrorf("sst: %v in %s: the file changed since it was opened", err, r.fid)
 	}
-
-	var hasher *fileHasher
+	v := verifier{r: r}
 	if r.t != checksum.None {
-		hasher = newFileHasher(r.t)
+		v.hasher = newFileHasher(r.t)
 	}
-	var raw, dec []byte
-	var prev []byte
-	var it blockIter
-	var p Properties
-	var havePoint bool
-	var firstPoint InternalKey
 	for bi := 0; bi < r.index.len(); bi++ {
-		sep := r.index.sep(bi)
-		h := r.index.handle(bi)
-		data, err := r.readBlock(h, BlockKindData, &raw, &dec)
-		if err != nil {
+		if err := v.dataBlock(bi); err != nil {
 			return err
 		}
-		if hasher != nil {
-			hasher.write(raw[:h.size+BlockTrailerLen])
-		}
-		if err := it.init(data, true); err != nil {
-			return r.blockErr(BlockKindData, h.offset, err)
-		}
-		n := 0
-		for ok := it.first(); ok; ok = it.next() {
-			k, _ := base.DecodeInternalKey(it.key)
-			fail := func(format string, args ...any) error {
-				return blockCorruptf(r.fid, BlockKindData, h.offset, "entry %s at block offset %d: %s", k, it.offset, fmt.Sprintf(format, args...))
-			}
-			if kind := k.Kind(); kind != base.KindSet && kind != base.KindDelete {
-				return fail("kind %s not allowed in a data block", kind)
-			}
-			if prev != nil && base.CompareEncoded(prev, it.key) >= 0 {
-				pk, _ := base.DecodeInternalKey(prev)
-				return fail("out of order after %s", pk)
-			}
-			if base.CompareEncoded(it.key, sep) > 0 {
-				sk, _ := base.DecodeInternalKey(sep)
-				return fail("above the block's index separator %s", sk)
-			}
-			if bi > 0 && base.CompareEncoded(it.key, r.index.sep(bi-1)) <= 0 {
-				return fail("not above the previous block's separator")
-			}
-			newUserKey := prev == nil || !bytes.Equal(prev[:len(prev)-base.TrailerLen], k.UserKey)
-			if r.props.External {
-				// What an external table promises (WriterOptions.External):
-				// seqnum 0, one entry per user key.
-				if k.SeqNum() != 0 {
-					return fail("seqnum %d in an external table (external entries have seqnum 0)", k.SeqNum())
-				}
-				if !newUserKey {
-					return fail("a second entry for its user key in an external table")
-				}
-			}
-			if newUserKey && r.hasFilter && !r.filter.mayContain(filterHash(k.UserKey)) {
-				return fail("user key missing from the bloom filter")
-			}
-			if !havePoint {
-				firstPoint, havePoint = k.Clone(), true
-			}
-			p.NumEntries++
-			if k.Kind() == base.KindDelete {
-				p.NumDeletions++
-			}
-			p.RawKeySize += uint64(len(it.key))
-			p.RawValueSize += uint64(len(it.val))
-			seq := k.SeqNum()
-			if p.NumEntries == 1 {
-				p.SmallestSeq, p.LargestSeq = seq, seq
-			}
-			p.SmallestSeq, p.LargestSeq = min(p.SmallestSeq, seq), max(p.LargestSeq, seq)
-			prev = append(prev[:0], it.key...)
-			n++
-		}
-		if it.err != nil {
-			return r.dataErr(h, &it)
-		}
-		if n == 0 {
-			return blockCorruptf(r.fid, BlockKindData, h.offset, "empty data block")
-		}
 	}
-
-	// The rest of the checksummed region: filter and range-del blocks.
-	if hasher != nil {
-		rest := []BlockInfo{{Kind: BlockKindRangeDel, Offset: r.rangeDelH.offset, Size: r.rangeDelH.size}}
-		if r.hasFilter {
-			rest = append([]BlockInfo{{Kind: BlockKindFilter, Offset: r.filterH.offset, Size: r.filterH.size}}, rest...)
-		}
-		for _, b := range rest {
-			if _, err := r.readBlock(handle{b.Offset, b.Size}, b.Kind, &raw, &dec); err != nil {
-				return err
-			}
-			hasher.write(raw[:b.Size+BlockTrailerLen])
-		}
-		if got := hasher.sum64(); got != r.props.FileChecksum {
-			return base.CorruptionErrorf("sst: whole-file checksum mismatch: stored = 0x%016x, computed = 0x%016x, type = %s over bytes [0, %d) of %s",
-				r.props.FileChecksum, got, r.t, r.propsH.offset, r.fid)
-		}
+	if err := v.fileChecksum(); err != nil {
+		return err
 	}
+	return v.properties()
+}
 
-	// Counts and bounds against the properties.
+// verifier is the state of one Verify: the properties recomputed from the
+// blocks so far, the previous entry's key, and the whole-file hasher.
+type verifier struct {
+	r          *Reader
+	hasher     *fileHasher // nil for checksum type None
+	raw, dec   []byte
+	prev       []byte
+	it         blockIter
+	p          Properties
+	havePoint  bool
+	firstPoint InternalKey
+}
+
+// dataBlock checks data block bi: its structure, the order and kinds of its
+// entries and their agreement with the index separators and the filter, and
+// adds its entries to the recomputed properties.
+func (v *verifier) dataBlock(bi int) error {
+	r, it := v.r, &v.it
+	sep := r.index.sep(bi)
+	h := r.index.handle(bi)
+	data, err := r.readBlock(h, BlockKindData, &v.raw, &v.dec)
+	if err != nil {
+		return err
+	}
+	if v.hasher != nil {
+		v.hasher.write(v.raw[:h.size+BlockTrailerLen])
+	}
+	if err := it.init(data, true); err != nil {
+		return r.blockErr(BlockKindData, h.offset, err)
+	}
+	n := 0
+	for ok := it.first(); ok; ok = it.next() {
+		k, _ := base.DecodeInternalKey(it.key)
+		fail := func(format string, args ...any) error {
+			return blockCorruptf(r.fid, BlockKindData, h.offset, "entry %s at block offset %d: %s", k, it.offset, fmt.Sprintf(format, args...))
+		}
+		if kind := k.Kind(); kind != base.KindSet && kind != base.KindDelete {
+			return fail("kind %s not allowed in a data block", kind)
+		}
+		if v.prev != nil && base.CompareEncoded(v.prev, it.key) >= 0 {
+			pk, _ := base.DecodeInternalKey(v.prev)
+			return fail("out of order after %s", pk)
+		}
+		if base.CompareEncoded(it.key, sep) > 0 {
+			sk, _ := base.DecodeInternalKey(sep)
+			return fail("above the block's index separator %s", sk)
+		}
+		if bi > 0 && base.CompareEncoded(it.key, r.index.sep(bi-1)) <= 0 {
+			return fail("not above the previous block's separator")
+		}
+		newUserKey := v.prev == nil || !bytes.Equal(v.prev[:len(v.prev)-base.TrailerLen], k.UserKey)
+		if r.props.External {
+			// What an external table promises (WriterOptions.External):
+			// seqnum 0, one entry per user key.
+			if k.SeqNum() != 0 {
+				return fail("seqnum %d in an external table (external entries have seqnum 0)", k.SeqNum())
+			}
+			if !newUserKey {
+				return fail("a second entry for its user key in an external table")
+			}
+		}
+		if newUserKey && r.hasFilter && !r.filter.mayContain(filterHash(k.UserKey)) {
+			return fail("user key missing from the bloom filter")
+		}
+		v.count(k, it.key, it.val)
+		n++
+	}
+	if it.err != nil {
+		return r.dataErr(h, it)
+	}
+	if n == 0 {
+		return blockCorruptf(r.fid, BlockKindData, h.offset, "empty data block")
+	}
+	return nil
+}
+
+// count adds a point entry to the recomputed properties.
+func (v *verifier) count(k InternalKey, key, val []byte) {
+	p := &v.p
+	if !v.havePoint {
+		v.firstPoint, v.havePoint = k.Clone(), true
+	}
+	p.NumEntries++
+	if k.Kind() == base.KindDelete {
+		p.NumDeletions++
+	}
+	p.RawKeySize += uint64(len(key))
+	p.RawValueSize += uint64(len(val))
+	seq := k.SeqNum()
+	if p.NumEntries == 1 {
+		p.SmallestSeq, p.LargestSeq = seq, seq
+	}
+	p.SmallestSeq, p.LargestSeq = min(p.SmallestSeq, seq), max(p.LargestSeq, seq)
+	v.prev = append(v.prev[:0], key...)
+}
+
+// fileChecksum hashes the rest of the checksummed region (the filter and
+// range-del blocks, after the data blocks) and compares the whole-file
+// checksum with the properties'.
+func (v *verifier) fileChecksum() error {
+	r := v.r
+	if v.hasher == nil {
+		return nil
+	}
+	rest := []BlockInfo{{Kind: BlockKindRangeDel, Offset: r.rangeDelH.offset, Size: r.rangeDelH.size}}
+	if r.hasFilter {
+		rest = append([]BlockInfo{{Kind: BlockKindFilter, Offset: r.filterH.offset, Size: r.filterH.size}}, rest...)
+	}
+	for _, b := range rest {
+		if _, err := r.readBlock(handle{b.Offset, b.Size}, b.Kind, &v.raw, &v.dec); err != nil {
+			return err
+		}
+		v.hasher.write(v.raw[:b.Size+BlockTrailerLen])
+	}
+	if got := v.hasher.sum64(); got != r.props.FileChecksum {
+		return base.CorruptionErrorf("sst: whole-file checksum mismatch: stored = 0x%016x, computed = 0x%016x, type = %s over bytes [0, %d) of %s",
+			r.props.FileChecksum, got, r.t, r.propsH.offset, r.fid)
+	}
+	return nil
+}
+
+// properties compares the counts and bounds recomputed from the blocks (and
+// the range tombstones) with the properties block.
+func (v *verifier) properties() error {
+	r, p := v.r, &v.p
 	want := &r.props
 	for _, t := range r.rangeDels {
 		if p.NumEntries == 0 && p.NumRangeDels == 0 {
@@ -151,9 +189,9 @@ func (r *Reader) Verify() error {
 		}
 		have = true
 	}
-	if havePoint {
-		consider(firstPoint)
-		last, _ := base.DecodeInternalKey(prev)
+	if v.havePoint {
+		consider(v.firstPoint)
+		last, _ := base.DecodeInternalKey(v.prev)
 		consider(last)
 	}
 	for _, t := range r.rangeDels {
