@@ -51,6 +51,17 @@ verify and restore fail, naming the file (exit status 1).`,
 		}
 	}
 
+	cmd.AddCommand(backupCreateListCmds(withEngine)...)
+	cmd.AddCommand(backupCheckCmds(withEngine)...)
+	return cmd
+}
+
+// withEngineFunc wraps a subcommand body with the opening and closing of
+// the backup engine.
+type withEngineFunc func(create bool, fn func(cmd *cobra.Command, e *backup.Engine, args []string) error) func(*cobra.Command, []string) error
+
+// backupCreateListCmds are create and list.
+func backupCreateListCmds(withEngine withEngineFunc) []*cobra.Command {
 	var dbDir string
 	create := &cobra.Command{
 		Use: "create", Short: "Back up the database --db DIR (it may be in use by no other process)", Args: cobra.NoArgs,
@@ -98,6 +109,11 @@ verify and restore fail, naming the file (exit status 1).`,
 		}),
 	}
 
+	return []*cobra.Command{create, list}
+}
+
+// backupCheckCmds are verify, restore, delete and gc.
+func backupCheckCmds(withEngine withEngineFunc) []*cobra.Command {
 	verify := &cobra.Command{
 		Use: "verify [ID...]", Short: "Re-read every file of the backups (default: all) against their checksums; exit status 1 on damage",
 		RunE: withEngine(false, func(cmd *cobra.Command, e *backup.Engine, args []string) error {
@@ -181,8 +197,7 @@ verify and restore fail, naming the file (exit status 1).`,
 			return err
 		}),
 	}
-	cmd.AddCommand(create, list, verify, restore, del, gc)
-	return cmd
+	return []*cobra.Command{verify, restore, del, gc}
 }
 
 // parseIDs parses backup ids given as arguments.
