@@ -109,35 +109,7 @@ func (d *DB) Checkpoint(dir string) error {
 	if err := d.checkpointWAL(tmp, walNum, wals, lastSeq, snap); err != nil {
 		return fmt.Errorf("Checkpoint: %w", err)
 	}
-	e := &manifest.VersionEdit{Comparer: manifest.ComparerName}
-	e.SetLogNumber(walNum)
-	e.SetNextFileNum(tempNum + 1)
-	e.SetLastSeq(lastSeq)
-	for l, files := range v.Levels {
-		for _, f := range files {
-			if visible(f) {
-				e.Added = append(e.Added, manifest.NewFile{Level: l, Meta: f})
-			}
-		}
-	}
-	tmpDir, err := fs.OpenDir(tmp)
-	if err != nil {
-		return fmt.Errorf("Checkpoint: %w", err)
-	}
-	defer tmpDir.Close()
-	vs := versionSet{fs: fs, dirname: tmp, dataDir: tmpDir, cksum: d.cksum}
-	w, err := vs.writeManifest(manifestNum, tempNum, e.Encode(nil))
-	if err != nil {
-		return fmt.Errorf("Checkpoint: %w", err)
-	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("Checkpoint: %w", err)
-	}
-	if err := writeFileSynced(fs, makeFilename(fs, tmp, fileTypeOptions, tempNum+1),
-		"# Vigil options, written by Checkpoint\n"+d.opts.String()); err != nil {
-		return fmt.Errorf("Checkpoint: %w", err)
-	}
-	if err := tmpDir.Sync(); err != nil {
+	if err := d.checkpointManifest(tmp, v, visible, walNum, manifestNum, tempNum, lastSeq); err != nil {
 		return fmt.Errorf("Checkpoint: %w", err)
 	}
 	if err := fs.Rename(tmp, dir); err != nil {
@@ -152,6 +124,45 @@ func (d *DB) Checkpoint(dir string) error {
 		}
 	}
 	d.log.Infof("checkpoint %s: %d tables, seq %d", dir, v.NumFiles(), snap)
+	return nil
+}
+
+// checkpointManifest writes the checkpoint's MANIFEST (the visible tables of
+// v, WAL walNum, the next file number above tempNum) with its CURRENT and an
+// OPTIONS file into tmp, and syncs tmp.
+func (d *DB) checkpointManifest(tmp string, v *manifest.Version, visible func(*manifest.FileMetadata) bool, walNum, manifestNum, tempNum, lastSeq uint64) error {
+	fs := d.fs
+	e := &manifest.VersionEdit{Comparer: manifest.ComparerName}
+	e.SetLogNumber(walNum)
+	e.SetNextFileNum(tempNum + 1)
+	e.SetLastSeq(lastSeq)
+	for l, files := range v.Levels {
+		for _, f := range files {
+			if visible(f) {
+				e.Added = append(e.Added, manifest.NewFile{Level: l, Meta: f})
+			}
+		}
+	}
+	tmpDir, err := fs.OpenDir(tmp)
+	if err != nil {
+		return err
+	}
+	defer tmpDir.Close()
+	vs := versionSet{fs: fs, dirname: tmp, dataDir: tmpDir, cksum: d.cksum}
+	w, err := vs.writeManifest(manifestNum, tempNum, e.Encode(nil))
+	if err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if err := writeFileSynced(fs, makeFilename(fs, tmp, fileTypeOptions, tempNum+1),
+		"# Vigil options, written by Checkpoint\n"+d.opts.String()); err != nil {
+		return err
+	}
+	if err := tmpDir.Sync(); err != nil {
+		return err
+	}
 	return nil
 }
 
