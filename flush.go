@@ -78,10 +78,17 @@ func (d *DB) flushAndWait(closing bool) error {
 	if target == nil {
 		return nil
 	}
+	return d.waitFlushedLocked(target, closing)
+}
+
+// waitFlushedLocked waits until memtable e is flushed, or a background
+// error stops flushes, or (unless closing: Close itself waits here) Close
+// begins. d.mu is held (the wait releases it).
+func (d *DB) waitFlushedLocked(e *memTableEntry, closing bool) error {
 	d.maybeScheduleFlushLocked()
 	for {
 		select {
-		case <-target.flushed:
+		case <-e.flushed:
 			return nil
 		default:
 		}

@@ -652,23 +652,7 @@ func (d *DB) ingestTakeSeqnums(spans []keySpan, n uint64) (seq, ticket uint64, w
 func (d *DB) waitFlushed(e *memTableEntry) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.maybeScheduleFlushLocked()
-	for {
-		select {
-		case <-e.flushed:
-			return nil
-		default:
-		}
-		if d.bgErr != nil {
-			return fmt.Errorf("%w: flush failed: %w", ErrReadOnly, d.bgErr)
-		}
-		select {
-		case <-d.closing:
-			return ErrClosed
-		default:
-		}
-		d.stallCond.Wait()
-	}
+	return d.waitFlushedLocked(e, false)
 }
 
 // ingestLevel returns the level for m (step 6): the deepest level such
