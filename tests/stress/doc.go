@@ -50,7 +50,13 @@
 // and a key seen twice by one iterator must look the same. Snapshots are
 // taken with a small range locked, so the range's exact state at that
 // moment is known, and read back later by Get and by scans in both
-// directions. Any disagreement stops the run with a report: seed, replay
+// directions. Checkpoints are taken the same way, while other keys are
+// written, then opened read-only, read back like a snapshot, verified and
+// removed. An ingestion, rarely, gives every key of a small locked range
+// its next version at once: an external table of the sets (and some point
+// deletes) with a range deletion of the range, or IngestAndExcise of the
+// range; to the oracle and the crash checker it is one atomic synced write
+// (ingest.go). Any disagreement stops the run with a report: seed, replay
 // command, operation, key, expected and actual state.
 //
 // # Crash checking: prefix in commit order

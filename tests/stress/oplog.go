@@ -39,10 +39,14 @@ const (
 	// nameClose is a Close that returned without error: every write
 	// acknowledged before it is durable.
 	nameClose
+	// nameIngest is an Ingest or IngestAndExcise of one external table
+	// setting or deleting every key of a range: atomic like a batch, and
+	// durable once acknowledged (logged as synced).
+	nameIngest
 	nameMax
 )
 
-var opNames = [...]string{namePut: "put", nameDelete: "delete", nameDeleteRange: "delete-range", nameBatch: "batch", nameFlush: "flush", nameClose: "close"}
+var opNames = [...]string{namePut: "put", nameDelete: "delete", nameDeleteRange: "delete-range", nameBatch: "batch", nameFlush: "flush", nameClose: "close", nameIngest: "ingest"}
 
 func (n opName) String() string {
 	if n > 0 && n < nameMax {

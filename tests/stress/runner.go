@@ -23,6 +23,9 @@ type Result struct {
 	Plan string
 	// Operations by kind.
 	Ops, Reads, Writes, Scans, Snapshots, Flushes, Compactions int64
+	// Ingestions (of one external table each, half with an excise) and
+	// checkpoints (each opened read-only and checked) that succeeded.
+	Ingests, Checkpoints int64
 	// Crashes (in-process), Kills (kill mode), clean Reopens and full
 	// Verifications of the DB against the oracle.
 	Crashes, Kills, Reopens, Verifications int64
@@ -164,6 +167,7 @@ type counters struct {
 	crashes, kills, reopens, verifications                     atomic.Int64
 	unverifiable, tolerated, strictRefusals, lostUnsynced      atomic.Int64
 	emptyRanges, invertedRanges                                atomic.Int64
+	ingests, checkpoints                                       atomic.Int64
 }
 
 // maxEpochOps bounds the op log: past it the runner does a clean reopen
@@ -194,10 +198,14 @@ type runner struct {
 	epoch   uint64
 	closing atomic.Bool
 
-	fs    vfs.FS
-	mem   *vfs.MemFS
-	inj   *faultInjector
-	dbDir string
+	fs vfs.FS
+	// baseFS is fs without the fault injector: the runner's own files (the
+	// external tables it ingests) and its reads of checkpoints go through
+	// it, so that an injected fault fails a DB call, never the check.
+	baseFS vfs.FS
+	mem    *vfs.MemFS
+	inj    *faultInjector
+	dbDir  string
 	// faultsAtOpen is inj.injected when the DB was last opened: a DB that
 	// saw faults may leave debris (a WAL whose header write failed) that
 	// the strict WAL recovery modes refuse even after a clean close.
@@ -293,6 +301,7 @@ func (r *runner) setupFS() {
 	default:
 		r.fs = vfs.NewMem()
 	}
+	r.baseFS = r.fs
 	if r.plan.FaultRate > 0 {
 		r.inj = newFaultInjector(r.plan.Seed, r.plan.FaultRate)
 		r.fs = errorfs.Wrap(r.fs, r.inj)
@@ -598,6 +607,7 @@ func (r *runner) result() *Result {
 		Crashes: s.crashes.Load(), Kills: s.kills.Load(), Reopens: s.reopens.Load(), Verifications: s.verifications.Load(),
 		Unverifiable: s.unverifiable.Load(), ToleratedErrors: s.tolerated.Load(), StrictRecoveryRefusals: s.strictRefusals.Load(),
 		LostUnsynced: s.lostUnsynced.Load(), EmptyRanges: s.emptyRanges.Load(), InvertedRanges: s.invertedRanges.Load(),
+		Ingests: s.ingests.Load(), Checkpoints: s.checkpoints.Load(),
 		Flips: r.flips.snapshot(), FileFlips: r.files.snapshot(), Failure: r.failure.Load(), Elapsed: time.Since(r.start),
 	}
 	if r.inj != nil {
@@ -644,6 +654,7 @@ func printSummary(out interface{ Write([]byte) (int, error) }, res *Result, p *p
 		res.Reads, res.Writes, res.Scans, res.Snapshots, res.Flushes, res.Compactions)
 	fmt.Fprintf(&b, "         crashes %d, kills %d, clean reopens %d, full verifications %d, unverifiable reads %d\n",
 		res.Crashes, res.Kills, res.Reopens, res.Verifications, res.Unverifiable)
+	fmt.Fprintf(&b, "         ingestions %d, checkpoints opened and checked %d\n", res.Ingests, res.Checkpoints)
 	fmt.Fprintf(&b, "         acknowledged unsynced writes lost to crashes (allowed) %d\n", res.LostUnsynced)
 	fmt.Fprintf(&b, "         faults injected %d, tolerated errors %d, strict WAL recovery refusals %d\n",
 		res.InjectedFaults, res.ToleratedErrors, res.StrictRecoveryRefusals)

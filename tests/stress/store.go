@@ -21,6 +21,9 @@ type store interface {
 	NewSnapshot() snapshot
 	Flush() error
 	Compact(start, end []byte) error
+	Checkpoint(dir string) error
+	Ingest(paths []string) error
+	IngestAndExcise(paths []string, start, end []byte) error
 	Verify() error
 	Metrics() *vigil.Metrics
 	Close() error
@@ -64,10 +67,15 @@ func (s dbStore) DeleteRange(start, end []byte, o *vigil.WriteOptions) error {
 func (s dbStore) Apply(b *vigil.Batch, o *vigil.WriteOptions) error { return s.db.Apply(b, o) }
 func (s dbStore) Flush() error                                      { return s.db.Flush() }
 func (s dbStore) Compact(start, end []byte) error                   { return s.db.Compact(start, end) }
-func (s dbStore) Verify() error                                     { return s.db.Verify() }
-func (s dbStore) Metrics() *vigil.Metrics                           { return s.db.Metrics() }
-func (s dbStore) Close() error                                      { return s.db.Close() }
-func (s dbStore) DB() *vigil.DB                                     { return s.db }
+func (s dbStore) Checkpoint(dir string) error                       { return s.db.Checkpoint(dir) }
+func (s dbStore) Ingest(paths []string) error                       { return s.db.Ingest(paths) }
+func (s dbStore) IngestAndExcise(paths []string, start, end []byte) error {
+	return s.db.IngestAndExcise(paths, start, end)
+}
+func (s dbStore) Verify() error           { return s.db.Verify() }
+func (s dbStore) Metrics() *vigil.Metrics { return s.db.Metrics() }
+func (s dbStore) Close() error            { return s.db.Close() }
+func (s dbStore) DB() *vigil.DB           { return s.db }
 
 func (s dbStore) NewIter(o *vigil.IterOptions) (iterator, error) {
 	it, err := s.db.NewIter(o)

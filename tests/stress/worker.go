@@ -42,6 +42,9 @@ type heldSnapshot struct {
 	s      snapshot
 	lo, hi int
 	views  []keyView
+	// what names the reader in reports: "snapshot", or "checkpoint" for
+	// a checkpoint opened read-only (checkpointOp).
+	what string
 }
 
 func (w *worker) run() {
@@ -121,6 +124,10 @@ func (w *worker) step(db store) *Divergence {
 		return w.snapshotOp(db)
 	case x < 851:
 		return w.verifyOp(db)
+	case x < 852:
+		return w.ingestOp(db)
+	case x < 853 && w.rng.IntN(2) == 0:
+		return w.checkpointOp(db)
 	default:
 		return w.get(db)
 	}
@@ -765,7 +772,7 @@ func (w *worker) snapshotOp(db store) *Divergence {
 		keys = append(keys, k)
 	}
 	unlock := r.or.lock(keys)
-	h := heldSnapshot{lo: lo, hi: hi, views: make([]keyView, hi-lo)}
+	h := heldSnapshot{lo: lo, hi: hi, views: make([]keyView, hi-lo), what: "snapshot"}
 	for k := lo; k < hi; k++ {
 		r.or.view(k, &h.views[k-lo])
 	}
@@ -787,13 +794,13 @@ func (w *worker) checkSnapshot(h heldSnapshot) *Divergence {
 			if r.tolerate(err) {
 				return nil
 			}
-			return &Divergence{Op: "snapshot get", Key: r.kc.keyName(k), Got: "error: " + err.Error()}
+			return &Divergence{Op: h.what + " get", Key: r.kc.keyName(k), Got: "error: " + err.Error()}
 		}
 		st, derr := w.observe(k, v, err)
 		if derr != nil {
-			return &Divergence{Op: "snapshot get", Key: r.kc.keyName(k), Got: "a wrong value", Detail: derr.Error()}
+			return &Divergence{Op: h.what + " get", Key: r.kc.keyName(k), Got: "a wrong value", Detail: derr.Error()}
 		}
-		if div := w.judge("snapshot get", k, &h.views[k-h.lo], &h.views[k-h.lo], st); div != nil {
+		if div := w.judge(h.what+" get", k, &h.views[k-h.lo], &h.views[k-h.lo], st); div != nil {
 			return div
 		}
 		got[k-h.lo] = st
@@ -804,7 +811,7 @@ func (w *worker) checkSnapshot(h heldSnapshot) *Divergence {
 			if r.tolerate(err) {
 				return nil
 			}
-			return &Divergence{Op: "snapshot NewIter", Got: err.Error()}
+			return &Divergence{Op: h.what + " NewIter", Got: err.Error()}
 		}
 		seen := make([]kstate, len(got))
 		for i := range seen {
@@ -821,13 +828,13 @@ func (w *worker) checkSnapshot(h heldSnapshot) *Divergence {
 			k, err := r.kc.decode(it.Key())
 			if err != nil || k < h.lo || k >= h.hi || (prev >= 0 && (k > prev) != forward) || k == prev {
 				it.Close()
-				return &Divergence{Op: "snapshot scan " + dir(forward), Key: fmt.Sprintf("%q", it.Key()), Got: "a key out of place",
+				return &Divergence{Op: h.what + " scan " + dir(forward), Key: fmt.Sprintf("%q", it.Key()), Got: "a key out of place",
 					Detail: fmt.Sprintf("range [%d, %d), previous key %d, err %v", h.lo, h.hi, prev, err)}
 			}
 			st, derr := w.observe(k, it.Value(), nil)
 			if derr != nil {
 				it.Close()
-				return &Divergence{Op: "snapshot scan " + dir(forward), Key: r.kc.keyName(k), Got: "a wrong value", Detail: derr.Error()}
+				return &Divergence{Op: h.what + " scan " + dir(forward), Key: r.kc.keyName(k), Got: "a wrong value", Detail: derr.Error()}
 			}
 			seen[k-h.lo] = st
 			prev = k
@@ -836,11 +843,11 @@ func (w *worker) checkSnapshot(h heldSnapshot) *Divergence {
 			if r.tolerate(err) {
 				return nil
 			}
-			return &Divergence{Op: "snapshot scan " + dir(forward), Got: "error: " + err.Error()}
+			return &Divergence{Op: h.what + " scan " + dir(forward), Got: "error: " + err.Error()}
 		}
 		for i := range seen {
 			if !seen[i].same(got[i]) {
-				return &Divergence{Op: "snapshot scan " + dir(forward), Key: r.kc.keyName(h.lo + i),
+				return &Divergence{Op: h.what + " scan " + dir(forward), Key: r.kc.keyName(h.lo + i),
 					Expected: got[i].String() + " (as Get through the same snapshot read it)", Got: seen[i].String()}
 			}
 		}
