@@ -3,6 +3,7 @@ package vigil
 import (
 	"errors"
 	"fmt"
+	"github.com/cockroachdb/pebble/vfs"
 	"io"
 	"os"
 	"sync"
@@ -51,15 +52,8 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 	}()
 
 	if !opts.ReadOnly {
-		if err := fs.MkdirAll(dir, 0o755); err != nil {
+		if err := mkdirAllSynced(fs, dir); err != nil {
 			return nil, fmt.Errorf("vigil: creating directory %s: %w", dir, err)
-		}
-		// Make the directory entry itself durable (matters for new DBs).
-		if parent := fs.PathDir(dir); parent != "" && parent != dir {
-			if pd, err := fs.OpenDir(parent); err == nil {
-				_ = pd.Sync()
-				pd.Close()
-			}
 		}
 	}
 	if opts.ReadOnly {
@@ -317,4 +311,47 @@ func (d *DB) removeLeftovers() {
 	d.obsoleteTables = nil // deleted by the scan
 	d.obsoleteMu.Unlock()
 	d.vs.obsoleteManifests = nil
+}
+
+// mkdirAllSynced creates dir and its missing parents and makes the new
+// path durable: it syncs the parent of every directory it created, from
+// the top down, and the parent of dir in any case (a new DB's directory
+// entry must survive a crash as its files do). A parent that cannot be
+// opened as a directory is skipped, as on file systems without directory
+// handles; a failed sync is an error.
+func mkdirAllSynced(fs vfs.FS, dir string) error {
+	var created []string
+	for p := dir; ; {
+		if _, err := fs.Stat(p); err == nil {
+			break
+		}
+		created = append(created, p)
+		parent := fs.PathDir(p)
+		if parent == "" || parent == p {
+			break
+		}
+		p = parent
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if len(created) == 0 {
+		created = []string{dir}
+	}
+	for i := len(created) - 1; i >= 0; i-- {
+		parent := fs.PathDir(created[i])
+		if parent == "" || parent == created[i] {
+			continue
+		}
+		pd, err := fs.OpenDir(parent)
+		if err != nil {
+			continue
+		}
+		err = pd.Sync()
+		pd.Close()
+		if err != nil {
+			return fmt.Errorf("syncing directory %s: %w", parent, err)
+		}
+	}
+	return nil
 }
