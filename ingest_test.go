@@ -117,7 +117,7 @@ func randExtFile(rng *rand.Rand, lo, hi int, tag string) extFile {
 
 func TestIngestBasic(t *testing.T) {
 	fs := vfs.NewMem()
-	db, err := Open("db", &Options{FS: fs})
+	db, err := Open("db", smallIngestOptions(fs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestIngestBasic(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if db, err = Open("db", &Options{FS: fs}); err != nil {
+	if db, err = Open("db", smallIngestOptions(fs)); err != nil {
 		t.Fatal(err)
 	}
 	check(db, "after reopen")
@@ -210,7 +210,7 @@ func TestIngestBasic(t *testing.T) {
 // that does not is left alone.
 func TestIngestFlushesOverlappingMemtable(t *testing.T) {
 	fs := vfs.NewMem()
-	db, err := Open("db", &Options{FS: fs})
+	db, err := Open("db", smallIngestOptions(fs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestIngestFlushesOverlappingMemtable(t *testing.T) {
 
 func TestIngestAndExcise(t *testing.T) {
 	fs := vfs.NewMem()
-	db, err := Open("db", &Options{FS: fs, WriteBufferSize: minWriteBufferSize})
+	db, err := Open("db", &Options{FS: fs, WriteBufferSize: minWriteBufferSize, BlockCacheSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestIngestAndExcise(t *testing.T) {
 	for _, reopen := range []bool{false, true} {
 		if reopen {
 			db.Close()
-			if db, err = Open("db", &Options{FS: fs}); err != nil {
+			if db, err = Open("db", smallIngestOptions(fs)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -341,7 +341,7 @@ func TestIngestAndExcise(t *testing.T) {
 // names the file.
 func TestIngestRefuses(t *testing.T) {
 	fs := vfs.NewMem()
-	db, err := Open("db", &Options{FS: fs})
+	db, err := Open("db", smallIngestOptions(fs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,13 +413,22 @@ func TestIngestRefuses(t *testing.T) {
 	if db.visibleSeq.Load() != seq {
 		t.Fatal("an empty ingestion took a seqnum")
 	}
-	ro, err := Open("db", &Options{FS: fs, ReadOnly: true})
-	if err == nil {
-		// (The LOCK keeps a second handle out; either way no ingestion.)
-		if err := ro.Ingest([]string{"b.sst"}); !errors.Is(err, ErrReadOnly) {
-			t.Fatalf("Ingest into a read-only DB: %v", err)
-		}
-		ro.Close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Ingest([]string{"b.sst"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Ingest into a closed DB: %v", err)
+	}
+	ro, err := Open("db", &Options{FS: fs, ReadOnly: true, WriteBufferSize: 256 << 10, BlockCacheSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if err := ro.Ingest([]string{"b.sst"}); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Ingest into a read-only DB: %v", err)
+	}
+	if err := ro.IngestAndExcise(nil, []byte("a"), []byte("b")); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("IngestAndExcise into a read-only DB: %v", err)
 	}
 }
 
@@ -466,6 +475,13 @@ func TestExternalWriterRefuses(t *testing.T) {
 	}
 }
 
+// smallIngestOptions keep the memory of a test DB small: memtables and the
+// block cache live outside the Go heap, and invariants builds never unmap
+// them (freed memory is poisoned and kept inaccessible).
+func smallIngestOptions(fs vfs.FS) *Options {
+	return &Options{FS: fs, WriteBufferSize: 256 << 10, BlockCacheSize: 1 << 20}
+}
+
 func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
@@ -494,7 +510,7 @@ func writeFile(t testing.TB, fs vfs.FS, name string, b []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Write(b); err != nil {
+	if _, err := f.Write(bytes.Clone(b)); err != nil { // Write may scribble on its argument
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
@@ -694,7 +710,7 @@ func runIngestModel(t *testing.T, seed uint64, ops int) {
 // write and every ingested key is there at the end (run with -race).
 func TestIngestConcurrent(t *testing.T) {
 	fs := vfs.NewMem()
-	db, err := Open("db", &Options{FS: fs, WriteBufferSize: minWriteBufferSize, L0CompactionTrigger: 2})
+	db, err := Open("db", &Options{FS: fs, WriteBufferSize: minWriteBufferSize, L0CompactionTrigger: 2, BlockCacheSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -858,7 +874,7 @@ func TestIngestPlacement(t *testing.T) {
 // overlaps L0 into L0.
 func TestIngestPlacementDB(t *testing.T) {
 	fs := vfs.NewMem()
-	db, err := Open("db", &Options{FS: fs, DisableAutomaticCompactions: true})
+	db, err := Open("db", &Options{FS: fs, DisableAutomaticCompactions: true, WriteBufferSize: 256 << 10, BlockCacheSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -913,7 +929,7 @@ func TestIngestRecoveryKeepsUnflushedWrites(t *testing.T) {
 	for _, disableWAL := range []bool{false, true} {
 		t.Run(fmt.Sprintf("DisableWAL=%v", disableWAL), func(t *testing.T) {
 			mem := vfs.NewStrictMem()
-			opts := &Options{FS: mem, DisableWAL: disableWAL, DisableAutomaticCompactions: true}
+			opts := &Options{FS: mem, DisableWAL: disableWAL, DisableAutomaticCompactions: true, WriteBufferSize: 256 << 10, BlockCacheSize: 1 << 20}
 			db, err := Open("db", opts)
 			if err != nil {
 				t.Fatal(err)
@@ -991,7 +1007,7 @@ func TestIngestRecoveryKeepsUnflushedWrites(t *testing.T) {
 // it, the checkpoint would open to a gap in the seqnums).
 func TestIngestThenCheckpoint(t *testing.T) {
 	fs := vfs.NewMem()
-	db, err := Open("db", &Options{FS: fs})
+	db, err := Open("db", smallIngestOptions(fs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1008,7 +1024,7 @@ func TestIngestThenCheckpoint(t *testing.T) {
 	if err := db.Checkpoint("ckpt"); err != nil {
 		t.Fatal(err)
 	}
-	cp, err := Open("ckpt", &Options{FS: fs})
+	cp, err := Open("ckpt", smallIngestOptions(fs))
 	if err != nil {
 		t.Fatal(err)
 	}

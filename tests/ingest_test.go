@@ -91,7 +91,7 @@ func checkIngestOutcome(t *testing.T, fs vfs.FS, before, after map[string]string
 	t.Helper()
 	// No compactions: their obsolete inputs would be deleted while the
 	// directory is counted below.
-	db, err := vigil.Open("db", &vigil.Options{FS: fs, DisableAutomaticCompactions: true})
+	db, err := vigil.Open("db", &vigil.Options{FS: fs, DisableAutomaticCompactions: true, WriteBufferSize: 256 << 10, BlockCacheSize: 1 << 20})
 	if err != nil {
 		t.Fatalf("%s: reopen: %v", what, err)
 	}
@@ -166,7 +166,7 @@ func TestCrashDuringIngest(t *testing.T) {
 					return nil
 				})
 				fs := errorfs.Wrap(mem, inj)
-				db, err := vigil.Open("db", &vigil.Options{FS: fs, DisableAutomaticCompactions: true, BlockSize: 512})
+				db, err := vigil.Open("db", &vigil.Options{FS: fs, DisableAutomaticCompactions: true, BlockSize: 512, WriteBufferSize: 256 << 10, BlockCacheSize: 1 << 20})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -221,7 +221,7 @@ func TestIngestIOErrors(t *testing.T) {
 			return onIndex.MaybeError(op, path)
 		})
 		fs := errorfs.Wrap(mem, inj)
-		db, err := vigil.Open("db", &vigil.Options{FS: fs, DisableAutomaticCompactions: true, BlockSize: 512})
+		db, err := vigil.Open("db", &vigil.Options{FS: fs, DisableAutomaticCompactions: true, BlockSize: 512, WriteBufferSize: 256 << 10, BlockCacheSize: 1 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}

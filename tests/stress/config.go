@@ -126,6 +126,11 @@ type plan struct {
 	// spend the run zeroing memory.
 	FlushOneIn   int `json:"flush_one_in"`
 	CompactOneIn int `json:"compact_one_in"`
+	// IngestOneIn and CheckpointOneIn: likewise for an ingestion of an
+	// external table and a checkpoint (see ingest.go); fixed, not drawn,
+	// so that plans drawn before they existed are unchanged.
+	IngestOneIn     int `json:"ingest_one_in"`
+	CheckpointOneIn int `json:"checkpoint_one_in"`
 	// DB options.
 	Checksum      vigil.ChecksumType    `json:"checksum"`
 	Paranoid      bool                  `json:"paranoid"`
@@ -207,6 +212,7 @@ func drawPlan(cfg *Config) plan {
 	p.FlipEvery = pick(rng, int64(50), 200, 1000)
 	p.FlushOneIn = min(300*(p.WriteBuffer/(64<<10)), 20000)
 	p.CompactOneIn = 2 * p.FlushOneIn
+	p.IngestOneIn, p.CheckpointOneIn = 1000, 2000
 
 	if p.Checksum == vigil.ChecksumNone && p.Protection > 0 {
 		p.Protection = 0
@@ -242,6 +248,11 @@ func drawPlan(cfg *Config) plan {
 		p.FileFlipPct = pick(rng, 30, 60, 100)
 		// More reopen points, each a chance to flip.
 		p.ReopenEvery = pick(rng, int64(2000), 5000, 20000)
+		// No ingestions or checkpoints: the memtable flushes they make
+		// race with the background creation of the next WAL for file
+		// numbers, so the files a seed flips would depend on timing.
+		p.IngestOneIn, p.CheckpointOneIn = 0, 0
+		p.Notes = append(p.Notes, "no ingestions or checkpoints: --corrupt-files flips by seed, and their flushes make file numbers depend on timing")
 		if p.Checksum == vigil.ChecksumNone {
 			p.Checksum = pick(rng, vigil.ChecksumCRC32c, vigil.ChecksumXXH3, vigil.ChecksumCRC64)
 			p.Notes = append(p.Notes, fmt.Sprintf("checksum %s: --corrupt-files needs checksummed WAL and MANIFEST records (with none a flipped payload goes unnoticed by design)", p.Checksum.Type()))
@@ -313,7 +324,8 @@ func (p *plan) describe(cfg *Config) string {
 	case CrashKill:
 		fmt.Fprintf(&b, " (kills at random moments)")
 	}
-	fmt.Fprintf(&b, " reopen_every~%d ops flush_one_in=%d compact_one_in=%d", p.ReopenEvery, p.FlushOneIn, p.CompactOneIn)
+	fmt.Fprintf(&b, " reopen_every~%d ops flush_one_in=%d compact_one_in=%d ingest_one_in=%d checkpoint_one_in=%d",
+		p.ReopenEvery, p.FlushOneIn, p.CompactOneIn, p.IngestOneIn, p.CheckpointOneIn)
 	if p.Corrupt {
 		fmt.Fprintf(&b, " flip_every~%d ops", p.FlipEvery)
 	}

@@ -373,6 +373,8 @@ func TestFileFlipsOffKeepPlan(t *testing.T) {
 			t.Fatalf("seed %d: checksum none with --corrupt-files", seed)
 		}
 		on.CorruptFiles, on.FileFlipPct, on.ReopenEvery, on.Notes = off.CorruptFiles, off.FileFlipPct, off.ReopenEvery, off.Notes
+		// (--corrupt-files also turns ingestions and checkpoints off.)
+		on.IngestOneIn, on.CheckpointOneIn = off.IngestOneIn, off.CheckpointOneIn
 		if off.Checksum != vigil.ChecksumNone {
 			if on.Checksum != off.Checksum {
 				t.Fatalf("seed %d: checksum changed", seed)

@@ -176,6 +176,10 @@ func (w *worker) checkpointOp(db store) *Divergence {
 	}
 	o := r.plan.options(r.baseFS)
 	o.ReadOnly = true
+	// Small memtables and cache: the replayed WAL tail may take several,
+	// and opening many checkpoints should not cost a full-size arena each.
+	o.WriteBufferSize = min(o.WriteBufferSize, 1<<20)
+	o.BlockCacheSize = min(o.BlockCacheSize, 1<<20)
 	cp, err := vigil.Open(dir, o)
 	if err != nil {
 		if r.tolerate(err) {

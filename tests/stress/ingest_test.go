@@ -47,20 +47,27 @@ type checkpointMissing struct{ store }
 func (c *checkpointMissing) Checkpoint(string) error { return nil }
 
 func TestDetectsDroppedIngest(t *testing.T) {
-	mustDetect(t, Config{Seed: 31, Threads: 2, testFault: "drop-ingest", planHook: small}, 4*time.Second, "")
+	mustDetect(t, Config{Seed: 31, Threads: 2, testFault: "drop-ingest", planHook: ingestOften}, 4*time.Second, "")
 }
 
 func TestDetectsIgnoredExcise(t *testing.T) {
-	mustDetect(t, Config{Seed: 32, Threads: 2, testFault: "excise-ignored", planHook: small}, 4*time.Second, "")
+	mustDetect(t, Config{Seed: 32, Threads: 2, testFault: "excise-ignored", planHook: ingestOften}, 4*time.Second, "")
 }
 
 func TestDetectsMissingCheckpoint(t *testing.T) {
-	mustDetect(t, Config{Seed: 33, Threads: 2, testFault: "checkpoint-missing", planHook: small}, 4*time.Second, "checkpoint")
+	mustDetect(t, Config{Seed: 33, Threads: 2, testFault: "checkpoint-missing", planHook: ingestOften}, 4*time.Second, "checkpoint")
+}
+
+// ingestOften makes ingestions and checkpoints frequent.
+func ingestOften(p *plan) {
+	small(p)
+	p.WriteBuffer = min(p.WriteBuffer, 1<<20)
+	p.IngestOneIn, p.CheckpointOneIn = 20, 50
 }
 
 // The healthy runs take ingestions and checkpoints, and check them.
 func TestHealthyIngestAndCheckpoint(t *testing.T) {
-	res, out := runFor(t, Config{Seed: 34, Threads: 2, Crash: CrashInProcess, planHook: small}, time.Second)
+	res, out := runFor(t, Config{Seed: 34, Threads: 2, Crash: CrashInProcess, Ops: 3000, planHook: ingestOften}, 0)
 	if res.Failure != nil {
 		t.Fatalf("healthy run failed:\n%s", out)
 	}

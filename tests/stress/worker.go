@@ -97,7 +97,8 @@ func (w *worker) dropSnapshots() {
 
 // step runs one random operation. The mix follows db_stress's defaults
 // loosely: mostly reads and writes, some scans, a few of everything else;
-// explicit flushes and compactions at the plan's rates.
+// explicit flushes, compactions, ingestions and checkpoints at the plan's
+// rates.
 func (w *worker) step(db store) *Divergence {
 	p := &w.r.plan
 	if p.FlushOneIn > 0 && w.rng.IntN(p.FlushOneIn) == 0 {
@@ -105,6 +106,12 @@ func (w *worker) step(db store) *Divergence {
 	}
 	if p.CompactOneIn > 0 && w.rng.IntN(p.CompactOneIn) == 0 {
 		return w.compact(db)
+	}
+	if p.IngestOneIn > 0 && w.rng.IntN(p.IngestOneIn) == 0 {
+		return w.ingestOp(db)
+	}
+	if p.CheckpointOneIn > 0 && w.rng.IntN(p.CheckpointOneIn) == 0 {
+		return w.checkpointOp(db)
 	}
 	x := w.rng.IntN(1000)
 	switch {
@@ -124,10 +131,6 @@ func (w *worker) step(db store) *Divergence {
 		return w.snapshotOp(db)
 	case x < 851:
 		return w.verifyOp(db)
-	case x < 852:
-		return w.ingestOp(db)
-	case x < 853 && w.rng.IntN(2) == 0:
-		return w.checkpointOp(db)
 	default:
 		return w.get(db)
 	}
