@@ -15,11 +15,12 @@
 // freed exactly once, when nothing can read it any more (the DB counts the
 // references of each memtable for that), and never touched after.
 //
-// With the build tag invariants, Free does not unmap: it fills the buffer
-// with a poison byte and then makes its pages inaccessible (mprotect
-// PROT_NONE), so that any use after free faults at once (the Go runtime
-// reports it with a stack trace) instead of reading recycled memory. The
-// address space is not reused in such builds.
+// With the build tag invariants, Free does not unmap: it makes the buffer's
+// pages inaccessible (mprotect PROT_NONE) and drops their contents (madvise
+// DONTNEED, so freed arenas cost no memory), so that any use after free
+// faults at once (the Go runtime reports it with a stack trace) instead of
+// reading recycled memory. The address space is not reused in such builds.
+// (The slab allocator poisons freed slots too; see Allocator.)
 //
 // Concurrency: Alloc, Free and the counters are safe for concurrent use;
 // see Allocator for its own contract.
