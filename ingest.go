@@ -177,6 +177,11 @@ func (a keySpan) String() string {
 }
 
 // ingest runs Ingest, or with excise IngestAndExcise of [start, end).
+//
+// (It is one long function on purpose: its steps — verify, link, flush,
+// take the seqnum, sync the WAL, write the edit, publish — must run in
+// this order, and each failure must undo exactly the steps before it,
+// which the deferred cleanup does from the state the function holds.)
 func (d *DB) ingest(op string, paths []string, excise bool, start, end []byte) (err error) {
 	if err := d.writable(); err != nil {
 		return err

@@ -200,6 +200,10 @@ func (r *runner) flip() *Divergence {
 
 // flipMemtable flips a bit in the newest memtable entry of a recently
 // written key, probes, and settles the flip.
+//
+// (Long on purpose: picking the victim, flipping, probing and settling
+// the verdict share the flip's state, and reading them in one place is
+// what makes the detected / no effect / missed accounting checkable.)
 func (r *runner) flipMemtable() *Divergence {
 	db := r.db.DB()
 	// Flip only entries of the mutable memtable under the race detector
