@@ -352,22 +352,9 @@ func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
 // waitForFlushableRoom waits, without commitMu, until need more entries
 // fit the immutable list (and L0 is below the stop trigger).
 func (d *DB) waitForFlushableRoom(need int) error {
-	d.stats.stalledWriters.Add(1)
-	defer d.stats.stalledWriters.Add(-1)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for {
-		if d.bgErr != nil {
-			return fmt.Errorf("%w: writes stopped by a background error: %w", ErrReadOnly, d.bgErr)
-		}
-		if d.closed.Load() {
-			return ErrClosed
-		}
-		if len(d.imm)+need <= max(d.opts.MaxImmutableMemtables, need) && len(d.vs.current.Levels[0]) < d.opts.L0StopWritesTrigger {
-			return nil
-		}
-		d.stallCond.Wait()
-	}
+	return d.waitStalled(func() bool {
+		return len(d.imm)+need <= max(d.opts.MaxImmutableMemtables, need) && len(d.vs.current.Levels[0]) < d.opts.L0StopWritesTrigger
+	})
 }
 
 // endStall records a write stall that began at start.
@@ -494,6 +481,15 @@ func (d *DB) stallReasonLocked() string {
 // write has cleared. It returns an error if the DB closed or stopped by a
 // background error meanwhile.
 func (d *DB) waitForStall() error {
+	return d.waitStalled(func() bool {
+		return d.stallReasonLocked() == "" && (d.spareWAL != nil || d.opts.DisableWAL)
+	})
+}
+
+// waitStalled is the one stall wait: a stalled writer (counted in
+// Metrics.Stall.Waiting) waits under d.mu's condition until cleared (called
+// with d.mu held) says it may go on, or the DB stopped.
+func (d *DB) waitStalled(cleared func() bool) error {
 	d.stats.stalledWriters.Add(1)
 	defer d.stats.stalledWriters.Add(-1)
 	d.mu.Lock()
@@ -505,7 +501,7 @@ func (d *DB) waitForStall() error {
 		if d.closed.Load() {
 			return ErrClosed
 		}
-		if d.stallReasonLocked() == "" && (d.spareWAL != nil || d.opts.DisableWAL) {
+		if cleared() {
 			return nil
 		}
 		d.stallCond.Wait()
