@@ -598,18 +598,7 @@ func (d *DB) Close() error {
 	if err := d.vs.close(); err != nil {
 		errs = append(errs, err)
 	}
-	if rs := d.readState.Swap(nil); rs != nil {
-		rs.unref()
-	}
-	// The list's references: memtables still read by leaked iterators stay
-	// until those close.
-	if d.mem != nil {
-		d.mem.unref()
-	}
-	for _, e := range d.imm {
-		e.unref()
-	}
-	d.mem, d.imm = nil, nil
+	d.releaseMemtables()
 	d.mu.Unlock()
 	d.deleteObsoleteFiles()
 
@@ -675,4 +664,20 @@ func (s *dbStats) recordStall(reason string, d time.Duration) {
 	s.lastStallReason.Store(&reason)
 	c, _ := s.stallReasons.LoadOrStore(reason, new(atomic.Int64))
 	c.(*atomic.Int64).Add(1)
+}
+
+// releaseMemtables drops the read state's and the memtable list's
+// references (Close, and a failed Open): memtables still read by leaked
+// iterators stay until those close.
+func (d *DB) releaseMemtables() {
+	if rs := d.readState.Swap(nil); rs != nil {
+		rs.unref()
+	}
+	if d.mem != nil {
+		d.mem.unref()
+	}
+	for _, e := range d.imm {
+		e.unref()
+	}
+	d.mem, d.imm = nil, nil
 }

@@ -143,15 +143,7 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 // abortOpen releases what a failed Open had taken.
 func (d *DB) abortOpen() {
 	d.closed.Store(true)
-	if rs := d.readState.Swap(nil); rs != nil {
-		rs.unref()
-	}
-	if d.mem != nil {
-		d.mem.unref()
-	}
-	for _, e := range d.imm {
-		e.unref()
-	}
+	d.releaseMemtables()
 	if d.walW != nil {
 		d.walW.Close()
 	}
