@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/vfs"
-	"github.com/cockroachdb/pebble/vfs/errorfs"
 	"github.com/vigildb/vigil"
 )
 
@@ -122,16 +121,8 @@ func TestCheckpointWhileWriting(t *testing.T) {
 // a whole one, and the source intact.
 func TestCrashDuringCheckpoint(t *testing.T) {
 	for k := 0; ; k++ {
-		mem := vfs.NewStrictMem()
-		var count atomic.Int32
-		var armed, crashed atomic.Bool
-		inj := errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
-			if armed.Load() && op.OpKind() == errorfs.OpKindWrite && int(count.Add(1)) == k+1 && crashed.CompareAndSwap(false, true) {
-				mem.SetIgnoreSyncs(true)
-			}
-			return nil
-		})
-		fs := errorfs.Wrap(mem, inj)
+		pl := newPowerLoss(k, false)
+		mem, fs, armed, crashed := pl.Mem, pl.FS, &pl.Armed, &pl.Crashed
 		db, err := vigil.Open("db", &vigil.Options{FS: fs, WriteBufferSize: 256 << 10})
 		if err != nil {
 			t.Fatal(err)

@@ -3,7 +3,6 @@ package tests
 import (
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/vfs"
@@ -45,18 +44,9 @@ func TestCrashAtEveryWrite(t *testing.T) {
 }
 
 func runCrash(t *testing.T, k, ops int) (fired bool) {
-	mem := vfs.NewStrictMem()
-	var count atomic.Int32
-	var crashed atomic.Bool
-	inj := errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
-		if op.OpKind() == errorfs.OpKindWrite && int(count.Add(1)) == k+1 && crashed.CompareAndSwap(false, true) {
-			// From here on nothing becomes durable: the machine "lost power".
-			mem.SetIgnoreSyncs(true)
-		}
-		return nil
-	})
-	fs := errorfs.Wrap(mem, inj)
-	db, err := vigil.Open("db", crashOptions(fs))
+	pl := newPowerLoss(k, true)
+	mem, crashed := pl.Mem, &pl.Crashed
+	db, err := vigil.Open("db", crashOptions(pl.FS))
 	if err != nil {
 		t.Fatalf("k=%d: open: %v", k, err)
 	}
@@ -204,19 +194,12 @@ func TestCrashDuringLargeBatch(t *testing.T) {
 }
 
 func runLargeBatchCrash(t *testing.T, k int) (fired bool) {
-	mem := vfs.NewStrictMem()
-	var count atomic.Int32
-	var crashed atomic.Bool
-	inj := errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
-		if op.OpKind() == errorfs.OpKindWrite && int(count.Add(1)) == k+1 && crashed.CompareAndSwap(false, true) {
-			mem.SetIgnoreSyncs(true)
-		}
-		return nil
-	})
+	pl := newPowerLoss(k, true)
+	mem, crashed := pl.Mem, &pl.Crashed
 	opts := func(fs vfs.FS) *vigil.Options {
 		return &vigil.Options{FS: fs, WriteBufferSize: 64 << 10, L0CompactionTrigger: 2, TargetFileSize: 16 << 10}
 	}
-	db, err := vigil.Open("db", opts(errorfs.Wrap(mem, inj)))
+	db, err := vigil.Open("db", opts(pl.FS))
 	if err != nil {
 		t.Fatalf("k=%d: open: %v", k, err)
 	}

@@ -8,6 +8,10 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/cockroachdb/pebble/vfs/errorfs"
 
 	"github.com/vigildb/vigil"
 )
@@ -124,4 +128,31 @@ func (w *workload) op(i int) (puts map[string]string, dels []string, sync bool, 
 		}
 	}
 	return puts, dels, w.rng.IntN(4) == 0, batch
+}
+
+// powerLoss is a strict in-memory file system on which the machine "loses
+// power" at one write: from the k+1-th write counted (see newPowerLoss) nothing becomes
+// durable any more. The crash tests of writes, large batches, checkpoints
+// and ingestions share it.
+type powerLoss struct {
+	Mem     *vfs.MemFS
+	FS      vfs.FS // Mem with the write counter in front
+	Armed   atomic.Bool
+	Crashed atomic.Bool
+	count   atomic.Int32
+}
+
+// newPowerLoss returns the file system that crashes at write k+1 (0-based
+// k); armed says whether writes count from the start, or only once the
+// test sets Armed.
+func newPowerLoss(k int, armed bool) *powerLoss {
+	p := &powerLoss{Mem: vfs.NewStrictMem()}
+	p.Armed.Store(armed)
+	p.FS = errorfs.Wrap(p.Mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		if p.Armed.Load() && op.OpKind() == errorfs.OpKindWrite && int(p.count.Add(1)) == k+1 && p.Crashed.CompareAndSwap(false, true) {
+			p.Mem.SetIgnoreSyncs(true)
+		}
+		return nil
+	}))
+	return p
 }

@@ -156,16 +156,8 @@ func TestCrashDuringIngest(t *testing.T) {
 		t.Run(fmt.Sprintf("excise=%v", excise), func(t *testing.T) {
 			var ins, outs int
 			for k := 0; ; k += step {
-				mem := vfs.NewStrictMem()
-				var count atomic.Int32
-				var armed, crashed atomic.Bool
-				inj := errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
-					if armed.Load() && op.OpKind() == errorfs.OpKindWrite && int(count.Add(1)) == k+1 && crashed.CompareAndSwap(false, true) {
-						mem.SetIgnoreSyncs(true)
-					}
-					return nil
-				})
-				fs := errorfs.Wrap(mem, inj)
+				pl := newPowerLoss(k, false)
+				mem, fs, armed, crashed := pl.Mem, pl.FS, &pl.Armed, &pl.Crashed
 				db, err := vigil.Open("db", &vigil.Options{FS: fs, DisableAutomaticCompactions: true, BlockSize: 512, WriteBufferSize: 256 << 10, BlockCacheSize: 1 << 20})
 				if err != nil {
 					t.Fatal(err)
