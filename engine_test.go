@@ -194,12 +194,13 @@ func TestLevelIter(t *testing.T) {
 			if upper != "" {
 				hi = []byte(upper)
 			}
+			before := d.tableCache.hits() + d.tableCache.misses.Load()
 			it := newLevelIter(d, files, lo, hi)
 			out := runIterOps(t, it, td.Input)
 			if err := it.Close(); err != nil {
 				t.Fatal(err)
 			}
-			gets := d.tableCache.hits.Swap(0) + d.tableCache.misses.Swap(0)
+			gets := d.tableCache.hits() + d.tableCache.misses.Load() - before
 			return out + fmt.Sprintf("tables read: %d\n", gets)
 		}
 		t.Fatalf("unknown command %q", td.Cmd)

@@ -197,7 +197,7 @@ func (d *DB) Metrics() *Metrics {
 	m.Memory.TableIndexes = d.tableCache.indexBytes()
 	m.Memory.Budget = d.opts.MemoryBudget
 	m.TableCache.Open = d.tableCache.size()
-	m.TableCache.Hits = d.tableCache.hits.Load()
+	m.TableCache.Hits = d.tableCache.hits()
 	m.TableCache.Misses = d.tableCache.misses.Load()
 	m.VisibleSeq = d.visibleSeq.Load()
 	return m

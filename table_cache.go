@@ -1,7 +1,6 @@
 package vigil
 
 import (
-	"container/list"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -11,43 +10,66 @@ import (
 	"github.com/vigildb/vigil/sst"
 )
 
-// tableCache keeps open SST readers, at most capacity of them, evicting the
-// least recently used one that no reader is using.
+// tableCache keeps open SST readers, at most capacity of them, evicting by
+// CLOCK (second chance): a table used since the hand last passed it stays.
 //
-// Concurrency: safe for concurrent use. An entry is reference counted: the
-// cache holds one reference while the entry is cached, and each user holds
-// one from get until release; the file is closed when the count reaches
-// zero, so eviction never closes a table under a reader.
+// Concurrency: safe for concurrent use. A hit takes no lock and writes only
+// the entry's own reference count (and, once per eviction sweep, its
+// second-chance bit): a Get probes a table per level and every L0 file, and
+// with a mutex, an LRU list moved on each hit and shared counters, two
+// readers on two cores spent more time passing those cache lines between
+// them than reading (two threads read slower than one). Misses and
+// eviction serialise on mu.
+//
+// Invariants: an entry is in entries exactly while it is in ring (both
+// changed under mu). Its reference count is the cache's one reference while
+// it is cached plus one per user from get until release; the file is closed
+// when the count reaches zero, so eviction never closes a table under a
+// reader, and a count that reached zero is never raised again (get's
+// tryRef), so a closed reader is never handed out.
 type tableCache struct {
 	d        *DB
 	capacity int
 
+	// entries maps a file number to its *tableEntry; read without mu.
+	entries sync.Map
+
 	mu sync.Mutex
 	// closed is set by close: no table opens after it (an iterator that
 	// outlived DB.Close must not leak descriptors into a dead cache).
-	closed  bool
-	entries map[uint64]*tableEntry
-	lru     list.List // of *tableEntry, most recent at the front
+	closed bool
+	// ring holds the cached entries in CLOCK order; hand is the next one
+	// the eviction sweep looks at.
+	ring []*tableEntry
+	hand int
+	// evictedHits are the hits of entries no longer cached.
+	evictedHits int64
 	// nextCacheID namespaces each opened reader's blocks in the block cache.
 	nextCacheID atomic.Uint64
 
-	hits, misses atomic.Int64
+	misses atomic.Int64
 }
 
-// tableEntry is one open table. reader and err are set once ready is closed.
+// tableEntry is one open table. reader, err and tombs are set before ready
+// is closed and isReady set, and never change after.
 type tableEntry struct {
 	c       *tableCache
 	fileNum uint64
-	refs    atomic.Int32
+	// refs and hits share the cache line a hit writes anyway.
+	refs atomic.Int32
+	hits atomic.Int64
+	// used is CLOCK's second-chance bit: set by a hit, cleared by the sweep.
+	used    atomic.Bool
+	isReady atomic.Bool
 	ready   chan struct{}
 	reader  *sst.Reader
 	err     error
 	// tombs indexes the table's range tombstones, so that a Get that sees
 	// all of them is one binary search instead of a pass over every one;
 	// built once, when the table opens.
-	tombs   rangedel.Index
-	elem    *list.Element
-	evicted bool
+	tombs rangedel.Index
+	// pos is the entry's index in ring; -1 once evicted. Guarded by c.mu.
+	pos int
 }
 
 func newTableCache(d *DB, capacity int) *tableCache {
@@ -55,57 +77,107 @@ func newTableCache(d *DB, capacity int) *tableCache {
 	if capacity > 64 {
 		capacity -= 10
 	}
-	return &tableCache{d: d, capacity: capacity, entries: make(map[uint64]*tableEntry)}
+	return &tableCache{d: d, capacity: capacity}
+}
+
+// tryRef takes a reference unless the count already reached zero (the
+// entry was evicted and its last user is closing it).
+func (e *tableEntry) tryRef() bool {
+	for {
+		n := e.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if e.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 }
 
 // get returns the open table for f with a reference; callers release it.
 func (c *tableCache) get(f *manifest.FileMetadata) (*tableEntry, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, ErrClosed
-	}
-	e, ok := c.entries[f.FileNum]
-	if ok {
-		e.refs.Add(1)
-		c.lru.MoveToFront(e.elem)
-		c.mu.Unlock()
-		<-e.ready
-		if e.err != nil {
-			e.release()
-			return nil, e.err
+	if v, ok := c.entries.Load(f.FileNum); ok {
+		if e := v.(*tableEntry); e.tryRef() {
+			if h, err := c.hit(e); h != nil || err != nil {
+				return h, err
+			}
 		}
-		c.hits.Add(1)
+	}
+	return c.getSlow(f)
+}
+
+// hit finishes a lookup that found e and took a reference: it waits for a
+// table another get is still opening. It returns nil, nil when that open
+// failed, and the caller retries (failures are not cached).
+func (c *tableCache) hit(e *tableEntry) (*tableEntry, error) {
+	if !e.isReady.Load() {
+		<-e.ready
+	}
+	if e.err != nil {
+		e.release()
+		return nil, nil
+	}
+	// Avoid dirtying the line when the bit is already set.
+	if !e.used.Load() {
+		e.used.Store(true)
+	}
+	e.hits.Add(1)
+	return e, nil
+}
+
+// getSlow is get's path under mu: the table is not cached (or was evicted
+// between the lookup and the reference), so open it, or wait for the get
+// that is opening it.
+func (c *tableCache) getSlow(f *manifest.FileMetadata) (*tableEntry, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if v, ok := c.entries.Load(f.FileNum); ok {
+			e := v.(*tableEntry)
+			// Cached entries hold the cache's reference, so under mu the
+			// count is at least one.
+			e.refs.Add(1)
+			c.mu.Unlock()
+			h, err := c.hit(e)
+			if h == nil && err == nil {
+				// The open failed; return its error rather than retry
+				// forever on a file that cannot open.
+				<-e.ready
+				return nil, e.err
+			}
+			return h, err
+		}
+		c.misses.Add(1)
+		e := &tableEntry{c: c, fileNum: f.FileNum, ready: make(chan struct{}), pos: len(c.ring)}
+		e.refs.Store(2) // the cache's and the caller's
+		c.ring = append(c.ring, e)
+		c.entries.Store(f.FileNum, e)
+		c.evictLocked(e)
+		c.mu.Unlock()
+
+		e.reader, e.err = c.open(f)
+		if e.err == nil {
+			if ts := e.reader.RangeDels(); len(ts) > 0 {
+				e.tombs = rangedel.NewIndex(ts)
+			}
+		}
+		e.isReady.Store(true)
+		close(e.ready)
+		if e.err != nil {
+			// Don't cache failures: the next get retries (the error may be
+			// transient, an injected I/O error for instance).
+			c.mu.Lock()
+			c.removeLocked(e)
+			c.mu.Unlock()
+			err := e.err
+			e.release()
+			return nil, err
+		}
 		return e, nil
 	}
-	c.misses.Add(1)
-	e = &tableEntry{c: c, fileNum: f.FileNum, ready: make(chan struct{})}
-	e.refs.Store(2) // the cache's and the caller's
-	e.elem = c.lru.PushFront(e)
-	c.entries[f.FileNum] = e
-	c.evictLocked()
-	c.mu.Unlock()
-
-	e.reader, e.err = c.open(f)
-	if e.err == nil {
-		if ts := e.reader.RangeDels(); len(ts) > 0 {
-			e.tombs = rangedel.NewIndex(ts)
-		}
-	}
-	close(e.ready)
-	if e.err != nil {
-		// Don't cache failures: the next get retries (the error may be
-		// transient, an injected I/O error for instance).
-		c.mu.Lock()
-		if !e.evicted {
-			c.removeLocked(e)
-		}
-		c.mu.Unlock()
-		err := e.err
-		e.release()
-		return nil, err
-	}
-	return e, nil
 }
 
 func (c *tableCache) open(f *manifest.FileMetadata) (*sst.Reader, error) {
@@ -138,26 +210,39 @@ func (c *tableCache) open(f *manifest.FileMetadata) (*sst.Reader, error) {
 	return r, nil
 }
 
-// evictLocked drops least recently used entries over capacity. Entries in
-// use stay open until released.
-func (c *tableCache) evictLocked() {
-	for c.lru.Len() > c.capacity {
-		back := c.lru.Back()
-		if back == nil {
-			return
+// evictLocked drops entries while more than capacity are cached, by CLOCK:
+// the hand passes over entries, clearing the second-chance bit of those
+// used since its last pass and evicting the first one that was not. keep
+// (the entry being added) is never the victim. Entries in use stay open
+// until released.
+func (c *tableCache) evictLocked(keep *tableEntry) {
+	for len(c.ring) > c.capacity && len(c.ring) > 1 {
+		if c.hand >= len(c.ring) {
+			c.hand = 0
 		}
-		c.removeLocked(back.Value.(*tableEntry))
+		e := c.ring[c.hand]
+		if e == keep || e.used.Load() {
+			e.used.Store(false)
+			c.hand++
+			continue
+		}
+		c.removeLocked(e) // the last entry moves to hand: look at it next
 	}
 }
 
 // removeLocked takes e out of the cache and drops the cache's reference.
 func (c *tableCache) removeLocked(e *tableEntry) {
-	if e.evicted {
+	if e.pos < 0 {
 		return
 	}
-	e.evicted = true
-	c.lru.Remove(e.elem)
-	delete(c.entries, e.fileNum)
+	last := len(c.ring) - 1
+	c.ring[e.pos] = c.ring[last]
+	c.ring[e.pos].pos = e.pos
+	c.ring[last] = nil
+	c.ring = c.ring[:last]
+	e.pos = -1
+	c.entries.Delete(e.fileNum)
+	c.evictedHits += e.hits.Load()
 	e.release()
 }
 
@@ -171,10 +256,21 @@ func (e *tableEntry) release() {
 // evict drops a table (it became obsolete).
 func (c *tableCache) evict(fileNum uint64) {
 	c.mu.Lock()
-	if e, ok := c.entries[fileNum]; ok {
-		c.removeLocked(e)
+	if v, ok := c.entries.Load(fileNum); ok {
+		c.removeLocked(v.(*tableEntry))
 	}
 	c.mu.Unlock()
+}
+
+// hits returns the number of gets that found their table open.
+func (c *tableCache) hits() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.evictedHits
+	for _, e := range c.ring {
+		n += e.hits.Load()
+	}
+	return n
 }
 
 // indexBytes returns the bytes of index and filter blocks the open tables
@@ -183,11 +279,8 @@ func (c *tableCache) indexBytes() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var n int64
-	for e := c.lru.Front(); e != nil; e = e.Next() {
-		te := e.Value.(*tableEntry)
-		select {
-		case <-te.ready:
-		default:
+	for _, te := range c.ring {
+		if !te.isReady.Load() {
 			continue // still opening
 		}
 		if te.reader != nil {
@@ -202,7 +295,7 @@ func (c *tableCache) indexBytes() int64 {
 func (c *tableCache) size() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.lru.Len()
+	return len(c.ring)
 }
 
 // close drops every cached table.
@@ -210,8 +303,8 @@ func (c *tableCache) close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
-	for c.lru.Len() > 0 {
-		c.removeLocked(c.lru.Front().Value.(*tableEntry))
+	for len(c.ring) > 0 {
+		c.removeLocked(c.ring[len(c.ring)-1])
 	}
 	return nil
 }
