@@ -59,7 +59,8 @@ type DB struct {
 	dirname string
 	opts    *Options
 	fs      vfs.FS
-	// cksum is the checksum type for new files and memtables.
+	// cksum is the checksum type for new files and memtables, resolved
+	// (never checksum.Default), as files record it.
 	cksum checksum.Type
 
 	fileLock   io.Closer

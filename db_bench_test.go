@@ -76,7 +76,7 @@ func BenchmarkPut(b *testing.B) {
 func BenchmarkPutChecksum(b *testing.B) {
 	for t := checksum.None; t < checksum.NumTypes; t++ {
 		b.Run(t.String(), func(b *testing.B) {
-			benchPuts(b, func(o *Options) { o.ChecksumType = ChecksumFromType(t) })
+			benchPuts(b, func(o *Options) { o.ChecksumType = t })
 		})
 	}
 }

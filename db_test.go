@@ -150,7 +150,7 @@ func TestOptionsValidateReportsEverything(t *testing.T) {
 	if err := z.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if z.ChecksumType.Type().String() != "xxh3" {
+	if z.ChecksumType.Resolve() != ChecksumXXH3 {
 		t.Fatalf("default checksum %v, want xxh3", z.ChecksumType)
 	}
 }

@@ -85,16 +85,11 @@ func NewExternalWriter(fs vfs.FS, path string, opts *ExternalWriterOptions) (*Ex
 // sstOptions validates o and converts it, defaults applied.
 func (o ExternalWriterOptions) sstOptions() (sst.WriterOptions, error) {
 	var errs []error
-	if o.ChecksumType > ChecksumCRC64 {
-		errs = append(errs, fmt.Errorf("ChecksumType %d is not one of %s", uint8(o.ChecksumType), validChecksumTypes))
+	if !o.ChecksumType.Valid() {
+		errs = append(errs, fmt.Errorf("ChecksumType = %v: unknown; valid: %s", o.ChecksumType, validChecksumTypes))
 	}
-	comp := sst.SnappyCompression
-	switch o.Compression {
-	case DefaultCompression, SnappyCompression:
-	case NoCompression:
-		comp = sst.NoCompression
-	default:
-		errs = append(errs, fmt.Errorf("Compression %d is not one of %s", uint8(o.Compression), validCompressions))
+	if !o.Compression.Valid() {
+		errs = append(errs, fmt.Errorf("Compression = %v: unknown; valid: %s", o.Compression, validCompressions))
 	}
 	if o.BlockSize < 0 || o.BlockSize > sst.MaxBlockSize {
 		errs = append(errs, fmt.Errorf("BlockSize %d out of range [0, %d]", o.BlockSize, sst.MaxBlockSize))
@@ -113,8 +108,8 @@ func (o ExternalWriterOptions) sstOptions() (sst.WriterOptions, error) {
 		bloom = DefaultBloomBitsPerKey
 	}
 	return sst.WriterOptions{
-		ChecksumType:         o.ChecksumType.Type(),
-		Compression:          comp,
+		ChecksumType:         o.ChecksumType.Resolve(),
+		Compression:          o.Compression.Resolve(),
 		BlockSize:            o.BlockSize,
 		BlockRestartInterval: o.BlockRestartInterval,
 		BloomBitsPerKey:      max(bloom, 0),

@@ -37,7 +37,7 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 		dirname:      dir,
 		opts:         opts,
 		fs:           fs,
-		cksum:        opts.ChecksumType.Type(),
+		cksum:        opts.ChecksumType.Resolve(),
 		flushPending: make(chan struct{}, 1),
 		compactKick:  make(chan struct{}, 1),
 		closing:      make(chan struct{}),

@@ -8,76 +8,45 @@ import (
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/memtable"
+	"github.com/vigildb/vigil/sst"
 	"github.com/vigildb/vigil/wal"
 )
 
 // ChecksumType selects the checksum guarding SST blocks, footers, WAL records
-// and per-key-value protection. The zero value means the default (XXH3): a
-// zero Options must never mean "no checksums", so None has its own name.
-type ChecksumType uint8
+// and per-key-value protection. It is the checksum package's Type (one type
+// for the concept). The zero value, ChecksumDefault, means XXH3: a zero
+// Options must never mean "no checksums", so None has its own name. The
+// numbers stored on disk and given on the command line (--checksum_type) are
+// RocksDB's, a different numbering in which 0 is no checksum: convert with
+// the type's Code method and checksum.TypeFromCode.
+type ChecksumType = checksum.Type
 
-// Checksum types. The numbers on disk and on the command line are RocksDB's
-// (see checksum.Type); these option values are offset by one so that zero
-// can mean "default".
+// Checksum types.
 const (
-	ChecksumDefault  ChecksumType = iota // XXH3
-	ChecksumNone                         // no checksums at all
-	ChecksumCRC32c                       // CRC-32C, masked
-	ChecksumXXHash                       // XXH32
-	ChecksumXXHash64                     // XXH64, low 32 bits in trailers
-	ChecksumXXH3                         // XXH3-64, RocksDB's default since 7.8
-	ChecksumCRC64                        // CRC-64/Jones (Redis, Valkey)
+	ChecksumDefault  = checksum.Default  // XXH3
+	ChecksumNone     = checksum.None     // no checksums at all
+	ChecksumCRC32c   = checksum.CRC32c   // CRC-32C, masked
+	ChecksumXXHash   = checksum.XXHash   // XXH32
+	ChecksumXXHash64 = checksum.XXHash64 // XXH64, low 32 bits in trailers
+	ChecksumXXH3     = checksum.XXH3     // XXH3-64, RocksDB's default since 7.8
+	ChecksumCRC64    = checksum.CRC64    // CRC-64/Jones (Redis, Valkey)
 )
-
-// ChecksumFromType converts the on-disk / db_bench numbering to an option value.
-func ChecksumFromType(t checksum.Type) ChecksumType { return ChecksumType(t) + 1 }
-
-// Type returns the on-disk checksum type; ChecksumDefault maps to XXH3.
-// Invalid values map to an invalid checksum.Type, which Validate reports.
-func (c ChecksumType) Type() checksum.Type {
-	if c == ChecksumDefault {
-		return checksum.XXH3
-	}
-	return checksum.Type(c - 1)
-}
-
-// String names the type ("xxh3"); the default renders as "default(xxh3)",
-// an invalid value as the user wrote it ("ChecksumType(123)").
-func (c ChecksumType) String() string {
-	if c == ChecksumDefault {
-		return "default(xxh3)"
-	}
-	if c > ChecksumCRC64 {
-		return fmt.Sprintf("ChecksumType(%d)", uint8(c))
-	}
-	return c.Type().String()
-}
 
 const validChecksumTypes = "ChecksumDefault, ChecksumNone, ChecksumCRC32c, ChecksumXXHash, ChecksumXXHash64, ChecksumXXH3 or ChecksumCRC64"
 
-// Compression selects the block compression of SST files. The zero value
-// means the default (Snappy), as in goleveldb.
-type Compression uint8
+// Compression selects the block compression of SST files. It is package
+// sst's Compression (one type for the concept). The zero value,
+// DefaultCompression, means Snappy, as in goleveldb. The byte stored in a
+// block trailer is RocksDB's, a different numbering (0 is none): see the
+// type's Code method.
+type Compression = sst.Compression
 
 // Compression values.
 const (
-	DefaultCompression Compression = iota // Snappy
-	NoCompression
-	SnappyCompression
+	DefaultCompression = sst.DefaultCompression // Snappy
+	NoCompression      = sst.NoCompression      // blocks stored as they are
+	SnappyCompression  = sst.SnappyCompression  // Snappy's block format, when it saves 1/8
 )
-
-// String names the compression.
-func (c Compression) String() string {
-	switch c {
-	case DefaultCompression:
-		return "default(snappy)"
-	case NoCompression:
-		return "none"
-	case SnappyCompression:
-		return "snappy"
-	}
-	return fmt.Sprintf("Compression(%d)", uint8(c))
-}
 
 const validCompressions = "DefaultCompression, NoCompression or SnappyCompression"
 
@@ -302,7 +271,7 @@ func (o *Options) Validate() error {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 
-	if o.ChecksumType > ChecksumCRC64 {
+	if !o.ChecksumType.Valid() {
 		add("ChecksumType = %v: unknown; valid: %s", o.ChecksumType, validChecksumTypes)
 	}
 	switch o.MemtableProtectionBytesPerKey {
@@ -328,7 +297,7 @@ func (o *Options) Validate() error {
 	if o.BloomBitsPerKey > 64 {
 		add("BloomBitsPerKey = %d: must be at most 64 (negative disables filters)", o.BloomBitsPerKey)
 	}
-	if o.Compression > SnappyCompression {
+	if !o.Compression.Valid() {
 		add("Compression = %v: unknown; valid: %s", o.Compression, validCompressions)
 	}
 	if o.MaxOpenFiles < 16 {
@@ -377,7 +346,7 @@ func (o *Options) String() string {
 	var b strings.Builder
 	p := func(name string, v any) { fmt.Fprintf(&b, "%s=%v\n", name, v) }
 	b.WriteString("[Options]\n")
-	p("checksum_type", fmt.Sprintf("%d (%s)", o.ChecksumType.Type(), o.ChecksumType.Type()))
+	p("checksum_type", fmt.Sprintf("%d (%s)", o.ChecksumType.Code(), o.ChecksumType.Resolve()))
 	p("paranoid_memory_checks", o.ParanoidMemoryChecks)
 	p("memtable_protection_bytes_per_key", o.MemtableProtectionBytesPerKey)
 	p("write_buffer_size", o.WriteBufferSize)

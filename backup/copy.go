@@ -164,7 +164,7 @@ func footerContext(fs vfs.FS, name string) (uint32, error) {
 	if _, err := f.ReadAt(ft[:], off); err != nil {
 		return 0, fmt.Errorf("reading the footer of %s: %w", name, err)
 	}
-	t := checksum.Type(ft[0])
+	t := checksum.TypeFromCode(ft[0])
 	ctx := binary.LittleEndian.Uint32(ft[5:])
 	want := checksum.Value(t, ft[:41]) + checksum.ContextModifier(ctx, uint64(off))
 	if binary.LittleEndian.Uint64(ft[45:]) != sst.Magic || !t.Valid() || ctx == 0 || binary.LittleEndian.Uint32(ft[41:]) != want {

@@ -22,7 +22,7 @@ import (
 //
 //	body := id uvarint | created varint (Unix ns) | seq uvarint
 //	        | digest.CRC64 (uint64 LE) | digest.Bytes uvarint | digest.Keys uvarint
-//	        | file checksum type (1 byte, a checksum.Type other than None)
+//	        | file checksum type (1 byte, checksum.Type.Code, not None's 0)
 //	        | file count uvarint | file*
 //	file := kind (1 byte: 1 shared, 2 private) | name length uvarint (1..255)
 //	        | name | size uvarint | checksum (uint64 LE)
@@ -186,7 +186,7 @@ func encodeMeta(info *Info) []byte {
 	b = binary.LittleEndian.AppendUint64(b, info.Digest.CRC64)
 	b = binary.AppendUvarint(b, uint64(info.Digest.Bytes))
 	b = binary.AppendUvarint(b, uint64(info.Digest.Keys))
-	b = append(b, byte(info.ChecksumType))
+	b = append(b, info.ChecksumType.Code())
 	b = binary.AppendUvarint(b, uint64(len(info.Files)))
 	for _, f := range info.Files {
 		kind := byte(kindPrivate)
@@ -317,9 +317,10 @@ func decodeMeta(data []byte, name string) (*Info, error) {
 		d.fail("digest length %d or key count %d out of range", bytes, keys)
 	}
 	info.Digest.Bytes, info.Digest.Keys = int64(bytes), int64(keys)
-	info.ChecksumType = checksum.Type(d.byte1("checksum type"))
+	code := d.byte1("checksum type")
+	info.ChecksumType = checksum.TypeFromCode(code)
 	if d.err == nil && (!info.ChecksumType.Valid() || info.ChecksumType == checksum.None) {
-		d.fail("bad file checksum type %d", info.ChecksumType)
+		d.fail("bad file checksum type %d", code)
 	}
 	count := d.uvarint("file count")
 	if d.err == nil && count > uint64((len(d.b)-d.off)/minFileEntry) {

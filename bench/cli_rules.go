@@ -396,13 +396,14 @@ func init() {
 // levelMultiplier is the whole multiplier Vigil runs for x.
 func levelMultiplier(x float64) int { return max(int(math.Round(x)), 2) }
 
-// parseChecksumFlag reads --checksum_type: a number or a name.
+// parseChecksumFlag reads --checksum_type: a number or a name. It returns
+// RocksDB's number for the type (EngineOptions.ChecksumType).
 func parseChecksumFlag(s string) (int, error) {
 	t, err := checksum.ParseType(s)
 	if err != nil {
 		return 0, err
 	}
-	return int(t), nil
+	return int(t.Code()), nil
 }
 
 // BenchmarkNames lists the benchmarks kvbench runs, for --help.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/vigildb/vigil"
 	"github.com/vigildb/vigil/checksum"
@@ -28,13 +29,15 @@ const unlimitedOpenFiles = math.MaxInt32
 
 // VigilOptions maps engine options to vigil.Options.
 func VigilOptions(o EngineOptions) (*vigil.Options, error) {
-	ct := checksum.Type(o.ChecksumType)
-	if err := ct.Check(); err != nil {
+	// EngineOptions.ChecksumType is RocksDB's number, as --checksum_type
+	// takes it: parsed the same way, with the same error.
+	ct, err := checksum.ParseType(strconv.Itoa(o.ChecksumType))
+	if err != nil {
 		return nil, err
 	}
 	opts := &vigil.Options{
 		WriteBufferSize:               o.WriteBufferSize,
-		ChecksumType:                  vigil.ChecksumFromType(ct),
+		ChecksumType:                  ct,
 		ParanoidMemoryChecks:          o.ParanoidMemoryChecks,
 		MemtableProtectionBytesPerKey: o.MemtableProtectionBytesPerKey,
 		BlockSize:                     o.BlockSize,

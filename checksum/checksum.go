@@ -38,7 +38,7 @@ func UnmaskCRC32c(m uint32) uint32 {
 //
 // Per type: crc32c masked as LevelDB/RocksDB; XXH32; low 32 bits of XXH64;
 // low32(XXH3(data)) ^ lastByte·0x6b9083d9; low 32 bits of Sum64's CRC64.
-// It returns 0 for None and for invalid types.
+// Default is XXH3. It returns 0 for None and for invalid types.
 func Block(t Type, data []byte, lastByte byte) uint32 {
 	switch t {
 	case CRC32c:
@@ -51,7 +51,7 @@ func Block(t Type, data []byte, lastByte byte) uint32 {
 		return xxh32WithLastByte(data, lastByte)
 	case XXHash64:
 		return uint32(xxh64WithLastByte(data, lastByte))
-	case XXH3:
+	case XXH3, Default:
 		return uint32(xxh3.Hash(data)) ^ uint32(lastByte)*xxh3LastByteMul
 	case CRC64:
 		return uint32(^crc64Byte(UpdateCRC64(^uint64(0), data), lastByte))
@@ -91,8 +91,8 @@ func Value(t Type, data []byte) uint32 {
 }
 
 // Sum64 returns the full-width checksum of data: 64 bits for XXHash64, XXH3
-// and CRC64, the 32-bit value zero-extended for CRC32c (unmasked) and XXHash,
-// and 0 for None and invalid types. Used for per-key-value protection and
+// (and Default) and CRC64, the 32-bit value zero-extended for CRC32c
+// (unmasked) and XXHash, and 0 for None and invalid types. Used for per-key-value protection and
 // whole-file checksums, where more than 32 bits are kept.
 //
 // CRC64 here is the Jones CRC in its inverted form, ^UpdateCRC64(^0, data)
@@ -108,7 +108,7 @@ func Sum64(t Type, data []byte) uint64 {
 		return uint64(xxh32(data, 0))
 	case XXHash64:
 		return xxhash.Sum64(data)
-	case XXH3:
+	case XXH3, Default:
 		return xxh3.Hash(data)
 	case CRC64:
 		return ^UpdateCRC64(^uint64(0), data)
@@ -153,7 +153,7 @@ func fmix64(k uint64) uint64 {
 // component's hash (always for the trailer; for key and value except for a
 // hash collision); swapping key and value changes it (but for a 2^-64
 // chance); and bytes moved across the key/value boundary change the key
-// length. None and invalid types give 0.
+// length. Default is XXH3; None and invalid types give 0.
 //
 // The value is never written to disk (flushes drop the protection bytes),
 // but it is pinned by golden tests so that a change is deliberate. The

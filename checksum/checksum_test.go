@@ -25,7 +25,7 @@ func refBlock(t Type, data []byte, last byte) uint32 {
 		return XXH32(all, 0)
 	case XXHash64:
 		return uint32(xxhash.Sum64(all))
-	case XXH3:
+	case XXH3, Default:
 		return uint32(xxh3.Hash(data)) ^ uint32(last)*0x6b9083d9
 	case CRC64:
 		return uint32(crc64.Checksum(all, crc64.MakeTable(JonesPoly)))
@@ -83,6 +83,7 @@ func TestSum64MatchesReference(t *testing.T) {
 			XXHash64: xxhash.Sum64(d),
 			XXH3:     xxh3.Hash(d),
 			CRC64:    crc64.Checksum(d, crc64.MakeTable(JonesPoly)),
+			Default:  xxh3.Hash(d),
 		}
 		for typ, w := range want {
 			if got := Sum64(typ, d); got != w {

@@ -14,8 +14,9 @@ import (
 //
 // A Digest holds the state of every algorithm (about 1.2 KiB, most of it
 // XXH3's buffer) so that it needs no allocation after it exists: Write and
-// Sum64 never allocate. The zero Digest is a None digest; use NewDigest or
-// Reset to choose the type. A Digest is not safe for concurrent use.
+// Sum64 never allocate. The zero Digest is an XXH3 digest (its type is
+// Default); use NewDigest or Reset to choose another. A Digest is not safe
+// for concurrent use.
 type Digest struct {
 	t     Type
 	crc32 uint32
@@ -33,8 +34,10 @@ func NewDigest(t Type) *Digest {
 	return d
 }
 
-// Reset discards everything written and restarts the digest with type t.
+// Reset discards everything written and restarts the digest with type t
+// (Default is XXH3).
 func (d *Digest) Reset(t Type) {
+	t = t.Resolve()
 	d.t = t
 	switch t {
 	case CRC32c:
@@ -50,8 +53,8 @@ func (d *Digest) Reset(t Type) {
 	}
 }
 
-// Type returns the digest's checksum type.
-func (d *Digest) Type() Type { return d.t }
+// Type returns the digest's checksum type, resolved: XXH3 for Default.
+func (d *Digest) Type() Type { return d.t.Resolve() }
 
 // Write adds p to the digest. It never fails; the signature is io.Writer's.
 func (d *Digest) Write(p []byte) (int, error) {
@@ -62,7 +65,7 @@ func (d *Digest) Write(p []byte) (int, error) {
 		d.xx32.write(p)
 	case XXHash64:
 		_, _ = d.xx64.Write(p)
-	case XXH3:
+	case XXH3, Default: // Default only in a zero Digest
 		_, _ = d.xxh3.Write(p)
 	case CRC64:
 		d.crc64 = UpdateCRC64(d.crc64, p)
@@ -80,7 +83,7 @@ func (d *Digest) Sum64() uint64 {
 		return uint64(d.xx32.sum())
 	case XXHash64:
 		return d.xx64.Sum64()
-	case XXH3:
+	case XXH3, Default:
 		return d.xxh3.Sum64()
 	case CRC64:
 		return ^d.crc64

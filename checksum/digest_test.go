@@ -18,7 +18,7 @@ func TestDigestMatchesSum64(t *testing.T) {
 		d := NewDigest(typ)
 		for trial := 0; trial < 20; trial++ {
 			d.Reset(typ)
-			if d.Type() != typ {
+			if d.Type() != typ.Resolve() {
 				t.Fatalf("Type() = %v", d.Type())
 			}
 			if got, want := d.Sum64(), Sum64(typ, nil); got != want {
@@ -59,10 +59,14 @@ func TestDigestNoAllocs(t *testing.T) {
 	}
 }
 
-func TestZeroDigestIsNone(t *testing.T) {
+// TestZeroDigestIsXXH3: like every zero Type, a zero Digest means the
+// default, XXH3, and computes it without a Reset.
+func TestZeroDigestIsXXH3(t *testing.T) {
 	var d Digest
-	_, _ = d.Write([]byte("abc"))
-	if d.Type() != None || d.Sum64() != 0 {
-		t.Fatal("zero Digest is not a None digest")
+	data := benchData(3000)
+	_, _ = d.Write(data[:5])
+	_, _ = d.Write(data[5:])
+	if d.Type() != XXH3 || d.Sum64() != Sum64(XXH3, data) {
+		t.Fatal("zero Digest is not an XXH3 digest")
 	}
 }

@@ -5,11 +5,13 @@
 // from the wrong offset fail its check, and a fast CRC-64 (Jones) with
 // Combine.
 //
-// The numbering of Type is RocksDB's (None=0 … XXH3=4) plus CRC64=5, so a
-// --checksum_type flag means the same in vigil kvbench and db_bench, and the
-// number stored in a file footer or WAL header is stable forever. Every
-// algorithm is pinned by golden values in golden_test.go; changing any of
-// them is a format change.
+// A Type's zero value is Default, which means XXH3, so that an unset option
+// never means "no checksum". The number stored in a file footer or WAL header
+// and given to a --checksum_type flag is Type.Code: RocksDB's numbering
+// (None=0 … XXH3=4) plus CRC64=5, so the flag means the same in vigil kvbench
+// and db_bench and a stored number is stable forever; TypeFromCode reads it
+// back. Every algorithm is pinned by golden values in golden_test.go;
+// changing any of them is a format change.
 //
 // The package imports nothing of Vigil's and is safe for concurrent use: all
 // functions are pure, tables are built once (at init, or on first use behind

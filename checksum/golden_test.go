@@ -57,6 +57,10 @@ func TestGoldenTrailers(t *testing.T) {
 		{XXH3, "b0", [3]string{"C294D338", "1B174353", "2D0E20C8"}},
 		{XXH3, "b1", [3]string{"B37FB5E6", "6AFC258D", "5CE54616"}},
 		{XXH3, "b2", [3]string{"FA2D482E", "23AED845", "15B7BBDE"}},
+		// Default is XXH3: the same rows.
+		{Default, "b0", [3]string{"C294D338", "1B174353", "2D0E20C8"}},
+		{Default, "b1", [3]string{"B37FB5E6", "6AFC258D", "5CE54616"}},
+		{Default, "b2", [3]string{"FA2D482E", "23AED845", "15B7BBDE"}},
 		// Ours: low 32 bits of the inverted Jones CRC of data ‖ ct.
 		{CRC64, "b0", [3]string{"2887ECEF", "510ED9DF", "2CAAF327"}},
 		{CRC64, "b1", [3]string{"AB9665C1", "D21F50F1", "AFBB7A09"}},
@@ -96,6 +100,7 @@ func TestGoldenEmptyValue(t *testing.T) {
 		XXHash64: "99E9D851",
 		XXH3:     "00000000", // RocksDB's special case
 		CRC64:    "00000000", // the CRC of nothing, in either form
+		Default:  "00000000", // XXH3
 	}
 	for typ := Type(0); typ < NumTypes; typ++ {
 		w, ok := want[typ]
@@ -172,6 +177,7 @@ func TestGoldenSum64(t *testing.T) {
 		XXHash64: 0x8cb841db40e6ae83,
 		XXH3:     0x72dcb18b67a17dff, // zeebo/xxh3, which reproduces every RocksDB kXXH3 row above
 		CRC64:    0x3558e8e979f60d7e,
+		Default:  0x72dcb18b67a17dff, // XXH3
 	}
 	for typ := Type(0); typ < NumTypes; typ++ {
 		w, ok := want[typ]
@@ -234,6 +240,7 @@ func TestGoldenKV(t *testing.T) {
 		XXHash64: 0x10e2c3155b51229c,
 		XXH3:     0x304ad5571e5e1271,
 		CRC64:    0xe6e8812a41760f0f,
+		Default:  0x304ad5571e5e1271, // XXH3
 	}
 	var sb strings.Builder
 	for typ := Type(0); typ < NumTypes; typ++ {

@@ -56,7 +56,8 @@ type Options struct {
 	// Size is the arena capacity in bytes, MinSize..MaxSize. Entries,
 	// skiplist towers and both lists' sentinels all come out of it.
 	Size int
-	// ChecksumType computes the per-KV protection bytes.
+	// ChecksumType computes the per-KV protection bytes; the zero value,
+	// checksum.Default, is XXH3. checksum.None allows no protection bytes.
 	ChecksumType checksum.Type
 	// ParanoidMemoryChecks makes Get, every iterator and every insert check
 	// the order of each pair of neighbouring keys they pass, and the bounds of
@@ -173,7 +174,7 @@ func New(o Options) (*MemTable, error) {
 	m := &MemTable{
 		arena:     arena,
 		manualBuf: manualBuf,
-		csType:    o.ChecksumType,
+		csType:    o.ChecksumType.Resolve(),
 		protBytes: o.ProtectionBytesPerKey,
 		paranoid:  o.ParanoidMemoryChecks,
 	}

@@ -33,6 +33,7 @@ func TestOptionsValidate(t *testing.T) {
 		want []string // substrings of the error; nil = valid
 	}{
 		{Options{}, nil},
+		{Options{ProtectionBytesPerKey: 8}, nil}, // the default type, XXH3
 		{Options{ChecksumType: checksum.XXH3, ProtectionBytesPerKey: 8}, nil},
 		{Options{ChecksumType: checksum.CRC32c, ProtectionBytesPerKey: 1}, nil},
 		{Options{ChecksumType: checksum.CRC64, ProtectionBytesPerKey: 2, ParanoidMemoryChecks: true}, nil},
@@ -41,9 +42,9 @@ func TestOptionsValidate(t *testing.T) {
 		{Options{ChecksumType: checksum.XXH3, ProtectionBytesPerKey: -1}, []string{"ProtectionBytesPerKey -1"}},
 		{Options{ChecksumType: checksum.XXH3, ProtectionBytesPerKey: 16}, []string{"ProtectionBytesPerKey 16"}},
 		{Options{ChecksumType: checksum.None, ProtectionBytesPerKey: 8}, []string{"ChecksumType is none"}},
-		{Options{ChecksumType: 42}, []string{"unknown checksum type 42"}},
+		{Options{ChecksumType: 42}, []string{"ChecksumType(42)"}},
 		// Every problem at once.
-		{Options{ChecksumType: 9, ProtectionBytesPerKey: 5}, []string{"unknown checksum type 9", "ProtectionBytesPerKey 5"}},
+		{Options{ChecksumType: 9, ProtectionBytesPerKey: 5}, []string{"ChecksumType(9)", "ProtectionBytesPerKey 5"}},
 	} {
 		err := c.o.Validate()
 		if c.want == nil {

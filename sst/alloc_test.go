@@ -108,7 +108,7 @@ func (c *tableCraft) build() []byte {
 	emit := func(b []byte) handle {
 		h := handle{offset: uint64(len(file)), size: uint64(len(b))}
 		file = append(file, b...)
-		file = append(file, byte(NoCompression))
+		file = append(file, NoCompression.Code())
 		sum := trailerChecksum(c.ct, file[h.offset:]) + checksum.ContextModifier(baseCtx, h.offset)
 		file = binary.LittleEndian.AppendUint32(file, sum)
 		return h
@@ -130,6 +130,7 @@ func (c *tableCraft) build() []byte {
 	p.RangeDelSize = rdH.size + BlockTrailerLen
 	p.NumRangeDels = c.numTombs
 	p.ChecksumType = c.ct
+	p.Compression = NoCompression // every block is stored as it is
 	if c.ct != checksum.None {
 		p.FileChecksum = checksum.Sum64(c.ct, file)
 	}

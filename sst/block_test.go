@@ -185,7 +185,7 @@ func TestFilter(t *testing.T) {
 // checksum.Block over the block and its compression byte.
 func TestTrailerChecksumIsBlock(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 3))
-	for ct := checksum.Type(0); ct < checksum.NumTypes; ct++ {
+	for ct := checksum.Default; ct < checksum.NumTypes; ct++ {
 		for _, n := range []int{0, 1, 15, 16, 31, 32, 100, 4096} {
 			b := make([]byte, n+1)
 			for i := range b {
@@ -202,7 +202,7 @@ func TestTrailerChecksumIsBlock(t *testing.T) {
 // checksum.Sum64 for every type, fed in random pieces.
 func TestFileHasherIsSum64(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 3))
-	for ct := checksum.Type(0); ct < checksum.NumTypes; ct++ {
+	for ct := checksum.Default; ct < checksum.NumTypes; ct++ {
 		for _, n := range []int{0, 1, 3, 15, 16, 17, 33, 100, 1000, 70000} {
 			b := make([]byte, n)
 			for i := range b {

@@ -55,7 +55,7 @@ func goldenOptions(ct checksum.Type, c Compression) WriterOptions {
 // change (and bump FormatVersion).
 func TestGolden(t *testing.T) {
 	spec := goldenSpec()
-	for ct := checksum.Type(0); ct < checksum.NumTypes; ct++ {
+	for ct := checksum.None; ct < checksum.NumTypes; ct++ { // the stored types
 		for _, c := range []Compression{NoCompression, SnappyCompression} {
 			name := fmt.Sprintf("testdata/golden-%s-%s.sst", ct, c)
 			t.Run(name, func(t *testing.T) {
@@ -72,10 +72,14 @@ func TestGolden(t *testing.T) {
 			})
 		}
 	}
+	// Zero options mean the defaults: the XXH3, Snappy table, byte for byte.
+	data := readFile(t, vfs.Default, "testdata/golden-xxh3-snappy.sst")
+	if built, _ := build(t, goldenOptions(checksum.Default, DefaultCompression), spec); !bytes.Equal(built, data) {
+		t.Fatal("a table written with the default checksum type and compression differs from golden-xxh3-snappy.sst")
+	}
 	// A readable rendering of one golden table (layout and properties), so
 	// a reviewer sees what a format change changed, and Properties.String
 	// is pinned too.
-	data := readFile(t, vfs.Default, "testdata/golden-xxh3-snappy.sst")
 	r := mustOpen(t, data, ReaderOptions{FileNum: 7})
 	defer r.Close()
 	var b strings.Builder
@@ -419,7 +423,7 @@ func TestChecksumTypesSideBySide(t *testing.T) {
 	c := newTestCache()
 	spec := fixedSpec(300)
 	var readers []*Reader
-	for ct := checksum.Type(0); ct < checksum.NumTypes; ct++ {
+	for ct := checksum.Default; ct < checksum.NumTypes; ct++ {
 		data, _ := build(t, testWriterOptions(ct, SnappyCompression, 512), spec)
 		readers = append(readers, mustOpen(t, data, ReaderOptions{Cache: c, CacheID: uint64(ct) + 1, ParanoidCacheChecks: true}))
 	}

@@ -174,7 +174,7 @@
 // # Footer
 //
 //	offset  size  field
-//	     0     1  checksum type (checksum.Type: 0 none ... 5 crc64)
+//	     0     1  checksum type (checksum.Type.Code: 0 none ... 5 crc64)
 //	     1     4  format version (uint32 LE), FormatVersion
 //	     5     4  base context value (uint32 LE), random, non-zero
 //	     9     8  metaindex block offset (uint64 LE)

@@ -48,7 +48,7 @@ const footerChecksumOff = 41
 // encode returns the footer bytes for a footer starting at file offset off.
 func (f *footer) encode(off uint64) []byte {
 	b := make([]byte, FooterLen)
-	b[0] = byte(f.checksumType)
+	b[0] = f.checksumType.Code()
 	binary.LittleEndian.PutUint32(b[1:], f.version)
 	binary.LittleEndian.PutUint32(b[5:], f.base)
 	binary.LittleEndian.PutUint64(b[9:], f.metaindex.offset)
@@ -74,7 +74,7 @@ func decodeFooter(b []byte, fileSize uint64, f fileID) (footer, error) {
 		return footer{}, base.CorruptionErrorf("Bad table magic number: expected 0x%016x, found 0x%016x in %s", Magic, m, f)
 	}
 	ft := footer{
-		checksumType: checksum.Type(b[0]),
+		checksumType: checksum.TypeFromCode(b[0]),
 		version:      binary.LittleEndian.Uint32(b[1:]),
 		base:         binary.LittleEndian.Uint32(b[5:]),
 		metaindex:    handle{binary.LittleEndian.Uint64(b[9:]), binary.LittleEndian.Uint64(b[17:])},
@@ -84,7 +84,7 @@ func decodeFooter(b []byte, fileSize uint64, f fileID) (footer, error) {
 		return footer{}, base.CorruptionErrorf("Corrupt or unsupported format_version %d for magic 0x%016x in %s", ft.version, Magic, f)
 	}
 	if !ft.checksumType.Valid() {
-		return footer{}, base.CorruptionErrorf("Corrupt or unsupported checksum type: %d in %s", uint8(ft.checksumType), f)
+		return footer{}, base.CorruptionErrorf("Corrupt or unsupported checksum type: %d in %s", b[0], f)
 	}
 	if ft.base == 0 {
 		return footer{}, base.CorruptionErrorf("Invalid base context checksum 0 in %s", f)

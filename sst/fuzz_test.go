@@ -190,9 +190,9 @@ func FuzzFooter(f *testing.F) {
 // FuzzProperties decodes arbitrary properties blocks.
 func FuzzProperties(f *testing.F) {
 	p := Properties{NumEntries: 3, SmallestKey: base.MakeInternalKey([]byte("a"), 1, base.KindSet),
-		LargestKey: base.MakeInternalKey([]byte("b"), 1, base.KindSet), ChecksumType: checksum.XXH3}
+		LargestKey: base.MakeInternalKey([]byte("b"), 1, base.KindSet), ChecksumType: checksum.XXH3, Compression: NoCompression}
 	f.Add(encodeProperties(&p))
-	f.Add(encodeProperties(&Properties{}))
+	f.Add(encodeProperties(&Properties{ChecksumType: checksum.None, Compression: NoCompression})) // all zero
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var p Properties
 		var err error
@@ -319,7 +319,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	add("FuzzBlock", fmt.Sprintf("[]byte(%q)\nbool(true)", buildBlock(randKeys(newRand(1), 40), 4)))
 	add("FuzzBlock", fmt.Sprintf("[]byte(%q)\nbool(false)", buildBlock(randKeys(newRand(2), 5), 1)))
 	p := Properties{NumEntries: 3, SmallestKey: base.MakeInternalKey([]byte("a"), 1, base.KindSet),
-		LargestKey: base.MakeInternalKey([]byte("b"), 1, base.KindSet), ChecksumType: checksum.XXH3}
+		LargestKey: base.MakeInternalKey([]byte("b"), 1, base.KindSet), ChecksumType: checksum.XXH3, Compression: NoCompression}
 	add("FuzzProperties", fmt.Sprintf("[]byte(%q)", encodeProperties(&p)))
 	add("FuzzFilter", fmt.Sprintf("[]byte(%q)", buildFilter([]uint64{1, 2, 3, 1 << 40}, 10)))
 	var bw blockWriter

@@ -6,19 +6,50 @@ import (
 	"github.com/vigildb/vigil/checksum"
 )
 
-// Compression is a block compression algorithm. Its value is the trailer's
-// compression byte on disk (RocksDB's numbering).
+// Compression is a block compression algorithm: the one type for the
+// concept (the root package's Options.Compression is an alias of it). Its
+// zero value is DefaultCompression, which means Snappy, so that a zero
+// WriterOptions or vigil.Options compresses as the defaults say; "no
+// compression" has its own name, NoCompression.
+//
+// The byte stored on disk (each block trailer's compression byte, which is
+// also the last byte its checksum covers, and the table properties) is
+// RocksDB's numbering, a different one (0 is no compression): convert with
+// Code and CompressionFromCode, never by a cast.
 type Compression uint8
 
 // The compression types a table can use.
 const (
-	NoCompression     Compression = 0
-	SnappyCompression Compression = 1
+	// DefaultCompression is Snappy, what an unset option means. The writer
+	// resolves it (see Resolve); no file records "default".
+	DefaultCompression Compression = iota
+	// NoCompression stores every block as it is.
+	NoCompression
+	// SnappyCompression stores a block in Snappy's block format
+	// (github.com/golang/snappy) when that saves at least 1/8 of it.
+	SnappyCompression
 )
 
-// String returns "none", "snappy" or "Compression(N)".
+// numCompressions is one more than the largest valid Compression.
+const numCompressions = 3
+
+// defaultCompression is what DefaultCompression means.
+const defaultCompression = SnappyCompression
+
+// compressionCodes are RocksDB's CompressionType numbers, in Compression
+// order. They are part of the on-disk format and never change.
+var compressionCodes = [numCompressions]uint8{1, 0, 1}
+
+// invalidCompression is what CompressionFromCode returns for a code no
+// compression has: not Valid.
+const invalidCompression Compression = 0xff
+
+// String returns "none" or "snappy"; DefaultCompression is
+// "default(snappy)", an invalid value renders as written, "Compression(N)".
 func (c Compression) String() string {
 	switch c {
+	case DefaultCompression:
+		return "default(snappy)"
 	case NoCompression:
 		return "none"
 	case SnappyCompression:
@@ -27,8 +58,42 @@ func (c Compression) String() string {
 	return fmt.Sprintf("Compression(%d)", uint8(c))
 }
 
-// Valid reports whether c is a known compression type.
-func (c Compression) Valid() bool { return c <= SnappyCompression }
+// Valid reports whether c is a known compression (DefaultCompression
+// included).
+func (c Compression) Valid() bool { return c < numCompressions }
+
+// Resolve returns the compression c means: Snappy for DefaultCompression, c
+// itself otherwise (an invalid c stays invalid).
+func (c Compression) Resolve() Compression {
+	if c == DefaultCompression {
+		return defaultCompression
+	}
+	return c
+}
+
+// Code returns the byte stored on disk for c: RocksDB's numbers, 0 for none
+// and 1 for Snappy. DefaultCompression gives Snappy's; an invalid c gives
+// 0xff, which no compression has.
+func (c Compression) Code() uint8 {
+	if c.Valid() {
+		return compressionCodes[c]
+	}
+	return 0xff
+}
+
+// CompressionFromCode returns the compression whose Code is b, never
+// DefaultCompression. A code no compression has gives an invalid
+// Compression, which Valid rejects: a decoder must check it and report the
+// byte it read.
+func CompressionFromCode(b uint8) Compression {
+	switch b {
+	case 0:
+		return NoCompression
+	case 1:
+		return SnappyCompression
+	}
+	return invalidCompression
+}
 
 // Format constants. They are part of the on-disk format.
 const (
@@ -59,14 +124,17 @@ const (
 	DefaultBloomBitsPerKey      = 10 // what the DB passes by default; the zero value means no filter
 )
 
-// WriterOptions configure a Writer. The zero value is usable and writes
-// checksum type None, no compression and no filter: the DB always passes
-// explicit values, so zero means "none" for the enums and BloomBitsPerKey.
+// WriterOptions configure a Writer. The zero value is usable: like every
+// options struct of Vigil's, a zero enum means its default, so a zero
+// WriterOptions writes XXH3 checksums and Snappy compression (checksum.None
+// and NoCompression must be asked for), but no filter (BloomBitsPerKey 0).
 type WriterOptions struct {
 	// ChecksumType protects every block and the footer. Stored in the
-	// footer; readers take it from there.
+	// footer (resolved: Default is written as XXH3); readers take it from
+	// there.
 	ChecksumType checksum.Type
-	// Compression applies to data, index and range-del blocks.
+	// Compression applies to data, index and range-del blocks;
+	// DefaultCompression is Snappy.
 	Compression Compression
 	// BlockSize is the uncompressed size at which a data block is closed.
 	// 0 means DefaultBlockSize (4096). A single entry larger than it gets a
@@ -101,9 +169,9 @@ type WriterOptions struct {
 func (o *WriterOptions) validate() error {
 	switch {
 	case !o.ChecksumType.Valid():
-		return invalidArgf("unknown checksum type %d", uint8(o.ChecksumType))
+		return invalidArgf("unknown checksum type %s", o.ChecksumType)
 	case !o.Compression.Valid():
-		return invalidArgf("unknown compression %d", uint8(o.Compression))
+		return invalidArgf("unknown compression %s", o.Compression)
 	case o.BlockSize < 0 || o.BlockSize > MaxBlockSize:
 		return invalidArgf("block size %d out of range [0, %d]", o.BlockSize, MaxBlockSize)
 	case o.BlockRestartInterval < 0:

@@ -3,6 +3,7 @@ package sst
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -32,10 +33,13 @@ type Properties struct {
 	// SmallestSeq and LargestSeq are over point entries and tombstones.
 	SmallestSeq, LargestSeq uint64
 
+	// ChecksumType and Compression are the writer's settings, resolved
+	// (never Default) and stored as their on-disk codes; a block may still
+	// be stored uncompressed.
 	ChecksumType         checksum.Type
-	Compression          Compression // the writer's setting; a block may still be stored uncompressed
-	BloomBitsPerKey      uint64      // 0 = no filter
-	BlockSize            uint64      // the writer's target data block size
+	Compression          Compression
+	BloomBitsPerKey      uint64 // 0 = no filter
+	BlockSize            uint64 // the writer's target data block size
 	BlockRestartInterval uint64
 	CreationTime         int64 // Unix seconds
 	// FileChecksum is checksum.Sum64(ChecksumType, file[0:properties block
@@ -107,21 +111,23 @@ var propFields = []propField{
 	uintProp("vigil.block.size", func(p *Properties) *uint64 { return &p.BlockSize }),
 	uintProp("vigil.bloom.bits.per.key", func(p *Properties) *uint64 { return &p.BloomBitsPerKey }),
 	{
-		name:   "vigil.checksum.type",
-		encode: func(p *Properties, dst []byte) []byte { return binary.AppendUvarint(dst, uint64(p.ChecksumType)) },
+		name: "vigil.checksum.type",
+		encode: func(p *Properties, dst []byte) []byte {
+			return binary.AppendUvarint(dst, uint64(p.ChecksumType.Code()))
+		},
 		decode: func(p *Properties, v []byte) bool {
 			x, n := binary.Uvarint(v)
-			p.ChecksumType = checksum.Type(x)
-			return n > 0 && n == len(v) && x < checksum.NumTypes
+			p.ChecksumType = checksum.TypeFromCode(uint8(min(x, math.MaxUint8)))
+			return n > 0 && n == len(v) && p.ChecksumType.Valid()
 		},
 	},
 	{
 		name:   "vigil.compression",
-		encode: func(p *Properties, dst []byte) []byte { return binary.AppendUvarint(dst, uint64(p.Compression)) },
+		encode: func(p *Properties, dst []byte) []byte { return binary.AppendUvarint(dst, uint64(p.Compression.Code())) },
 		decode: func(p *Properties, v []byte) bool {
 			x, n := binary.Uvarint(v)
-			p.Compression = Compression(x)
-			return n > 0 && n == len(v) && x <= uint64(SnappyCompression)
+			p.Compression = CompressionFromCode(uint8(min(x, math.MaxUint8)))
+			return n > 0 && n == len(v) && p.Compression.Valid()
 		},
 	},
 	{
@@ -234,7 +240,7 @@ func (p *Properties) String() string {
 		fmt.Fprintf(&b, "%-24s "+format+"\n", append([]any{name + ":"}, args...)...)
 	}
 	line("format version", "%d", p.FormatVersion)
-	line("checksum type", "%s (%d)", p.ChecksumType, uint8(p.ChecksumType))
+	line("checksum type", "%s (%d)", p.ChecksumType, p.ChecksumType.Code())
 	line("compression", "%s", p.Compression)
 	line("creation time", "%d (%s)", p.CreationTime, time.Unix(p.CreationTime, 0).UTC().Format(time.RFC3339))
 	line("file checksum", "0x%016x", p.FileChecksum)

@@ -376,7 +376,11 @@ func (r *fileReader) readRaw(h handle, kind BlockKind, raw *[]byte) ([]byte, Com
 		return nil, 0, base.CorruptionErrorf("sst: block checksum mismatch: stored(context removed) = %s, computed = %s, type = %s in %s offset %d size %d, block kind = %s",
 			fmtChecksum(r.t, stored), fmtChecksum(r.t, computed), r.t, r.fid, h.offset, h.size, kind)
 	}
-	return buf[:n:n], Compression(buf[n]), nil
+	c := CompressionFromCode(buf[n])
+	if !c.Valid() {
+		return nil, 0, blockCorruptf(r.fid, kind, h.offset, "unknown compression type %d", buf[n])
+	}
+	return buf[:n:n], c, nil
 }
 
 // decompress returns the contents of a verified block b stored with
@@ -419,7 +423,7 @@ func (r *fileReader) decodedLen(b []byte, c Compression, h handle, kind BlockKin
 		}
 		return dlen, nil
 	}
-	return 0, blockCorruptf(r.fid, kind, h.offset, "unknown compression type %d", uint8(c))
+	return 0, blockCorruptf(r.fid, kind, h.offset, "unknown compression %s", c)
 }
 
 // decodeInto decompresses verified block b (compression c) into dst, whose
@@ -436,7 +440,7 @@ func (r *fileReader) decodeInto(dst, b []byte, c Compression, h handle, kind Blo
 		}
 		return nil
 	}
-	return blockCorruptf(r.fid, kind, h.offset, "unknown compression type %d", uint8(c))
+	return blockCorruptf(r.fid, kind, h.offset, "unknown compression %s", c)
 }
 
 // dataBlock returns data block h's contents, from the cache if possible,

@@ -27,8 +27,12 @@ func checkTable(t *testing.T, data []byte, m *Meta, spec tableSpec, o WriterOpti
 	if p.NumRangeDels != uint64(len(spec.tombs)) || m.NumRangeDels != p.NumRangeDels {
 		t.Fatalf("range dels: props %d meta %d, want %d", p.NumRangeDels, m.NumRangeDels, len(spec.tombs))
 	}
-	if p.ChecksumType != o.ChecksumType || r.ChecksumType() != o.ChecksumType || m.ChecksumType != o.ChecksumType {
-		t.Fatalf("checksum type %s/%s/%s, want %s", p.ChecksumType, r.ChecksumType(), m.ChecksumType, o.ChecksumType)
+	// The table records what the options mean (Default is XXH3).
+	if ct := o.ChecksumType.Resolve(); p.ChecksumType != ct || r.ChecksumType() != ct || m.ChecksumType != ct {
+		t.Fatalf("checksum type %s/%s/%s, want %s", p.ChecksumType, r.ChecksumType(), m.ChecksumType, ct)
+	}
+	if p.Compression != o.Compression.Resolve() {
+		t.Fatalf("compression %s, want %s", p.Compression, o.Compression.Resolve())
 	}
 	if p.FileChecksum != m.FileChecksum || (o.ChecksumType != checksum.None) != (m.FileChecksum != 0) {
 		t.Fatalf("file checksum props 0x%x meta 0x%x (type %s)", p.FileChecksum, m.FileChecksum, o.ChecksumType)
@@ -127,7 +131,7 @@ func TestRoundTrip(t *testing.T) {
 		blockSizes = []int{64, 4096}
 	}
 	for name, spec := range specs {
-		for ct := checksum.Type(0); ct < checksum.NumTypes; ct++ {
+		for ct := checksum.Default; ct < checksum.NumTypes; ct++ {
 			for _, c := range []Compression{NoCompression, SnappyCompression} {
 				for _, bs := range blockSizes {
 					t.Run(fmt.Sprintf("%s/%s/%s/%d", name, ct, c, bs), func(t *testing.T) {

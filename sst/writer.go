@@ -101,6 +101,10 @@ func NewWriter(f vfs.File, o WriterOptions) *Writer {
 		w.err = err
 		return w
 	}
+	// The footer, the properties and the Meta record what the defaults
+	// mean, never "default".
+	w.o.ChecksumType = o.ChecksumType.Resolve()
+	w.o.Compression = o.Compression.Resolve()
 	if w.o.BlockSize == 0 {
 		w.o.BlockSize = DefaultBlockSize
 	}
@@ -115,8 +119,8 @@ func NewWriter(f vfs.File, o WriterOptions) *Writer {
 	if w.created == 0 {
 		w.created = time.Now().Unix()
 	}
-	if o.ChecksumType != checksum.None {
-		w.hasher = newFileHasher(o.ChecksumType)
+	if w.o.ChecksumType != checksum.None {
+		w.hasher = newFileHasher(w.o.ChecksumType)
 	}
 	w.wbuf = make([]byte, 0, writeBufferSize)
 	w.data.init(w.o.BlockRestartInterval)
@@ -362,7 +366,7 @@ func (w *Writer) emit(b []byte, c Compression) (handle, error) {
 		return handle{}, w.err
 	}
 	h := handle{offset: w.offset, size: uint64(len(b))}
-	b = append(b, byte(c))
+	b = append(b, c.Code())
 	sum := trailerChecksum(w.o.ChecksumType, b) + checksum.ContextModifier(w.base, h.offset)
 	b = binary.LittleEndian.AppendUint32(b, sum)
 	return h, w.write(b)

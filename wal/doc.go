@@ -25,6 +25,9 @@
 //	| "VIGLRLOG"| 1       | type byte | 0x0000   | uint64 LE       | CRC (LE) |
 //	+-----------+---------+-----------+----------+-----------------+----------+
 //
+// The checksum type byte is checksum.Type.Code, RocksDB's numbering (0 none
+// ... 5 crc64); a Writer given checksum.Default writes XXH3's.
+//
 // The header CRC is the masked CRC-32C (checksum.MaskCRC32c) of bytes
 // [0, 20). It is always CRC-32C, whatever the log's checksum type: the type
 // byte is what tells a reader how to check everything else, so it cannot be

@@ -101,7 +101,7 @@ func encodeFileHeader(dst []byte, logNum uint64, t checksum.Type) {
 	_ = dst[FileHeaderSize-1]
 	copy(dst[0:8], fileMagic)
 	dst[8] = FormatVersion
-	dst[9] = byte(t)
+	dst[9] = t.Code()
 	dst[10], dst[11] = 0, 0
 	binary.LittleEndian.PutUint64(dst[12:20], logNum)
 	binary.LittleEndian.PutUint32(dst[20:24], headerChecksum(dst[:20]))
@@ -127,7 +127,7 @@ func decodeFileHeader(name string, h []byte) (logNum uint64, t checksum.Type, er
 	if h[8] != FormatVersion {
 		return 0, 0, base.CorruptionErrorf("wal: %s: offset 8: unsupported format version %d (this build reads version %d)", name, h[8], FormatVersion)
 	}
-	t = checksum.Type(h[9])
+	t = checksum.TypeFromCode(h[9])
 	if !t.Valid() {
 		return 0, 0, base.CorruptionErrorf("wal: %s: offset 9: unknown checksum type %d", name, h[9])
 	}

@@ -60,11 +60,15 @@ func testHash(t checksum.Type, p []byte) uint32 {
 // TestFileHeaderBytes builds the header byte by byte from the documented
 // layout and compares it with what the Writer writes.
 func TestFileHeaderBytes(t *testing.T) {
-	for _, ct := range allTypes {
+	// The documented type bytes (RocksDB's numbers); Default is written as
+	// XXH3.
+	codes := map[checksum.Type]byte{checksum.None: 0, checksum.CRC32c: 1, checksum.XXHash: 2,
+		checksum.XXHash64: 3, checksum.XXH3: 4, checksum.CRC64: 5, checksum.Default: 4}
+	for _, ct := range append(allTypes, checksum.Default) {
 		const logNum = 0x0102030405060708
 		data, _ := writeLog(t, logNum, ct, nil)
 		want := []byte("VIGLRLOG")
-		want = append(want, 1, byte(ct), 0, 0)
+		want = append(want, 1, codes[ct], 0, 0)
 		want = binary.LittleEndian.AppendUint64(want, logNum)
 		want = binary.LittleEndian.AppendUint32(want, testMask(crc32.Checksum(want, crc32.MakeTable(crc32.Castagnoli))))
 		if !bytes.Equal(data, want) {

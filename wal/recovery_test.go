@@ -384,8 +384,8 @@ func TestChecksumTypeFromHeader(t *testing.T) {
 			continue
 		}
 		forged := bytes.Clone(data)
-		other := checksum.Type(1 + int(ct)%5) // another checked type
-		forged[9] = byte(other)
+		other := checksum.TypeFromCode(1 + ct.Code()%5) // another checked type
+		forged[9] = other.Code()
 		binary.LittleEndian.PutUint32(forged[20:], headerChecksum(forged[:20]))
 		res = readAll(t, forged, SkipAnyCorruptedRecords)
 		if res.err != nil || len(res.recs) != 0 || res.stats.Corruptions == 0 {
@@ -393,7 +393,7 @@ func TestChecksumTypeFromHeader(t *testing.T) {
 		}
 		// Without the recomputed CRC the header itself fails.
 		forged = bytes.Clone(data)
-		forged[9] = byte(other)
+		forged[9] = other.Code()
 		if res := readAll(t, forged, PointInTime); !res.newErr || !strings.Contains(res.err.Error(), "file header checksum mismatch") {
 			t.Fatalf("%s: changed type byte: %v", ct, res.err)
 		}

@@ -111,8 +111,9 @@ type WriterStats struct {
 
 // NewWriter starts a record log on f, which must be empty and positioned at
 // offset 0 (a newly created file). The file header naming logNum and the
-// checksum type t is the first thing appended; like every record it reaches
-// the file through the flusher, and is durable after the first Sync or Close.
+// checksum type t (checksum.Default is XXH3, and recorded as such) is the
+// first thing appended; like every record it reaches the file through the
+// flusher, and is durable after the first Sync or Close.
 // The Writer takes ownership of f: Close closes it.
 func NewWriter(f vfs.File, name string, logNum uint64, t checksum.Type) (*Writer, error) {
 	if f == nil {
@@ -121,6 +122,7 @@ func NewWriter(f vfs.File, name string, logNum uint64, t checksum.Type) (*Writer
 	if err := t.Check(); err != nil {
 		return nil, base.InvalidArgumentErrorf("wal: %s: %w", name, err)
 	}
+	t = t.Resolve()
 	w := &Writer{
 		f:         f,
 		name:      name,

@@ -465,11 +465,18 @@ func TestWriterClose(t *testing.T) {
 func TestWriterBadArguments(t *testing.T) {
 	fs := vfs.NewMem()
 	f, _ := fs.Create("log")
-	if _, err := NewWriter(f, "log", 1, checksum.Type(6)); !errors.Is(err, base.ErrInvalidArgument) || !errors.Is(err, checksum.ErrInvalidArgument) {
+	if _, err := NewWriter(f, "log", 1, checksum.Type(checksum.NumTypes)); !errors.Is(err, base.ErrInvalidArgument) || !errors.Is(err, checksum.ErrInvalidArgument) {
 		t.Fatalf("bad checksum type: %v", err)
 	}
 	if _, err := NewWriter(nil, "log", 1, checksum.XXH3); !errors.Is(err, base.ErrInvalidArgument) {
 		t.Fatalf("nil file: %v", err)
+	}
+	// The zero type is the default, XXH3, and the writer says which.
+	f0, _ := fs.Create("log0")
+	if w0, err := NewWriter(f0, "log0", 1, checksum.Default); err != nil || w0.ChecksumType() != checksum.XXH3 {
+		t.Fatalf("default checksum type: %v", err)
+	} else {
+		w0.Close()
 	}
 	w, _ := NewWriter(f, "log", 1, checksum.XXH3)
 	end, _ := w.WriteRecord([]byte("a"))

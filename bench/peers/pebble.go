@@ -345,7 +345,7 @@ func Describe(o bench.EngineOptions, cacheCredit int) (string, error) {
 		vo.BlockSize, vo.BlockRestartInterval, vo.Compression, max(vo.BloomBitsPerKey, 0))
 	fmt.Fprintf(&b, "          L0 trigger %d, L0 stop %d, LBase %d MiB, target file %d MiB, max open files %d, WAL %s\n",
 		vo.L0CompactionTrigger, vo.L0StopWritesTrigger, vo.LBaseMaxBytes>>20, vo.TargetFileSize>>20, vo.MaxOpenFiles, wal)
-	fmt.Fprintf(&b, "Checksum: vigil %s; pebble %s (Pebble cannot write XXH3)\n", vo.ChecksumType.Type(), PebbleChecksum)
+	fmt.Fprintf(&b, "Checksum: vigil %s; pebble %s (Pebble cannot write XXH3)\n", vo.ChecksumType.Resolve(), PebbleChecksum)
 	fmt.Fprintf(&b, "Cache:    vigil %d MiB; pebble %d MiB + %d x write buffer (Pebble charges its memtables to the block cache)\n",
 		cache, cache, cacheCredit)
 	fmt.Fprintf(&b, "Vigil:    paranoid memory checks %v, memtable protection %d bytes/key (Pebble has neither)\n",

@@ -139,7 +139,7 @@ func (e *VersionEdit) Encode(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, m.NumDeletions)
 		dst = binary.AppendUvarint(dst, m.NumRangeDels)
 		dst = binary.LittleEndian.AppendUint64(dst, m.FileChecksum)
-		dst = append(dst, byte(m.ChecksumType))
+		dst = append(dst, m.ChecksumType.Code())
 		if m.GlobalSeqNum != 0 {
 			dst = binary.AppendUvarint(dst, m.GlobalSeqNum)
 		}
@@ -283,10 +283,11 @@ func DecodeVersionEdit(b []byte, where string) (*VersionEdit, error) {
 				return nil, d.errorf("new file %d: %d bytes left for checksum and type, need 9", m.FileNum, len(b)-d.off)
 			}
 			m.FileChecksum = binary.LittleEndian.Uint64(b[d.off:])
-			m.ChecksumType = checksum.Type(b[d.off+8])
+			code := b[d.off+8]
+			m.ChecksumType = checksum.TypeFromCode(code)
 			d.off += 9
 			if !m.ChecksumType.Valid() {
-				return nil, d.errorf("new file %d: unknown checksum type %d", m.FileNum, m.ChecksumType)
+				return nil, d.errorf("new file %d: unknown checksum type %d", m.FileNum, code)
 			}
 			if m.Size > math.MaxInt64 {
 				return nil, d.errorf("new file %d: size %d out of range", m.FileNum, m.Size)

@@ -26,7 +26,10 @@ type FileMetadata struct {
 	NumEntries, NumDeletions uint64
 	NumRangeDels             uint64
 	// FileChecksum is the whole-file checksum of ChecksumType, recorded
-	// when the table was written and checked by DB.Verify.
+	// when the table was written and checked by DB.Verify. ChecksumType is
+	// the table's (resolved, as its writer reports it in sst.Meta); it is
+	// stored as its Code, so a zero value is recorded as XXH3: metadata of
+	// a table without checksums must say checksum.None.
 	FileChecksum uint64
 	ChecksumType checksum.Type
 	// GlobalSeqNum is 0 for a table the DB wrote; for an ingested

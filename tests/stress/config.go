@@ -255,7 +255,7 @@ func drawPlan(cfg *Config) plan {
 		p.Notes = append(p.Notes, "no ingestions or checkpoints: --corrupt-files flips by seed, and their flushes make file numbers depend on timing")
 		if p.Checksum == vigil.ChecksumNone {
 			p.Checksum = pick(rng, vigil.ChecksumCRC32c, vigil.ChecksumXXH3, vigil.ChecksumCRC64)
-			p.Notes = append(p.Notes, fmt.Sprintf("checksum %s: --corrupt-files needs checksummed WAL and MANIFEST records (with none a flipped payload goes unnoticed by design)", p.Checksum.Type()))
+			p.Notes = append(p.Notes, fmt.Sprintf("checksum %s: --corrupt-files needs checksummed WAL and MANIFEST records (with none a flipped payload goes unnoticed by design)", p.Checksum.Resolve()))
 		}
 	}
 	if cfg.planHook != nil {
@@ -334,7 +334,7 @@ func (p *plan) describe(cfg *Config) string {
 	}
 	b.WriteByte('\n')
 	fmt.Fprintf(&b, "  options: checksum=%s paranoid=%v protection_bytes=%d write_buffer=%s max_immutable=%d\n",
-		p.Checksum.Type(), p.Paranoid, p.Protection, sizeStr(int64(p.WriteBuffer)), p.MaxImm)
+		p.Checksum.Resolve(), p.Paranoid, p.Protection, sizeStr(int64(p.WriteBuffer)), p.MaxImm)
 	fmt.Fprintf(&b, "           block_size=%d restart=%d bloom_bits=%d compression=%s cache=%s max_open_files=%d\n",
 		p.BlockSize, p.Restart, p.Bloom, p.Compression, sizeStr(p.Cache), p.MaxOpenFiles)
 	fmt.Fprintf(&b, "           l0_trigger=%d l0_stop=%d lbase=%s multiplier=%d target_file=%s\n",

@@ -675,7 +675,7 @@ func printSummary(out interface{ Write([]byte) (int, error) }, res *Result, p *p
 	if p.CorruptFiles {
 		f := res.FileFlips
 		fmt.Fprintf(&b, "  bit flips in files between reopens (checksum %s, WAL recovery %s): injected | detected at open | no effect | tail (indistinguishable from a crash) | skip-any drops | missed | open errors\n",
-			p.Checksum.Type(), p.WALMode)
+			p.Checksum.Resolve(), p.WALMode)
 		for _, row := range []struct {
 			name string
 			c    FileFlipCounts

@@ -158,7 +158,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	c.opts.Contenders = peers.DefaultContenders(c.credit)
 	c.opts.PebbleCacheCredit = c.credit
 	c.opts.Engine = bench.EngineOptions{
-		ChecksumType:                  int(ct),
+		ChecksumType:                  int(ct.Code()), // RocksDB's number
 		ParanoidMemoryChecks:          paranoid,
 		MemtableProtectionBytesPerKey: protection,
 		BlockSize:                     blockSize,
