@@ -6,6 +6,7 @@ import (
 
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/sst"
 )
 
 // Range checksums: a digest of the live key/value pairs of a key range that
@@ -72,7 +73,8 @@ func (d *DB) digest(start, end []byte, snap uint64) (RangeDigest, error) {
 	if start != nil && end != nil && bytes.Compare(start, end) > 0 {
 		return RangeDigest{}, base.InvalidArgumentErrorf("Digest: start %s > end %s", base.HexKey(start), base.HexKey(end))
 	}
-	it, err := d.newIter(&IterOptions{LowerBound: start, UpperBound: end}, snap)
+	// Always verified: a range checksum vouches for the data.
+	it, err := d.newIter(&IterOptions{LowerBound: start, UpperBound: end}, snap, sst.ReadOptions{})
 	if err != nil {
 		return RangeDigest{}, err
 	}

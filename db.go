@@ -32,6 +32,7 @@ import (
 	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/internal/rangedel"
 	"github.com/vigildb/vigil/memtable"
+	"github.com/vigildb/vigil/sst"
 	"github.com/vigildb/vigil/wal"
 )
 
@@ -62,6 +63,9 @@ type DB struct {
 	// cksum is the checksum type for new files and memtables, resolved
 	// (never checksum.Default), as files record it.
 	cksum checksum.Type
+	// userReads are the table reads' options of Get and the user's
+	// iterators (Options.SkipReadChecksums).
+	userReads sst.ReadOptions
 
 	fileLock   io.Closer
 	dataDir    vfs.File
@@ -493,7 +497,7 @@ func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, snap, cover uint
 	if f.NumRangeDels > 0 {
 		cover = h.tombs.Raise(h.reader.RangeDels(), key, snap, cover)
 	}
-	value, seq, kind, found, ref, err = h.reader.GetRef(key, snap)
+	value, seq, kind, found, ref, err = h.reader.GetRefWithOptions(key, snap, d.userReads)
 	if err != nil {
 		ref.Release()
 		err = fmt.Errorf("table %06d: %w", f.FileNum, err)

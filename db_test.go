@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/vigildb/vigil/internal/private"
 	"os"
 	"os/exec"
 	"sort"
@@ -12,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/vfs"
+	"github.com/vigildb/vigil/internal/private"
+	"github.com/vigildb/vigil/sst"
 )
 
 func openMem(t *testing.T, fs vfs.FS, o *Options) *DB {
@@ -427,7 +428,7 @@ func TestReadersRacingClose(t *testing.T) {
 		if _, err := db.get(nil, []byte("k050"), db.visibleSeq.Load(), false); !errors.Is(err, ErrClosed) {
 			t.Fatalf("get after the closed check = %v, want ErrClosed", err)
 		}
-		if _, err := db.newIter(nil, db.visibleSeq.Load()); !errors.Is(err, ErrClosed) {
+		if _, err := db.newIter(nil, db.visibleSeq.Load(), sst.ReadOptions{}); !errors.Is(err, ErrClosed) {
 			t.Fatalf("newIter after the closed check = %v, want ErrClosed", err)
 		}
 		if private.MemtableEntryForTesting(db, []byte("k050"), func(_, _ []byte) {}) {

@@ -195,7 +195,7 @@ func TestLevelIter(t *testing.T) {
 				hi = []byte(upper)
 			}
 			before := d.tableCache.hits() + d.tableCache.misses.Load()
-			it := newLevelIter(d, files, lo, hi)
+			it := newLevelIter(d, files, lo, hi, sst.ReadOptions{})
 			out := runIterOps(t, it, td.Input)
 			if err := it.Close(); err != nil {
 				t.Fatal(err)

@@ -240,13 +240,9 @@ func (d *DB) flushOne() (did bool, err error) {
 
 // sstWriterOptions are the table options for new files.
 func (d *DB) sstWriterOptions(fileNum uint64) sst.WriterOptions {
-	comp := sst.SnappyCompression
-	if d.opts.Compression == NoCompression {
-		comp = sst.NoCompression
-	}
 	return sst.WriterOptions{
 		ChecksumType:         d.cksum,
-		Compression:          comp,
+		Compression:          d.opts.Compression.Resolve(),
 		BlockSize:            d.opts.BlockSize,
 		BlockRestartInterval: d.opts.BlockRestartInterval,
 		BloomBitsPerKey:      max(d.opts.BloomBitsPerKey, 0),

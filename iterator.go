@@ -7,6 +7,7 @@ import (
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/rangedel"
 	"github.com/vigildb/vigil/memtable"
+	"github.com/vigildb/vigil/sst"
 )
 
 // Iterator walks the live keys of a DB (or of a Snapshot) in order, in both
@@ -52,10 +53,13 @@ func (d *DB) NewIter(o *IterOptions) (*Iterator, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
 	}
-	return d.newIter(o, d.visibleSeq.Load())
+	return d.newIter(o, d.visibleSeq.Load(), d.userReads)
 }
 
-func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
+// newIter builds an iterator at snap; ro are the table reads' options
+// (d.userReads for the user's iterators, the zero value where every block
+// must be verified).
+func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator, error) {
 	rs := d.loadReadState()
 	if rs == nil {
 		return nil, ErrClosed
@@ -124,11 +128,11 @@ func (d *DB) newIter(o *IterOptions, snap uint64) (*Iterator, error) {
 				if err != nil {
 					return fail(err)
 				}
-				children = append(children, &tableIter{InternalIterator: h.reader.NewIter(it.lower, it.upper), h: h})
+				children = append(children, &tableIter{InternalIterator: h.reader.NewIterWithOptions(it.lower, it.upper, ro), h: h})
 			}
 			continue
 		}
-		children = append(children, newLevelIter(d, files, it.lower, it.upper))
+		children = append(children, newLevelIter(d, files, it.lower, it.upper, ro))
 	}
 	it.tombs = tombs.Set(snap)
 	it.iter = newMergingIter(children)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/manifest"
+	"github.com/vigildb/vigil/sst"
 )
 
 // levelIter iterates over the files of one sorted level (L1..L6) as if they
@@ -16,14 +17,15 @@ type levelIter struct {
 	d            *DB
 	files        []*manifest.FileMetadata
 	lower, upper []byte
+	ro           sst.ReadOptions
 	idx          int // index of the open file, -1 if none
 	h            *tableEntry
 	iter         base.InternalIterator
 	err          error
 }
 
-func newLevelIter(d *DB, files []*manifest.FileMetadata, lower, upper []byte) *levelIter {
-	return &levelIter{d: d, files: files, lower: lower, upper: upper, idx: -1}
+func newLevelIter(d *DB, files []*manifest.FileMetadata, lower, upper []byte, ro sst.ReadOptions) *levelIter {
+	return &levelIter{d: d, files: files, lower: lower, upper: upper, ro: ro, idx: -1}
 }
 
 // inBounds reports whether file i may hold keys within the iterator bounds.
@@ -54,7 +56,7 @@ func (l *levelIter) open(i int) bool {
 		return false
 	}
 	l.h, l.idx = h, i
-	l.iter = h.reader.NewIter(l.lower, l.upper)
+	l.iter = h.reader.NewIterWithOptions(l.lower, l.upper, l.ro)
 	return true
 }
 

@@ -3,15 +3,16 @@ package vigil
 import (
 	"errors"
 	"fmt"
-	"github.com/cockroachdb/pebble/vfs"
 	"io"
 	"os"
 	"sync"
 
+	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/cache"
 	"github.com/vigildb/vigil/internal/lockfile"
 	"github.com/vigildb/vigil/internal/manifest"
+	"github.com/vigildb/vigil/sst"
 )
 
 // Open opens the DB in dir, creating the directory and an empty DB if
@@ -38,6 +39,7 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 		opts:         opts,
 		fs:           fs,
 		cksum:        opts.ChecksumType.Resolve(),
+		userReads:    sst.ReadOptions{SkipChecksums: opts.SkipReadChecksums},
 		flushPending: make(chan struct{}, 1),
 		compactKick:  make(chan struct{}, 1),
 		closing:      make(chan struct{}),

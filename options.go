@@ -116,6 +116,17 @@ type Options struct {
 	// and the DB iterator verify that user keys come strictly ordered, so
 	// memory corruption is an ErrCorruption at read time. Default false.
 	ParanoidMemoryChecks bool
+
+	// SkipReadChecksums makes Get and iterators read SST data blocks that
+	// are not in the block cache without verifying their checksums, as
+	// RocksDB's ReadOptions.verify_checksums = false (kvbench's
+	// --verify_checksum=false) does: it is there to measure what the check
+	// costs, and it gives up the promise that a damaged block is an error.
+	// Bounds are still checked, so a damaged block returns wrong data but
+	// never crashes. What stays verified: blocks so read are cached apart,
+	// so no verifying read ever uses one; compactions, flushes, Verify,
+	// Checksum, Checkpoint and backups verify every block. Default false.
+	SkipReadChecksums bool
 	// MemtableProtectionBytesPerKey stores 0, 1, 2, 4 or 8 bytes of a per-entry
 	// checksum in the memtable, verified on every read of the entry and at
 	// flush. Default 0. Needs a ChecksumType other than None.
@@ -348,6 +359,7 @@ func (o *Options) String() string {
 	b.WriteString("[Options]\n")
 	p("checksum_type", fmt.Sprintf("%d (%s)", o.ChecksumType.Code(), o.ChecksumType.Resolve()))
 	p("paranoid_memory_checks", o.ParanoidMemoryChecks)
+	p("verify_checksums", !o.SkipReadChecksums)
 	p("memtable_protection_bytes_per_key", o.MemtableProtectionBytesPerKey)
 	p("write_buffer_size", o.WriteBufferSize)
 	p("max_immutable_memtables", o.MaxImmutableMemtables)

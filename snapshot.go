@@ -1,8 +1,6 @@
 package vigil
 
-import (
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // Snapshot is a consistent, read-only view of the DB at the moment it was
 // taken: its Get and NewIter see exactly the writes visible then, whatever
@@ -88,7 +86,7 @@ func (s *Snapshot) NewIter(o *IterOptions) (*Iterator, error) {
 	if s.closed.Load() || s.d.closed.Load() {
 		return nil, ErrClosed
 	}
-	return s.d.newIter(o, s.seq)
+	return s.d.newIter(o, s.seq, s.d.userReads)
 }
 
 // Close releases the snapshot. Closing twice returns ErrClosed.

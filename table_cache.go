@@ -129,55 +129,53 @@ func (c *tableCache) hit(e *tableEntry) (*tableEntry, error) {
 // between the lookup and the reference), so open it, or wait for the get
 // that is opening it.
 func (c *tableCache) getSlow(f *manifest.FileMetadata) (*tableEntry, error) {
-	for {
-		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
-			return nil, ErrClosed
-		}
-		if v, ok := c.entries.Load(f.FileNum); ok {
-			e := v.(*tableEntry)
-			// Cached entries hold the cache's reference, so under mu the
-			// count is at least one.
-			e.refs.Add(1)
-			c.mu.Unlock()
-			h, err := c.hit(e)
-			if h == nil && err == nil {
-				// The open failed; return its error rather than retry
-				// forever on a file that cannot open.
-				<-e.ready
-				return nil, e.err
-			}
-			return h, err
-		}
-		c.misses.Add(1)
-		e := &tableEntry{c: c, fileNum: f.FileNum, ready: make(chan struct{}), pos: len(c.ring)}
-		e.refs.Store(2) // the cache's and the caller's
-		c.ring = append(c.ring, e)
-		c.entries.Store(f.FileNum, e)
-		c.evictLocked(e)
+	c.mu.Lock()
+	if c.closed {
 		c.mu.Unlock()
-
-		e.reader, e.err = c.open(f)
-		if e.err == nil {
-			if ts := e.reader.RangeDels(); len(ts) > 0 {
-				e.tombs = rangedel.NewIndex(ts)
-			}
-		}
-		e.isReady.Store(true)
-		close(e.ready)
-		if e.err != nil {
-			// Don't cache failures: the next get retries (the error may be
-			// transient, an injected I/O error for instance).
-			c.mu.Lock()
-			c.removeLocked(e)
-			c.mu.Unlock()
-			err := e.err
-			e.release()
-			return nil, err
-		}
-		return e, nil
+		return nil, ErrClosed
 	}
+	if v, ok := c.entries.Load(f.FileNum); ok {
+		e := v.(*tableEntry)
+		// Cached entries hold the cache's reference, so under mu the
+		// count is at least one.
+		e.refs.Add(1)
+		c.mu.Unlock()
+		h, err := c.hit(e)
+		if h == nil && err == nil {
+			// The open failed; return its error rather than retry
+			// forever on a file that cannot open.
+			<-e.ready
+			return nil, e.err
+		}
+		return h, err
+	}
+	c.misses.Add(1)
+	e := &tableEntry{c: c, fileNum: f.FileNum, ready: make(chan struct{}), pos: len(c.ring)}
+	e.refs.Store(2) // the cache's and the caller's
+	c.ring = append(c.ring, e)
+	c.entries.Store(f.FileNum, e)
+	c.evictLocked(e)
+	c.mu.Unlock()
+
+	e.reader, e.err = c.open(f)
+	if e.err == nil {
+		if ts := e.reader.RangeDels(); len(ts) > 0 {
+			e.tombs = rangedel.NewIndex(ts)
+		}
+	}
+	e.isReady.Store(true)
+	close(e.ready)
+	if e.err != nil {
+		// Don't cache failures: the next get retries (the error may be
+		// transient, an injected I/O error for instance).
+		c.mu.Lock()
+		c.removeLocked(e)
+		c.mu.Unlock()
+		err := e.err
+		e.release()
+		return nil, err
+	}
+	return e, nil
 }
 
 func (c *tableCache) open(f *manifest.FileMetadata) (*sst.Reader, error) {

@@ -612,6 +612,7 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 	eo := EngineOptions{
 		WriteBufferSize:               int(c.intFlag("write_buffer_size")),
 		ParanoidMemoryChecks:          c.boolFlag("paranoid_memory_checks"),
+		SkipReadChecksums:             !c.boolFlag("verify_checksum"),
 		MemtableProtectionBytesPerKey: int(c.uintFlag("memtable_protection_bytes_per_key")),
 		BlockSize:                     cfg.BlockSize,
 		BlockRestartInterval:          int(c.intFlag("block_restart_interval")),

@@ -131,9 +131,7 @@ var flagRules = map[string]flagRule{
 	"wal_recovery_mode":        {group: groupDB, usage: "0 tolerate corrupted tail, 1 absolute consistency, 2 point in time, 3 skip any corrupted (RocksDB's numbers; kvbench only here)"},
 
 	// Honoured only as Vigil always behaves.
-	"verify_checksum": {honoured: wantBool(true), honouredValues: "true",
-		instead:    fixed("Vigil always verifies block checksums on read; that ran"),
-		rootOption: "VerifyChecksums (a read option to skip them)"},
+	"verify_checksum":                  {group: groupDB, usage: "false: Get and iterators do not verify the checksums of blocks read from disk (vigil.Options.SkipReadChecksums; compactions, Verify and range checksums still do)"},
 	"paranoid_checks":                  {honoured: wantBool(true), honouredValues: "true", instead: fixed("Vigil always checks files and stops writes on background errors; that ran")},
 	"force_consistency_checks":         {honoured: wantBool(true), honouredValues: "true", instead: fixed("Vigil always checks LSM consistency; that ran")},
 	"check_flush_compaction_key_order": {honoured: wantBool(true), honouredValues: "true", instead: fixed("Vigil's flushes and compactions always re-validate key order; that ran")},

@@ -107,7 +107,8 @@ func TestMappedFlagsTakeEffect(t *testing.T) {
 		"--level0_stop_writes_trigger=30", "--max_bytes_for_level_base=1048576", "--max_bytes_for_level_multiplier=8",
 		"--target_file_size_base=2097152", "--open_files=-1", "--disable_auto_compactions", "--wal_recovery_mode=0",
 		"--block_restart_interval=8", "--cache_size=0", "--bloom_bits=-1", "--write_buffer_size=1048576",
-		"--batch_size=10", "--readwritepercent=70", "--statistics", "--seek_nexts=2", "--deletes=5", "--duration=2")
+		"--batch_size=10", "--readwritepercent=70", "--statistics", "--seek_nexts=2", "--deletes=5", "--duration=2",
+		"--verify_checksum=false")
 	cfg, err := c.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +126,8 @@ func TestMappedFlagsTakeEffect(t *testing.T) {
 	if o.MaxImmutableMemtables != 3 || o.L0CompactionTrigger != 6 || o.L0StopWritesTrigger != 30 ||
 		o.LBaseMaxBytes != 1<<20 || o.LevelMultiplier != 8 || o.TargetFileSize != 2<<20 ||
 		o.MaxOpenFiles != unlimitedOpenFiles || !o.DisableAutomaticCompactions || o.WALRecoveryMode.RocksDB() != 0 ||
-		o.BlockRestartInterval != 8 || o.BlockCacheSize >= 0 || o.BloomBitsPerKey >= 0 || o.WriteBufferSize != 1<<20 {
+		o.BlockRestartInterval != 8 || o.BlockCacheSize >= 0 || o.BloomBitsPerKey >= 0 || o.WriteBufferSize != 1<<20 ||
+		!o.SkipReadChecksums {
 		t.Errorf("vigil options:\n%s", o)
 	}
 	if err := o.EnsureDefaults().Validate(); err != nil {
@@ -136,7 +138,8 @@ func TestMappedFlagsTakeEffect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Engine.MaxImmutableMemtables != 0 || d.Engine.L0StopWritesTrigger != 0 || d.Engine.CacheSize != 64<<20 || d.Engine.BloomBits != 10 {
+	if d.Engine.MaxImmutableMemtables != 0 || d.Engine.L0StopWritesTrigger != 0 || d.Engine.CacheSize != 64<<20 || d.Engine.BloomBits != 10 ||
+		d.Engine.SkipReadChecksums {
 		t.Errorf("defaults %+v", d.Engine)
 	}
 }

@@ -74,6 +74,7 @@ type EngineOptions struct {
 	WriteBufferSize               int
 	ChecksumType                  int // RocksDB numbering: 0 none ... 4 xxh3, 5 crc64
 	ParanoidMemoryChecks          bool
+	SkipReadChecksums             bool // --verify_checksum=false
 	MemtableProtectionBytesPerKey int
 	BlockSize                     int
 	CacheSize                     int64  // bytes; 0 disables

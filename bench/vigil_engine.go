@@ -39,6 +39,7 @@ func VigilOptions(o EngineOptions) (*vigil.Options, error) {
 		WriteBufferSize:               o.WriteBufferSize,
 		ChecksumType:                  ct,
 		ParanoidMemoryChecks:          o.ParanoidMemoryChecks,
+		SkipReadChecksums:             o.SkipReadChecksums,
 		MemtableProtectionBytesPerKey: o.MemtableProtectionBytesPerKey,
 		BlockSize:                     o.BlockSize,
 		BlockRestartInterval:          o.BlockRestartInterval,

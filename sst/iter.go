@@ -53,6 +53,8 @@ type tableIter struct {
 	// noCache reads every block from the file into the scratch buffers,
 	// verifying its checksum, and leaves the cache alone.
 	noCache bool
+	// skipChecksums is ReadOptions.SkipChecksums (never with noCache).
+	skipChecksums bool
 	// seqBits is the reader's global seqnum shifted into trailer position
 	// (0 for a table without one): setKey replaces the stored seqnum with
 	// it, behind one branch that is always taken the same way for a table.
@@ -63,9 +65,14 @@ type tableIter struct {
 // in [lower, upper) (nil = unbounded). Range tombstones are not applied.
 // The bounds are not copied: the caller keeps them unchanged until Close.
 func (r *Reader) NewIter(lower, upper []byte) InternalIterator {
+	return r.NewIterWithOptions(lower, upper, ReadOptions{})
+}
+
+// NewIterWithOptions is NewIter with per-read options.
+func (r *Reader) NewIterWithOptions(lower, upper []byte, o ReadOptions) InternalIterator {
 	i := iterPool.Get().(*tableIter)
 	raw, dec, bi := i.raw, i.dec, i.bi
-	*i = tableIter{r: r, lower: lower, upper: upper, blockIdx: -1, raw: raw, dec: dec, seqBits: r.globalSeq << 8}
+	*i = tableIter{r: r, lower: lower, upper: upper, blockIdx: -1, raw: raw, dec: dec, seqBits: r.globalSeq << 8, skipChecksums: o.SkipChecksums}
 	// Keep the block iterator's buffers (key, reverse cache) but nothing else.
 	i.bi.keyBuf, i.bi.cached, i.bi.cacheBuf = bi.keyBuf[:0], bi.cached[:0], bi.cacheBuf[:0]
 	return i
@@ -108,7 +115,7 @@ func (i *tableIter) loadBlock(idx int) bool {
 	if i.noCache {
 		data, err = r.readBlock(h, BlockKindData, &i.raw, &i.dec)
 	} else {
-		data, ref, err = r.dataBlock(h, &i.raw, &i.dec)
+		data, ref, err = r.dataBlock(h, &i.raw, &i.dec, i.skipChecksums)
 	}
 	// Nothing reads the previous block any more: bi moves to the new one,
 	// or is reset on failure.

@@ -182,6 +182,19 @@ func (o *WriterOptions) validate() error {
 	return nil
 }
 
+// ReadOptions are the choices of one read (Reader.GetRefWithOptions,
+// Reader.NewIterWithOptions). The zero value verifies everything.
+type ReadOptions struct {
+	// SkipChecksums reads data blocks missing from the block cache without
+	// verifying their trailer checksums: RocksDB's ReadOptions with
+	// verify_checksums = false, for those who measure what checking costs.
+	// Bounds are still checked and decompression still validates its input,
+	// so a damaged block can return wrong data but never crash a reader. A
+	// block so read is cached apart from verified ones: reads that verify
+	// never see it. NewUncachedIter (compaction) and Verify always verify.
+	SkipChecksums bool
+}
+
 // ReaderOptions configure a Reader.
 type ReaderOptions struct {
 	// FileNum names the table in error messages (with the file name given

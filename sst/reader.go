@@ -355,6 +355,13 @@ func (r *fileReader) readBlock(h handle, kind BlockKind, raw, dec *[]byte) ([]by
 // into *raw (grown as needed; nil means a fresh buffer), verifies the
 // checksum and returns the block as stored and its compression.
 func (r *fileReader) readRaw(h handle, kind BlockKind, raw *[]byte) ([]byte, Compression, error) {
+	return r.readRawVerify(h, kind, raw, true)
+}
+
+// readRawVerify is readRaw that checks the trailer checksum only if verify
+// (ReadOptions.SkipChecksums). The bounds and the compression byte are
+// checked either way: an unverified block may be wrong, never out of range.
+func (r *fileReader) readRawVerify(h handle, kind BlockKind, raw *[]byte, verify bool) ([]byte, Compression, error) {
 	if h.size > MaxBlockSize || h.offset > r.size || h.end() > r.size {
 		return nil, 0, blockCorruptf(r.fid, kind, h.offset, "block of size %d extends past the end of the file (%d bytes)", h.size, r.size)
 	}
@@ -372,7 +379,7 @@ func (r *fileReader) readRaw(h handle, kind BlockKind, raw *[]byte) ([]byte, Com
 		return nil, 0, err
 	}
 	stored := binary.LittleEndian.Uint32(buf[n+1:]) - checksum.ContextModifier(r.base, h.offset)
-	if computed := trailerChecksum(r.t, buf[:n+1]); stored != computed {
+	if computed := trailerChecksum(r.t, buf[:n+1]); verify && stored != computed {
 		return nil, 0, base.CorruptionErrorf("sst: block checksum mismatch: stored(context removed) = %s, computed = %s, type = %s in %s offset %d size %d, block kind = %s",
 			fmtChecksum(r.t, stored), fmtChecksum(r.t, computed), r.t, r.fid, h.offset, h.size, kind)
 	}
@@ -455,23 +462,30 @@ func (r *fileReader) decodeInto(dst, b []byte, c Compression, h handle, kind Blo
 // from the cache's allocator, which is then cached (if not too large): so
 // a cached block is one manual buffer of its decompressed size, and the
 // miss leaves no garbage.
-func (r *Reader) dataBlock(h handle, raw, dec *[]byte) ([]byte, CacheHandle, error) {
+//
+// With skip (ReadOptions.SkipChecksums) a miss does not verify the block's
+// trailer, and the block is cached under its own key (unverifiedKey): a
+// verifying read never finds it there, so a block nobody checked cannot
+// reach a reader that asked for checks. A skipping read takes a verified
+// cached block first.
+func (r *Reader) dataBlock(h handle, raw, dec *[]byte, skip bool) ([]byte, CacheHandle, error) {
 	if r.cache == nil {
-		b, err := r.readBlock(h, BlockKindData, raw, dec)
+		b, c, err := r.readRawVerify(h, BlockKindData, raw, !skip)
+		if err != nil {
+			return nil, CacheHandle{}, err
+		}
+		b, err = r.decompress(b, c, h, BlockKindData, dec)
 		return b, CacheHandle{}, err
 	}
-	if ch, ok := r.cache.Get(r.opts.CacheID, h.offset); ok {
-		data := ch.Data()
-		if r.opts.ParanoidCacheChecks {
-			if got := checksum.Sum64(r.t, data); got != ch.Sum() {
-				sum := ch.Sum()
-				ch.Release()
-				r.cache.Delete(r.opts.CacheID, h.offset)
-				return nil, CacheHandle{}, base.CorruptionErrorf("sst: cached block checksum mismatch (memory corruption): stored = 0x%016x, computed = 0x%016x, type = %s in %s offset %d size %d, block kind = data",
-					sum, got, r.t, r.fid, h.offset, h.size)
-			}
+	if data, ch, ok, err := r.cachedBlock(h, h.offset); ok || err != nil {
+		return data, ch, err
+	}
+	key := h.offset
+	if skip {
+		key = unverifiedKey(h.offset)
+		if data, ch, ok, err := r.cachedBlock(h, key); ok || err != nil {
+			return data, ch, err
 		}
-		return data, ch, nil
 	}
 	if raw == nil {
 		p := rawPool.Get().(*[]byte)
@@ -483,7 +497,7 @@ func (r *Reader) dataBlock(h handle, raw, dec *[]byte) ([]byte, CacheHandle, err
 		}()
 		raw = p
 	}
-	b, c, err := r.readRaw(h, BlockKindData, raw)
+	b, c, err := r.readRawVerify(h, BlockKindData, raw, !skip)
 	if err != nil {
 		return nil, CacheHandle{}, err
 	}
@@ -501,8 +515,38 @@ func (r *Reader) dataBlock(h handle, raw, dec *[]byte) ([]byte, CacheHandle, err
 	if r.opts.ParanoidCacheChecks {
 		sum = checksum.Sum64(r.t, data)
 	}
-	r.cache.Set(r.opts.CacheID, h.offset, ch, sum)
+	r.cache.Set(r.opts.CacheID, key, ch, sum)
 	return data, ch, nil
+}
+
+// unverifiedBit marks the cache key of a block cached without its checksum
+// verified (offsets are far below it: MaxBlockSize and file sizes bound
+// them).
+const unverifiedBit = 1 << 63
+
+// unverifiedKey is the cache key of the block at offset when it was read
+// without verifying its checksum.
+func unverifiedKey(offset uint64) uint64 { return offset | unverifiedBit }
+
+// cachedBlock returns the block h cached under key, if it is (ok),
+// re-verified with paranoid checks: a bad one is deleted from the cache
+// and reported.
+func (r *Reader) cachedBlock(h handle, key uint64) ([]byte, CacheHandle, bool, error) {
+	ch, ok := r.cache.Get(r.opts.CacheID, key)
+	if !ok {
+		return nil, CacheHandle{}, false, nil
+	}
+	data := ch.Data()
+	if r.opts.ParanoidCacheChecks {
+		if got := checksum.Sum64(r.t, data); got != ch.Sum() {
+			sum := ch.Sum()
+			ch.Release()
+			r.cache.Delete(r.opts.CacheID, key)
+			return nil, CacheHandle{}, false, base.CorruptionErrorf("sst: cached block checksum mismatch (memory corruption): stored = 0x%016x, computed = 0x%016x, type = %s in %s offset %d size %d, block kind = data",
+				sum, got, r.t, r.fid, h.offset, h.size)
+		}
+	}
+	return data, ch, true, nil
 }
 
 // rawPool holds the read buffers of cache misses outside iterators (an
@@ -547,6 +591,11 @@ func (r *Reader) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, 
 // The caller must not modify the value. GetRef does not allocate when the
 // block is cached.
 func (r *Reader) GetRef(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind Kind, found bool, ref CacheHandle, err error) {
+	return r.GetRefWithOptions(userKey, snapSeq, ReadOptions{})
+}
+
+// GetRefWithOptions is GetRef with per-read options.
+func (r *Reader) GetRefWithOptions(userKey []byte, snapSeq uint64, o ReadOptions) (value []byte, seq uint64, kind Kind, found bool, ref CacheHandle, err error) {
 	if r.hasFilter && !r.filter.mayContain(filterHash(userKey)) {
 		return nil, 0, 0, false, CacheHandle{}, nil
 	}
@@ -561,7 +610,7 @@ func (r *Reader) GetRef(userKey []byte, snapSeq uint64) (value []byte, seq uint6
 		return nil, 0, 0, false, CacheHandle{}, nil
 	}
 	h := r.index.handle(idx)
-	data, ref, err := r.dataBlock(h, nil, nil)
+	data, ref, err := r.dataBlock(h, nil, nil, o.SkipChecksums)
 	if err != nil {
 		return nil, 0, 0, false, CacheHandle{}, err
 	}
