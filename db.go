@@ -257,13 +257,17 @@ type readState struct {
 }
 
 // tryRef takes a reference unless the state was already released.
-func (s *readState) tryRef() bool {
+func (s *readState) tryRef() bool { return tryRef(&s.refs) }
+
+// tryRef raises a reference count unless it already reached zero (the
+// object is being freed, and must never be revived).
+func tryRef(refs *atomic.Int32) bool {
 	for {
-		n := s.refs.Load()
+		n := refs.Load()
 		if n <= 0 {
 			return false
 		}
-		if s.refs.CompareAndSwap(n, n+1) {
+		if refs.CompareAndSwap(n, n+1) {
 			return true
 		}
 	}

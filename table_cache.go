@@ -82,17 +82,7 @@ func newTableCache(d *DB, capacity int) *tableCache {
 
 // tryRef takes a reference unless the count already reached zero (the
 // entry was evicted and its last user is closing it).
-func (e *tableEntry) tryRef() bool {
-	for {
-		n := e.refs.Load()
-		if n <= 0 {
-			return false
-		}
-		if e.refs.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
+func (e *tableEntry) tryRef() bool { return tryRef(&e.refs) }
 
 // get returns the open table for f with a reference; callers release it.
 func (c *tableCache) get(f *manifest.FileMetadata) (*tableEntry, error) {
