@@ -2,6 +2,7 @@ package vigil
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/vigildb/vigil/internal/base"
@@ -239,9 +240,16 @@ func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (o
 			_ = d.fs.Remove(makeFilename(d.fs, d.dirname, fileTypeTable, wNum))
 		}
 	}()
+	n := 0
 	for ok := iter.First(); ok; ok = iter.Next() {
 		if err := out.Add(iter.Key(), iter.Value()); err != nil {
 			return outputs, st, fmt.Errorf("compaction output %06d: %w", wNum, err)
+		}
+		if n++; n%backgroundYieldEvery == 0 {
+			// Let a writer or reader waiting for a processor run: the Go
+			// scheduler would otherwise preempt this loop only after 10 ms,
+			// which is what the slowest write then waited.
+			runtime.Gosched()
 		}
 	}
 	if err := iter.Error(); err != nil {
