@@ -147,8 +147,7 @@ type keySpan struct {
 
 // spanOf returns the key range of a file's bounds.
 func spanOf(smallest, largest base.InternalKey) keySpan {
-	excl := largest.Kind() == base.KindRangeDelete && largest.SeqNum() == base.SeqNumMax
-	return keySpan{start: smallest.UserKey, end: largest.UserKey, endExcl: excl}
+	return keySpan{start: smallest.UserKey, end: largest.UserKey, endExcl: largest.IsExclusiveSentinel()}
 }
 
 // before reports whether every key of a precedes every key of b.
@@ -261,7 +260,10 @@ func (d *DB) ingest(op string, paths []string, excise bool, start, end []byte) (
 	}
 	// From here the seqnums are taken: every path ends the gate and
 	// publishes or fails the ticket, or writers behind wait forever.
-	published := false
+	// failTicket says the ingestion may be (or must be treated as) part of
+	// the recovered state while it is not visible: nothing after it may
+	// become visible then.
+	published, failTicket := false, false
 	defer func() {
 		if published {
 			return
@@ -270,9 +272,10 @@ func (d *DB) ingest(op string, paths []string, excise bool, start, end []byte) (
 		d.ingestSeq = 0
 		d.stallCond.Broadcast()
 		d.mu.Unlock()
-		if errors.Is(err, errIngestUncertain) {
-			// The MANIFEST edit may be durable: nothing after the
-			// ingestion may become visible before a reopen says.
+		if failTicket || errors.Is(err, errIngestUncertain) {
+			// The MANIFEST edit may be durable, or the WAL failed:
+			// nothing after the ingestion may become visible before a
+			// reopen says.
 			d.pub.fail(ticket)
 			return
 		}
@@ -286,12 +289,7 @@ func (d *DB) ingest(op string, paths []string, excise bool, start, end []byte) (
 	// Step 5: the WAL holds everything before the ingestion.
 	if walW != nil {
 		if err := walW.SyncTo(walEnd); err != nil && !errors.Is(err, base.ErrClosed) {
-			d.pub.fail(ticket)
-			published = true // failed: stays invisible with everything after
-			d.mu.Lock()
-			d.ingestSeq = 0
-			d.stallCond.Broadcast()
-			d.mu.Unlock()
+			failTicket = true // stays invisible with everything after
 			return d.walFailed(err)
 		}
 	}
@@ -350,7 +348,7 @@ var errIngestUncertain = errors.New("the ingestion's MANIFEST edit failed and ma
 // meta returns the file's metadata with global seqnum seq.
 func (f *ingestFile) meta(seq uint64) *manifest.FileMetadata {
 	largest := f.largest
-	if !(largest.Kind() == base.KindRangeDelete && largest.SeqNum() == base.SeqNumMax) {
+	if !largest.IsExclusiveSentinel() {
 		largest = base.MakeInternalKey(largest.UserKey, seq, largest.Kind())
 	}
 	return &manifest.FileMetadata{

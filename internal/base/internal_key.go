@@ -78,6 +78,13 @@ func (k InternalKey) SeqNum() uint64 { return k.Trailer >> 8 }
 // Kind returns the key's kind.
 func (k InternalKey) Kind() Kind { return Kind(k.Trailer & 0xff) }
 
+// IsExclusiveSentinel reports whether k is a range tombstone's end used as
+// a table's largest bound (seqnum SeqNumMax, kind RangeDelete): the bound
+// then excludes its user key.
+func (k InternalKey) IsExclusiveSentinel() bool {
+	return k.Kind() == KindRangeDelete && k.SeqNum() == SeqNumMax
+}
+
 // Size is the length of the encoded key.
 func (k InternalKey) Size() int { return len(k.UserKey) + TrailerLen }
 

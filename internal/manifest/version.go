@@ -45,7 +45,7 @@ type FileMetadata struct {
 // LargestIsExclusive reports whether the file's largest bound is a range
 // tombstone's exclusive end.
 func (m *FileMetadata) LargestIsExclusive() bool {
-	return m.Largest.Kind() == base.KindRangeDelete && m.Largest.SeqNum() == base.SeqNumMax
+	return m.Largest.IsExclusiveSentinel()
 }
 
 // OverlapsUserRange reports whether the file may hold keys in [start, end]
