@@ -252,7 +252,8 @@ func (s *snapReader) byte(what string) (byte, error) {
 	if err != nil {
 		return 0, s.wrap(err, what)
 	}
-	s.crc.Write([]byte{b})
+	s.tmp[0] = b
+	s.crc.Write(s.tmp[:1])
 	return b, nil
 }
 
