@@ -2,9 +2,9 @@ package vigil
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/internal/base"
@@ -82,37 +82,33 @@ func NewExternalWriter(fs vfs.FS, path string, opts *ExternalWriterOptions) (*Ex
 	return &ExternalWriter{fs: fs, path: path, w: sst.NewWriter(f, wo)}, nil
 }
 
-// sstOptions validates o and converts it, defaults applied.
+// sstOptions applies the DB's defaults to o, validates it with the DB's
+// rules for table options, and converts it.
 func (o ExternalWriterOptions) sstOptions() (sst.WriterOptions, error) {
-	var errs []error
+	if o.BlockSize == 0 {
+		o.BlockSize = DefaultBlockSize
+	}
+	if o.BlockRestartInterval == 0 {
+		o.BlockRestartInterval = DefaultBlockRestartInterval
+	}
+	if o.BloomBitsPerKey == 0 {
+		o.BloomBitsPerKey = DefaultBloomBitsPerKey
+	}
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	if !o.ChecksumType.Valid() {
-		errs = append(errs, fmt.Errorf("ChecksumType = %v: unknown; valid: %s", o.ChecksumType, validChecksumTypes))
+		add("ChecksumType = %v: unknown; valid: %s", o.ChecksumType, validChecksumTypes)
 	}
-	if !o.Compression.Valid() {
-		errs = append(errs, fmt.Errorf("Compression = %v: unknown; valid: %s", o.Compression, validCompressions))
-	}
-	if o.BlockSize < 0 || o.BlockSize > sst.MaxBlockSize {
-		errs = append(errs, fmt.Errorf("BlockSize %d out of range [0, %d]", o.BlockSize, sst.MaxBlockSize))
-	}
-	if o.BlockRestartInterval < 0 {
-		errs = append(errs, fmt.Errorf("BlockRestartInterval %d is negative", o.BlockRestartInterval))
-	}
-	if o.BloomBitsPerKey > 1000 {
-		errs = append(errs, fmt.Errorf("BloomBitsPerKey %d over 1000", o.BloomBitsPerKey))
-	}
-	if len(errs) > 0 {
-		return sst.WriterOptions{}, base.MarkInvalidArgument(fmt.Errorf("vigil: ExternalWriterOptions: %w", errors.Join(errs...)))
-	}
-	bloom := o.BloomBitsPerKey
-	if bloom == 0 {
-		bloom = DefaultBloomBitsPerKey
+	validateTableOptions(add, o.Compression, o.BlockSize, o.BlockRestartInterval, o.BloomBitsPerKey)
+	if len(problems) > 0 {
+		return sst.WriterOptions{}, base.InvalidArgumentErrorf("vigil: ExternalWriterOptions: %s", strings.Join(problems, "; "))
 	}
 	return sst.WriterOptions{
 		ChecksumType:         o.ChecksumType.Resolve(),
 		Compression:          o.Compression.Resolve(),
 		BlockSize:            o.BlockSize,
 		BlockRestartInterval: o.BlockRestartInterval,
-		BloomBitsPerKey:      max(bloom, 0),
+		BloomBitsPerKey:      max(o.BloomBitsPerKey, 0),
 		External:             true,
 	}, nil
 }

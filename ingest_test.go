@@ -468,6 +468,16 @@ func TestExternalWriterRefuses(t *testing.T) {
 	if _, err := NewExternalWriter(fs, "y.sst", &ExternalWriterOptions{ChecksumType: 99, BlockSize: -1}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("bad options: %v", err)
 	}
+	// The DB's rules for table options: what Open refuses, an external
+	// writer refuses too, in the same words.
+	bad := ExternalWriterOptions{BlockSize: 32, BlockRestartInterval: 1 << 20, BloomBitsPerKey: 100}
+	_, werr := NewExternalWriter(fs, "y.sst", &bad)
+	verr := (&Options{BlockSize: bad.BlockSize, BlockRestartInterval: bad.BlockRestartInterval, BloomBitsPerKey: bad.BloomBitsPerKey}).EnsureDefaults().Validate()
+	for _, want := range []string{"BlockSize = 32", "BlockRestartInterval = 1048576", "BloomBitsPerKey = 100"} {
+		if werr == nil || verr == nil || !strings.Contains(werr.Error(), want) || !strings.Contains(verr.Error(), want) {
+			t.Fatalf("%q: external writer said %v; Validate said %v", want, werr, verr)
+		}
+	}
 	w, _ = NewExternalWriter(fs, "z.sst", nil)
 	w.Abort()
 	if _, err := fs.Stat("z.sst"); !errors.Is(err, os.ErrNotExist) {

@@ -275,6 +275,25 @@ const minWriteBufferSize = 64 << 10
 // maxWriteBufferSize: arena offsets are 32-bit (and int may be too).
 const maxWriteBufferSize = min(3<<30, memtable.MaxSize)
 
+// validateTableOptions reports, through add, the problems of the options
+// that shape a table (the DB's and an ExternalWriter's, defaults applied):
+// one set of rules, so that a table the DB would refuse to write is not
+// written for it to ingest either.
+func validateTableOptions(add func(format string, args ...any), c Compression, blockSize, restartInterval, bloomBits int) {
+	if blockSize < 64 || blockSize > 64<<20 {
+		add("BlockSize = %d: must be in [64, %d]", blockSize, 64<<20)
+	}
+	if restartInterval < 1 || restartInterval > 1<<16 {
+		add("BlockRestartInterval = %d: must be in [1, 65536]", restartInterval)
+	}
+	if bloomBits > 64 {
+		add("BloomBitsPerKey = %d: must be at most 64 (negative disables filters)", bloomBits)
+	}
+	if !c.Valid() {
+		add("Compression = %v: unknown; valid: %s", c, validCompressions)
+	}
+}
+
 // Validate reports every problem with o at once, as one error wrapping
 // ErrInvalidArgument. It does not apply defaults: call EnsureDefaults first
 // to validate what Open will use.
@@ -299,18 +318,7 @@ func (o *Options) Validate() error {
 	if o.MaxImmutableMemtables < 1 {
 		add("MaxImmutableMemtables = %d: must be at least 1", o.MaxImmutableMemtables)
 	}
-	if o.BlockSize < 64 || o.BlockSize > 64<<20 {
-		add("BlockSize = %d: must be in [64, %d]", o.BlockSize, 64<<20)
-	}
-	if o.BlockRestartInterval < 1 || o.BlockRestartInterval > 1<<16 {
-		add("BlockRestartInterval = %d: must be in [1, 65536]", o.BlockRestartInterval)
-	}
-	if o.BloomBitsPerKey > 64 {
-		add("BloomBitsPerKey = %d: must be at most 64 (negative disables filters)", o.BloomBitsPerKey)
-	}
-	if !o.Compression.Valid() {
-		add("Compression = %v: unknown; valid: %s", o.Compression, validCompressions)
-	}
+	validateTableOptions(add, o.Compression, o.BlockSize, o.BlockRestartInterval, o.BloomBitsPerKey)
 	if o.MaxOpenFiles < 16 {
 		add("MaxOpenFiles = %d: must be at least 16", o.MaxOpenFiles)
 	}
