@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/manifest"
+	"github.com/vigildb/vigil/internal/vfsutil"
 	"github.com/vigildb/vigil/wal"
 )
 
@@ -116,12 +117,8 @@ func (d *DB) Checkpoint(dir string) error {
 		return fmt.Errorf("Checkpoint: %w", err)
 	}
 	ok = true
-	if parent, err := fs.OpenDir(fs.PathDir(dir)); err == nil {
-		err = parent.Sync()
-		parent.Close()
-		if err != nil {
-			return fmt.Errorf("Checkpoint: syncing %s: %w", fs.PathDir(dir), err)
-		}
+	if err := vfsutil.SyncDir(fs, fs.PathDir(dir)); err != nil {
+		return fmt.Errorf("Checkpoint: %w", err)
 	}
 	d.log.Infof("checkpoint %s: %d tables, seq %d", dir, v.NumFiles(), snap)
 	return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/manifest"
+	"github.com/vigildb/vigil/internal/vfsutil"
 	"github.com/vigildb/vigil/memtable"
 	"github.com/vigildb/vigil/sst"
 	"github.com/vigildb/vigil/wal"
@@ -448,8 +449,8 @@ func (d *DB) linkExternalTables(op string, files []*ingestFile) ([]*ingestFile, 
 			return done, fmt.Errorf("%s: linking %s to %s: %w", op, f.path, dst, err)
 		}
 		done = append(done, f)
-		if err := syncFile(d.fs, dst); err != nil {
-			return done, fmt.Errorf("%s: syncing %s (from %s): %w", op, dst, f.path, err)
+		if err := vfsutil.SyncFile(d.fs, dst); err != nil {
+			return done, fmt.Errorf("%s: %w (linked from %s)", op, err, f.path)
 		}
 		if copied {
 			c, err := verifyExternalTable(d.fs, dst)
@@ -463,20 +464,6 @@ func (d *DB) linkExternalTables(op string, files []*ingestFile) ([]*ingestFile, 
 		}
 	}
 	return done, nil
-}
-
-// syncFile makes a file's contents durable (a hard link shares them with
-// a file its writer may never have synced).
-func syncFile(fs vfs.FS, name string) error {
-	f, err := fs.Open(name)
-	if err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // writeExciseTable writes the external table holding IngestAndExcise's

@@ -12,6 +12,7 @@ import (
 	"github.com/vigildb/vigil/internal/cache"
 	"github.com/vigildb/vigil/internal/lockfile"
 	"github.com/vigildb/vigil/internal/manifest"
+	"github.com/vigildb/vigil/internal/vfsutil"
 	"github.com/vigildb/vigil/sst"
 )
 
@@ -337,14 +338,8 @@ func mkdirAllSynced(fs vfs.FS, dir string) error {
 		if parent == "" || parent == created[i] {
 			continue
 		}
-		pd, err := fs.OpenDir(parent)
-		if err != nil {
-			continue
-		}
-		err = pd.Sync()
-		pd.Close()
-		if err != nil {
-			return fmt.Errorf("syncing directory %s: %w", parent, err)
+		if err := vfsutil.SyncDir(fs, parent); err != nil {
+			return err
 		}
 	}
 	return nil

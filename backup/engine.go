@@ -15,6 +15,7 @@ import (
 	"github.com/vigildb/vigil"
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/lockfile"
+	"github.com/vigildb/vigil/internal/vfsutil"
 )
 
 // ErrLocked is returned by Open when another Engine, in this process or
@@ -103,7 +104,7 @@ func Open(dir string, opts *Options) (*Engine, error) {
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("backup: creating %s: %w", dir, err)
 	}
-	if err := syncDir(fs, fs.PathDir(dir)); err != nil {
+	if err := vfsutil.SyncDir(fs, fs.PathDir(dir)); err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
 	lock, err := lockfile.Acquire(fs, dir, fs.PathJoin(dir, lockName))
@@ -120,7 +121,7 @@ func Open(dir string, opts *Options) (*Engine, error) {
 			return nil, fmt.Errorf("backup: creating %s: %w", e.path(sub), err)
 		}
 	}
-	if err := syncDir(fs, dir); err != nil {
+	if err := vfsutil.SyncDir(fs, dir); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("backup: %w", err)
 	}
@@ -267,7 +268,7 @@ func (e *Engine) create(db *vigil.DB) (Info, CreateStats, error) {
 		copied++
 	}
 	if copied > 0 {
-		if err := syncDir(e.fs, e.path(sharedDir)); err != nil {
+		if err := vfsutil.SyncDir(e.fs, e.path(sharedDir)); err != nil {
 			return Info{}, st, err
 		}
 	}
@@ -280,7 +281,7 @@ func (e *Engine) create(db *vigil.DB) (Info, CreateStats, error) {
 	if err := e.fs.MkdirAll(pdir, 0o755); err != nil {
 		return Info{}, st, err
 	}
-	if err := syncDir(e.fs, e.path(privateDir)); err != nil {
+	if err := vfsutil.SyncDir(e.fs, e.path(privateDir)); err != nil {
 		return Info{}, st, err
 	}
 	for _, n := range names {
@@ -295,7 +296,7 @@ func (e *Engine) create(db *vigil.DB) (Info, CreateStats, error) {
 		st.PrivateFiles++
 		st.PrivateBytes += size
 	}
-	if err := syncDir(e.fs, pdir); err != nil {
+	if err := vfsutil.SyncDir(e.fs, pdir); err != nil {
 		return Info{}, st, err
 	}
 
@@ -329,7 +330,7 @@ func (e *Engine) writeMeta(info *Info) error {
 	if err := e.fs.Rename(tmp, name); err != nil {
 		return err
 	}
-	return syncDir(e.fs, e.path(metaDir))
+	return vfsutil.SyncDir(e.fs, e.path(metaDir))
 }
 
 // readMeta reads and decodes meta/<id>.
@@ -672,7 +673,7 @@ func (e *Engine) restore(id uint64, target string) error {
 			return err
 		}
 	}
-	if err := syncDir(fs, tmp); err != nil {
+	if err := vfsutil.SyncDir(fs, tmp); err != nil {
 		return err
 	}
 	seq, digest, err := dbDigest(fs, tmp)
@@ -687,7 +688,7 @@ func (e *Engine) restore(id uint64, target string) error {
 		return err
 	}
 	ok = true
-	return syncDir(fs, fs.PathDir(target))
+	return vfsutil.SyncDir(fs, fs.PathDir(target))
 }
 
 // Delete removes backup id: its meta file first (so that a crash leaves
@@ -710,7 +711,7 @@ func (e *Engine) Delete(id uint64) error {
 	if err := e.fs.Remove(name); err != nil {
 		return fmt.Errorf("backup: delete: %w", err)
 	}
-	if err := syncDir(e.fs, e.path(metaDir)); err != nil {
+	if err := vfsutil.SyncDir(e.fs, e.path(metaDir)); err != nil {
 		return fmt.Errorf("backup: delete: %w", err)
 	}
 	if err := e.fs.RemoveAll(e.path(privateDir, strconv.FormatUint(id, 10))); err != nil {
@@ -749,17 +750,4 @@ func (e *Engine) GC() (GCStats, error) {
 		return gs, fmt.Errorf("backup: gc: kept every shared table, since %d meta file(s) cannot be read: %w", len(ds.bad), err)
 	}
 	return gs, nil
-}
-
-// syncDir makes a directory's entries durable.
-func syncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return fmt.Errorf("opening directory %s: %w", dir, err)
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
-	}
-	return d.Close()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/vigildb/vigil"
+	"github.com/vigildb/vigil/internal/vfsutil"
 	"github.com/vigildb/vigil/raftstore"
 )
 
@@ -286,7 +287,7 @@ func TestClusterFailures(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The directory entry must survive the crash too.
-			if err := syncDir(mem, "/"); err != nil {
+			if err := vfsutil.SyncDir(mem, "/"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -449,15 +450,6 @@ func futureError(f raft.Future, d time.Duration) error {
 	case <-time.After(d):
 		return errors.New("no answer from raft")
 	}
-}
-
-func syncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

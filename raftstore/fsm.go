@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/hashicorp/raft"
 	"github.com/vigildb/vigil"
+	"github.com/vigildb/vigil/internal/vfsutil"
 )
 
 // ReservedPrefix starts the keys the FSM keeps its own state under (the
@@ -165,21 +166,7 @@ func (f *FSM) recoverDirs() error {
 	return nil
 }
 
-func (f *FSM) syncParent() error {
-	parent := f.fs.PathDir(f.dir)
-	d, err := f.fs.OpenDir(parent)
-	if err != nil {
-		return fmt.Errorf("opening %s: %w", parent, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", parent, err)
-	}
-	return nil
-}
+func (f *FSM) syncParent() error { return vfsutil.SyncDir(f.fs, f.fs.PathDir(f.dir)) }
 
 // openDB opens the DB in f.dir and reads its applied index. f.mu must be
 // held exclusively, or f not yet shared.
@@ -397,7 +384,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		_ = f.fs.RemoveAll(in)
 		return fmt.Errorf("raftstore: FSM restore: %w", err)
 	}
-	if err := syncDir(f.fs, in); err != nil {
+	if err := vfsutil.SyncDir(f.fs, in); err != nil {
 		_ = f.fs.RemoveAll(in)
 		return fmt.Errorf("raftstore: FSM restore: %w", err)
 	}
@@ -441,18 +428,6 @@ func (f *FSM) swapIn() error {
 		return err
 	}
 	return f.openDB()
-}
-
-func syncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // Close closes the FSM's DB. Call it after raft.Raft.Shutdown has

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/vfsutil"
 )
 
 // opStatus is what became of a logged operation.
@@ -597,15 +598,7 @@ func writeState(fs vfs.FS, name string, states []kstate, next []uint32) error {
 	if err := fs.Rename(tmp, name); err != nil {
 		return fmt.Errorf("renaming state file: %w", err)
 	}
-	d, err := fs.OpenDir(fs.PathDir(name))
-	if err != nil {
-		return fmt.Errorf("syncing directory of %s: %w", name, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing directory of %s: %w", name, err)
-	}
-	return nil
+	return vfsutil.SyncDir(fs, fs.PathDir(name))
 }
 
 // readState reads and decodes the state file name.
