@@ -51,6 +51,15 @@ func (d *DB) Checkpoint(dir string) error {
 		return ErrClosed
 	}
 	walW := d.walW
+	// Every batch at or below snap is in the WALs up to walW's current
+	// end. Past it walW is being written while it is read (and, being
+	// written over its zero reserve, can show data after bytes not yet
+	// written), so the copy reads it only up to here.
+	var liveWAL uint64
+	var liveEnd int64
+	if walW != nil {
+		liveWAL, liveEnd = walW.LogNumber(), walW.Size()
+	}
 	d.mu.Lock()
 	snap := d.visibleSeq.Load()
 	v := d.vs.current
@@ -107,7 +116,7 @@ func (d *DB) Checkpoint(dir string) error {
 		}
 	}
 	walNum, manifestNum, tempNum := nextFile, nextFile+1, nextFile+2
-	if err := d.checkpointWAL(tmp, walNum, wals, lastSeq, snap); err != nil {
+	if err := d.checkpointWAL(tmp, walNum, wals, liveWAL, liveEnd, lastSeq, snap); err != nil {
 		return fmt.Errorf("Checkpoint: %w", err)
 	}
 	if err := d.checkpointManifest(tmp, v, visible, walNum, manifestNum, tempNum, lastSeq); err != nil {
@@ -165,8 +174,9 @@ func (d *DB) checkpointManifest(tmp string, v *manifest.Version, visible func(*m
 
 // checkpointWAL writes WAL num in dir holding the batches of the live WALs
 // (oldest first) with seqnums in (lastSeq, snap]: those not in the tables
-// yet, and no later one.
-func (d *DB) checkpointWAL(dir string, num uint64, wals []uint64, lastSeq, snap uint64) error {
+// yet, and no later one. WAL liveWAL, the one being written, is read only
+// up to liveEnd.
+func (d *DB) checkpointWAL(dir string, num uint64, wals []uint64, liveWAL uint64, liveEnd int64, lastSeq, snap uint64) error {
 	fs := d.fs
 	name := makeFilename(fs, dir, fileTypeLog, num)
 	f, err := fs.Create(name)
@@ -184,7 +194,11 @@ func (d *DB) checkpointWAL(dir string, num uint64, wals []uint64, lastSeq, snap 
 	}
 	for _, n := range wals {
 		src := makeFilename(fs, d.dirname, fileTypeLog, n)
-		if err := copyBatches(fs, src, w, lastSeq, snap); err != nil {
+		limit := int64(-1)
+		if n == liveWAL {
+			limit = liveEnd
+		}
+		if err := copyBatches(fs, src, limit, w, lastSeq, snap); err != nil {
 			w.Close()
 			return fmt.Errorf("copying WAL %s: %w", src, err)
 		}
@@ -193,9 +207,10 @@ func (d *DB) checkpointWAL(dir string, num uint64, wals []uint64, lastSeq, snap 
 }
 
 // copyBatches appends to w the batch records of WAL src whose seqnums lie
-// in (lo, hi]. The live WAL may be appended to while it is read; its
-// records up to hi are complete, and reading stops at its current end.
-func copyBatches(fs vfs.FS, src string, w *wal.Writer, lo, hi uint64) error {
+// in (lo, hi]. The live WAL may be appended to while it is read: limit
+// (-1: none) is an end of it that its records up to hi lie before, and
+// that it had been handed to the file up to when the copy began.
+func copyBatches(fs vfs.FS, src string, limit int64, w *wal.Writer, lo, hi uint64) error {
 	f, err := fs.Open(src)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -204,7 +219,11 @@ func copyBatches(fs vfs.FS, src string, w *wal.Writer, lo, hi uint64) error {
 		return err
 	}
 	defer f.Close()
-	r, err := wal.NewReader(f, src, wal.TolerateCorruptedTailRecords)
+	var in io.Reader = f
+	if limit >= 0 {
+		in = io.NewSectionReader(f, 0, limit)
+	}
+	r, err := wal.NewReader(in, src, wal.TolerateCorruptedTailRecords)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/cockroachdb/pebble/vfs/errorfs"
+	"github.com/vigildb/vigil/internal/vfsutil"
 )
 
 var errCrash = errors.New("injected crash")
@@ -70,7 +71,7 @@ func crashOnce(t *testing.T, at int64) bool {
 	t.Helper()
 	mem := vfs.NewStrictMem()
 	inj := &crasher{prefix: "/backups"}
-	fs := errorfs.Wrap(mem, inj)
+	fs := vfsutil.SyncDataAsSync(errorfs.Wrap(mem, inj))
 	db := openDB(t, fs, "/db")
 	w := newWriter(t, db, uint64(at))
 	w.puts(80, 200)
@@ -203,7 +204,7 @@ func TestCrashDuringDelete(t *testing.T) {
 	for at := int64(0); ; at++ {
 		mem := vfs.NewStrictMem()
 		inj := &crasher{prefix: "/backups"}
-		fs := errorfs.Wrap(mem, inj)
+		fs := vfsutil.SyncDataAsSync(errorfs.Wrap(mem, inj))
 		db := openDB(t, fs, "/db")
 		w := newWriter(t, db, 3)
 		e, err := Open("/backups", &Options{FS: fs})

@@ -283,6 +283,15 @@ func (f failFile) Sync() error {
 	return f.File.Sync()
 }
 
+func (f failFile) SyncData() error { return f.Sync() }
+
+func (f failFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.armed.Load() {
+		return 0, errors.New("injected write error")
+	}
+	return f.File.WriteAt(p, off)
+}
+
 func TestFSMStopsOnWriteError(t *testing.T) {
 	var armed atomic.Bool
 	fs := failFS{vfs.NewMem(), &armed}

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs/errorfs"
 	"github.com/vigildb/vigil"
 	"github.com/vigildb/vigil/internal/invariants"
+	"github.com/vigildb/vigil/internal/vfsutil"
 )
 
 func crashOptions(fs vfs.FS) *vigil.Options {
@@ -119,13 +120,13 @@ func TestErrorInjectionAtEveryOp(t *testing.T) {
 		inj := errorfs.OnIndex(i)
 		mem := vfs.NewMem()
 		var injectedAt string
-		fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		fs := vfsutil.SyncDataAsSync(errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
 			err := inj.MaybeError(op, path)
 			if err != nil {
 				injectedAt = fmt.Sprintf("op %v on %s", op, path)
 			}
 			return err
-		}))
+		})))
 		h := newHistory()
 		lastAcked, attempted := 0, 0
 		func() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/cockroachdb/pebble/vfs/errorfs"
+	"github.com/vigildb/vigil/internal/vfsutil"
 
 	"github.com/vigildb/vigil"
 )
@@ -148,11 +149,11 @@ type powerLoss struct {
 func newPowerLoss(k int, armed bool) *powerLoss {
 	p := &powerLoss{Mem: vfs.NewStrictMem()}
 	p.Armed.Store(armed)
-	p.FS = errorfs.Wrap(p.Mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+	p.FS = vfsutil.SyncDataAsSync(errorfs.Wrap(p.Mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
 		if p.Armed.Load() && op.OpKind() == errorfs.OpKindWrite && int(p.count.Add(1)) == k+1 && p.Crashed.CompareAndSwap(false, true) {
 			p.Mem.SetIgnoreSyncs(true)
 		}
 		return nil
-	}))
+	})))
 	return p
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs/errorfs"
 	"github.com/vigildb/vigil"
 	"github.com/vigildb/vigil/internal/invariants"
+	"github.com/vigildb/vigil/internal/vfsutil"
 )
 
 // ingestSetup fills a DB for the ingestion tests: tables at two levels and
@@ -212,7 +213,7 @@ func TestIngestIOErrors(t *testing.T) {
 			}
 			return onIndex.MaybeError(op, path)
 		})
-		fs := errorfs.Wrap(mem, inj)
+		fs := vfsutil.SyncDataAsSync(errorfs.Wrap(mem, inj))
 		db, err := vigil.Open("db", &vigil.Options{FS: fs, DisableAutomaticCompactions: true, BlockSize: 512, WriteBufferSize: 256 << 10, BlockCacheSize: 1 << 20})
 		if err != nil {
 			t.Fatal(err)

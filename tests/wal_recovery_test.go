@@ -98,13 +98,13 @@ func TestWALRecoveryModes(t *testing.T) {
 	}{
 		// Damage followed by intact records cannot be a torn write: every
 		// mode but skip-any refuses to open.
-		{"flipped byte mid-log", func(b []byte) []byte { b[len(b)/2] ^= 0x40; return b }, map[vigil.WALRecoveryMode]outcome{
+		{"flipped byte mid-log", func(b []byte) []byte { b[dataEnd(b)/2] ^= 0x40; return b }, map[vigil.WALRecoveryMode]outcome{
 			vigil.WALRecoverPointInTime:    {true, ""},
 			vigil.WALTolerateCorruptedTail: {true, ""},
 			vigil.WALAbsoluteConsistency:   {true, ""},
 			vigil.WALSkipAnyCorrupted:      {false, "all-but-some"},
 		}},
-		{"torn tail", func(b []byte) []byte { return b[:len(b)-100] }, map[vigil.WALRecoveryMode]outcome{
+		{"torn tail", func(b []byte) []byte { return b[:dataEnd(b)-100] }, map[vigil.WALRecoveryMode]outcome{
 			vigil.WALRecoverPointInTime:    {false, "prefix"},
 			vigil.WALTolerateCorruptedTail: {false, "prefix"},
 			vigil.WALAbsoluteConsistency:   {true, ""},

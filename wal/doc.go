@@ -87,11 +87,18 @@
 //
 // # Recovery modes
 //
-// The four RecoveryMode values keep RocksDB's numbers. A torn tail is what
-// a crash in the middle of an append leaves: a truncated fragment header or
-// body at end of file, zeroed bytes from some offset to end of file (a file
-// extended before its data reached the disk), or a logical record whose
-// FIRST/MIDDLE fragments are intact but whose LAST never made it. Everything
+// The four RecoveryMode values keep RocksDB's numbers. Zeros from a record
+// boundary (where the next fragment header would start, or block padding)
+// to end of file are not damage at all but unwritten space: the zero
+// reserve a Writer keeps past the log (Writer.SetReserve), or a file
+// extended before the data of its last, unsynced appends reached the disk.
+// Either way the log ends at that boundary, exactly as if the file ended
+// there, in every mode (ReaderStats.UnwrittenBytes counts them). A torn
+// tail is what a crash in the middle of an append leaves: a truncated
+// fragment header or body at end of file, zeros to end of file after the
+// FIRST (or a MIDDLE) fragment of a record, or more generally a logical
+// record whose FIRST/MIDDLE fragments are intact but whose LAST never made
+// it. Everything
 // else is corruption: a checksum mismatch, a length that runs past its block
 // (or past end of file while a valid fragment follows), an unknown fragment
 // type, non-zero block padding, zeroed bytes followed by data, fragments out

@@ -134,13 +134,14 @@ func describe(recs [][]byte) []int {
 	return s
 }
 
-// countingFile wraps a vfs.File, counts Write and Sync calls, and can hold
-// Sync calls at a gate or fail them.
+// countingFile wraps a vfs.File, counts Write, Sync and SyncData calls,
+// and can hold the syncs (both kinds) at a gate or fail them.
 type countingFile struct {
 	vfs.File
-	mu     sync.Mutex
-	writes int
-	syncs  int
+	mu        sync.Mutex
+	writes    int
+	syncs     int // Sync and SyncData calls
+	dataSyncs int // SyncData calls
 	// gate, if set, is received from before each Sync returns.
 	gate chan struct{}
 	// inSync is signalled (non-blocking) when a Sync starts.
@@ -162,9 +163,16 @@ func (c *countingFile) Write(p []byte) (int, error) {
 	return c.File.Write(p)
 }
 
-func (c *countingFile) Sync() error {
+func (c *countingFile) Sync() error { return c.sync(false) }
+
+func (c *countingFile) SyncData() error { return c.sync(true) }
+
+func (c *countingFile) sync(data bool) error {
 	c.mu.Lock()
 	c.syncs++
+	if data {
+		c.dataSyncs++
+	}
 	err := c.failSync
 	gate, in := c.gate, c.inSync
 	c.mu.Unlock()
@@ -180,6 +188,9 @@ func (c *countingFile) Sync() error {
 	if err != nil {
 		return err
 	}
+	if data {
+		return c.File.SyncData()
+	}
 	return c.File.Sync()
 }
 
@@ -193,8 +204,10 @@ func (c *countingFile) counts() (writes, syncs int) {
 // allocation tests and benchmarks of the writer alone.
 type discardFile struct{ vfs.File }
 
-func (discardFile) Write(p []byte) (int, error) { return len(p), nil }
-func (discardFile) Sync() error                 { return nil }
-func (discardFile) Close() error                { return nil }
+func (discardFile) Write(p []byte) (int, error)            { return len(p), nil }
+func (discardFile) Sync() error                            { return nil }
+func (discardFile) SyncData() error                        { return nil }
+func (discardFile) WriteAt(p []byte, _ int64) (int, error) { return len(p), nil }
+func (discardFile) Close() error                           { return nil }
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }

@@ -30,6 +30,11 @@ type ReaderStats struct {
 	DroppedBytes int64
 	// TailDroppedBytes is the part of DroppedBytes that was a torn tail.
 	TailDroppedBytes int64
+	// UnwrittenBytes counts the zeros that ran from a record boundary to
+	// end of file: space reserved past the log (Writer.SetReserve) or a
+	// file extended before the data of its last appends reached the disk.
+	// They are the end of the log, not part of DroppedBytes.
+	UnwrittenBytes int64
 	// Corruptions counts corruptions found (a torn tail is not one).
 	Corruptions int
 }
@@ -308,6 +313,8 @@ func (r *Reader) endOfBlock() {
 		return
 	}
 	switch {
+	case len(rest) > 0 && !r.inRec && firstNonZero(rest) < 0:
+		r.unwritten(r.blockOff + int64(r.pos))
 	case len(rest) > 0:
 		r.tornTail(corruption{kind: ckTornHeader, off: r.blockOff + int64(r.pos), length: len(rest)})
 	case r.inRec:
@@ -318,7 +325,9 @@ func (r *Reader) endOfBlock() {
 }
 
 // zeroHeader handles a fragment header of seven zero bytes: unwritten space.
-// Zeros to end of file are a torn tail; zeros followed by data are damage.
+// Zeros to end of file are the end of the log (unwritten), or a torn tail if
+// a record started before them waits for its end; zeros followed by data
+// are damage.
 func (r *Reader) zeroHeader(off int64) {
 	rest := r.buf[r.pos:]
 	if i := firstNonZero(rest); i >= 0 {
@@ -326,7 +335,7 @@ func (r *Reader) zeroHeader(off int64) {
 		return
 	}
 	if len(r.buf) < BlockSize {
-		r.tornTail(corruption{kind: ckZeroTail, off: off})
+		r.zeroTail(off)
 		return
 	}
 	// Zeros to the end of a full block: keep reading; nextBlock decides.
@@ -361,7 +370,7 @@ func (r *Reader) nextBlock() {
 	case len(r.buf) < BlockSize:
 		from := r.zeroFrom
 		r.zeroFrom = -1
-		r.tornTail(corruption{kind: ckZeroTail, off: from})
+		r.zeroTail(from)
 	default:
 		r.pos = len(r.buf) // still zeros; endOfBlock will call us again
 	}
@@ -500,6 +509,27 @@ func (r *Reader) note(c corruption) bool {
 		r.finish(c.error(r.name))
 		return false
 	}
+}
+
+// zeroTail handles zeros from off to end of file, off being where a
+// fragment header would start.
+func (r *Reader) zeroTail(off int64) {
+	if r.inRec {
+		r.tornTail(corruption{kind: ckZeroTail, off: off})
+		return
+	}
+	r.unwritten(off)
+}
+
+// unwritten ends the log at off, a record boundary from which the file
+// holds only zeros: space the writer reserved past the log, or a file
+// extended before its last (unsynced) appends reached the disk. Nothing
+// after a record boundary is lost that a file ending there would not lose,
+// and a file ending at a record boundary is a complete log in every mode,
+// so this is no torn tail either, in any mode.
+func (r *Reader) unwritten(off int64) {
+	r.stats.UnwrittenBytes += r.blockOff + int64(len(r.buf)) - off
+	r.finish(io.EOF)
 }
 
 // tornTail handles a crash-cut end of file at c.off.

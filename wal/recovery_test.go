@@ -185,6 +185,10 @@ func checkTruncated(t *testing.T, l *layout, T int64) {
 			lastClean = c
 		}
 	}
+	// A cut whose bytes after the last clean end are all zeros (a header's
+	// leading zero bytes, block padding) reads as unwritten space: the log
+	// ends at that boundary in every mode.
+	zeroRest := T > lastClean && lastClean >= FileHeaderSize && !slices.ContainsFunc(l.data[lastClean:T], func(b byte) bool { return b != 0 })
 	for _, mode := range allModes {
 		res := readAll(t, data, mode)
 		if T < FileHeaderSize {
@@ -199,6 +203,12 @@ func checkTruncated(t *testing.T, l *layout, T int64) {
 		}
 		if !equalRecs(res.recs, want) {
 			t.Fatalf("T=%d %s: got records %v, want %v (err %v)", T, mode, describe(res.recs), describe(want), res.err)
+		}
+		if zeroRest {
+			if res.err != nil || res.stopped != nil || res.stats.UnwrittenBytes != T-lastClean || res.stats.TailDroppedBytes != 0 || res.stats.Corruptions != 0 {
+				t.Fatalf("T=%d %s: zeros after the record end at %d: err %v, stopped %v, stats %+v, want them unwritten", T, mode, lastClean, res.err, res.stopped, res.stats)
+			}
+			continue
 		}
 		if mode == AbsoluteConsistency && !l.cleanEnds[T] {
 			if res.err == nil || !errors.Is(res.err, base.ErrCorruption) || !strings.Contains(res.err.Error(), "torn") {
@@ -471,8 +481,10 @@ func TestCheckLogNumber(t *testing.T) {
 	}
 }
 
-// TestZeroedTail: zeros from some offset to end of file (a file extended
-// before its data reached disk) are a torn tail; zeros followed by data are
+// TestZeroedTail: zeros from a record boundary to end of file (space
+// reserved past the log, or a file extended before its data reached disk)
+// are the end of the log in every mode, counted as unwritten; zeros that
+// cut a record short are a torn tail; zeros followed by data are
 // corruption.
 func TestZeroedTail(t *testing.T) {
 	recs := smallRecords()
@@ -481,15 +493,30 @@ func TestZeroedTail(t *testing.T) {
 		z := append(bytes.Clone(data), make([]byte, n)...)
 		for _, mode := range allModes {
 			res := readAll(t, z, mode)
-			if mode == AbsoluteConsistency {
-				if res.err == nil || !strings.Contains(res.err.Error(), "torn tail") || !equalRecs(res.recs, recs) {
-					t.Fatalf("%d zeros, %s: %v", n, mode, res.err)
-				}
-				continue
-			}
-			if res.err != nil || res.stopped != nil || !equalRecs(res.recs, recs) || res.stats.TailDroppedBytes != int64(n) || res.stats.Corruptions != 0 {
+			if res.err != nil || res.stopped != nil || !equalRecs(res.recs, recs) || res.stats.UnwrittenBytes != int64(n) ||
+				res.stats.DroppedBytes != 0 || res.stats.Corruptions != 0 || res.r.Offset() != int64(len(data)) {
 				t.Fatalf("%d zeros, %s: err %v stopped %v, %d records, stats %+v", n, mode, res.err, res.stopped, len(res.recs), res.stats)
 			}
+		}
+	}
+	// Zeros after the FIRST and a MIDDLE fragment of a record whose LAST never came: a
+	// torn record, dropped except in AbsoluteConsistency.
+	long := append(smallRecords(), pattern(7, 3*BlockSize))
+	ldata, _ := writeLog(t, 19, checksum.XXH3, long)
+	if len(ldata) < 3*BlockSize {
+		t.Fatalf("the long record should span blocks 0..3; the log has %d bytes", len(ldata))
+	}
+	cut := append(bytes.Clone(ldata[:2*BlockSize]), make([]byte, BlockSize/2)...)
+	for _, mode := range allModes {
+		res := readAll(t, cut, mode)
+		if mode == AbsoluteConsistency {
+			if res.err == nil || !strings.Contains(res.err.Error(), "torn") {
+				t.Fatalf("zeros inside a record, %s: %v", mode, res.err)
+			}
+			continue
+		}
+		if res.err != nil || !equalRecs(res.recs, long[:len(long)-1]) || res.stats.DroppedRecords != 1 || res.stats.UnwrittenBytes != 0 || res.stats.TailDroppedBytes == 0 {
+			t.Fatalf("zeros inside a record, %s: err %v, %d records, stats %+v", mode, res.err, len(res.recs), res.stats)
 		}
 	}
 	// Zeros in the middle: a whole block zeroed in a three-block log.

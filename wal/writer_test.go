@@ -401,8 +401,9 @@ func TestWriterStickySyncError(t *testing.T) {
 	}
 }
 
-// TestWriterErrorFS: errorfs injects errors on Sync (not on SyncData), which
-// is one reason the writer uses Sync.
+// TestWriterErrorFS: errorfs injects errors on Sync (not on SyncData, which
+// is why fault injectors over it go through vfsutil.SyncDataAsSync: with a
+// reserve the writer's syncs are mostly SyncData).
 func TestWriterErrorFS(t *testing.T) {
 	mem := vfs.NewMem()
 	inj := errorfs.InjectorFunc(func(op errorfs.Op, path string) error {

@@ -47,7 +47,8 @@ func newWALCmd() *cobra.Command {
 				fmt.Fprintf(out, "record %d: %d bytes, ends at offset %d\n", i, len(rec), r.Offset())
 			}
 			st := r.Stats()
-			fmt.Fprintf(out, "%d records, %d bytes; dropped %d records, %d bytes\n", st.Records, st.Bytes, st.DroppedRecords, st.DroppedBytes)
+			fmt.Fprintf(out, "%d records, %d bytes; dropped %d records, %d bytes; %d unwritten bytes (zero reserve) after the end\n",
+				st.Records, st.Bytes, st.DroppedRecords, st.DroppedBytes, st.UnwrittenBytes)
 			if err := r.Stopped(); err != nil {
 				return fmt.Errorf("log ends at a corruption: %w", err)
 			}

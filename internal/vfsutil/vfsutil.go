@@ -44,3 +44,41 @@ func SyncFile(fs vfs.FS, name string) error {
 	}
 	return nil
 }
+
+// SyncDataAsSync wraps fs so that every File.SyncData of a file it opens is
+// a File.Sync. It is for file systems that see only one of the two:
+// pebble's errorfs injects faults into Sync but passes SyncData straight
+// through, so a fault injector over errorfs would never fail the WAL's
+// data syncs (see wal.Writer.SetReserve) without it. On a file system
+// whose SyncData is a full sync anyway (vfs.MemFS) nothing else changes.
+func SyncDataAsSync(fs vfs.FS) vfs.FS { return syncDataFS{fs} }
+
+type syncDataFS struct{ vfs.FS }
+
+type syncDataFile struct{ vfs.File }
+
+// SyncData makes the file's data durable through Sync.
+func (f syncDataFile) SyncData() error { return f.File.Sync() }
+
+func wrapFile(f vfs.File, err error) (vfs.File, error) {
+	if err != nil {
+		return nil, err
+	}
+	return syncDataFile{f}, nil
+}
+
+func (fs syncDataFS) Create(name string) (vfs.File, error) { return wrapFile(fs.FS.Create(name)) }
+
+func (fs syncDataFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	return wrapFile(fs.FS.Open(name, opts...))
+}
+
+func (fs syncDataFS) OpenReadWrite(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	return wrapFile(fs.FS.OpenReadWrite(name, opts...))
+}
+
+func (fs syncDataFS) OpenDir(name string) (vfs.File, error) { return wrapFile(fs.FS.OpenDir(name)) }
+
+func (fs syncDataFS) ReuseForWrite(oldname, newname string) (vfs.File, error) {
+	return wrapFile(fs.FS.ReuseForWrite(oldname, newname))
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/cockroachdb/pebble/vfs/errorfs"
 	"github.com/vigildb/vigil"
+	"github.com/vigildb/vigil/internal/vfsutil"
 	"github.com/vigildb/vigil/wal"
 )
 
@@ -111,14 +112,14 @@ func TestDBBugCloseDropsUnflushedWrites(t *testing.T) {
 	mem := vfs.NewMem()
 	var failTables bool
 	var mu sync.Mutex
-	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+	fs := vfsutil.SyncDataAsSync(errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if failTables && op == errorfs.OpCreate && strings.HasSuffix(path, ".sst") {
 			return errorfs.ErrInjected
 		}
 		return nil
-	}))
+	})))
 	opts := &vigil.Options{FS: fs, DisableWAL: true}
 	db, err := vigil.Open("db", opts)
 	if err != nil {
@@ -212,7 +213,7 @@ func errorLosesCauseRound(t *testing.T, round int) error {
 	mem := vfs.NewMem()
 	var logs int
 	var mu sync.Mutex
-	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+	fs := vfsutil.SyncDataAsSync(errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if op == errorfs.OpCreate && strings.HasSuffix(path, ".log") {
@@ -222,7 +223,7 @@ func errorLosesCauseRound(t *testing.T, round int) error {
 			}
 		}
 		return nil
-	}))
+	})))
 	db, err := vigil.Open("db", &vigil.Options{FS: fs, WriteBufferSize: 64 << 10})
 	if err != nil {
 		return err
@@ -417,7 +418,7 @@ func TestDBBugCloseAfterBackgroundErrorSkipsCloseRecord(t *testing.T) {
 	var mu sync.Mutex
 	phase := 0
 	entered, resume := make(chan struct{}), make(chan struct{})
-	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+	fs := vfsutil.SyncDataAsSync(errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
 		mu.Lock()
 		if phase == 1 && op == errorfs.OpCreate && strings.HasSuffix(path, ".sst") {
 			phase = 2
@@ -428,7 +429,7 @@ func TestDBBugCloseAfterBackgroundErrorSkipsCloseRecord(t *testing.T) {
 		}
 		mu.Unlock()
 		return nil
-	}))
+	})))
 	opts := &vigil.Options{FS: fs, ChecksumType: vigil.ChecksumCRC32c, DisableAutomaticCompactions: true}
 	db, err := vigil.Open("db", opts)
 	if err != nil {

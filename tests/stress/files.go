@@ -358,7 +358,16 @@ func (f *fileFlipper) flip(fs vfs.FS, dir string, clean bool, kc keyCodec, vc va
 	}
 	k := kinds[f.rng.IntN(len(kinds))]
 	path := cands[k][f.rng.IntN(len(cands[k]))]
-	ff := &fileFlip{fs: fs, kind: k, path: path, size: sizes[path], off: f.rng.Int64N(sizes[path]),
+	span := sizes[path]
+	if k == fileWAL {
+		// A WAL keeps a zero reserve past its records (wal.Writer.SetReserve),
+		// often far larger than they are: flip within what was written and
+		// the first bytes of the reserve, so that flips test the records.
+		if span, err = walFlipSpan(fs, path); err != nil {
+			return nil, err
+		}
+	}
+	ff := &fileFlip{fs: fs, kind: k, path: path, size: sizes[path], off: f.rng.Int64N(span),
 		bit: uint(f.rng.IntN(8)), at: at, clean: clean}
 	if k == fileWAL {
 		newest, err := newestWAL(fs, wals)
@@ -382,6 +391,37 @@ func (f *fileFlipper) flip(fs vfs.FS, dir string, clean bool, kc keyCodec, vc va
 type walFile struct {
 	path string
 	num  uint64
+}
+
+// walReserveFlips is how many bytes of a WAL's zero reserve, past its last
+// non-zero byte, a flip may land in.
+const walReserveFlips = 64
+
+// walFlipSpan returns the prefix of WAL path that flips land in: what was
+// written (walDataEnd), plus walReserveFlips bytes of the zeros after it.
+func walFlipSpan(fs vfs.FS, path string) (int64, error) {
+	data, err := readFile(fs, path)
+	if err != nil {
+		return 0, err
+	}
+	return int64(min(len(data), max(dataEnd(data)+walReserveFlips, 1))), nil
+}
+
+// walDataEnd returns the offset just past the last non-zero byte of path.
+func walDataEnd(fs vfs.FS, path string) (int64, error) {
+	data, err := readFile(fs, path)
+	if err != nil {
+		return 0, err
+	}
+	return int64(dataEnd(data)), nil
+}
+
+func dataEnd(data []byte) int {
+	end := len(data)
+	for end > 0 && data[end-1] == 0 {
+		end--
+	}
+	return end
 }
 
 // newestWAL returns the path of the highest numbered WAL that holds a

@@ -186,11 +186,13 @@ func (f *flipFixture) newestWAL(t *testing.T) (string, int64) {
 	if err != nil || path == "" {
 		t.Fatalf("no WAL with a record among %v: %v", names, err)
 	}
-	st, err := f.mem.Stat(path)
+	// The end of what was written: past it the WAL holds only its zero
+	// reserve.
+	end, err := walDataEnd(f.mem, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return path, st.Size()
+	return path, end
 }
 
 // flipAt flips bit 0 of byte off of path, with the tail found as the

@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/cockroachdb/pebble/vfs/errorfs"
 	"github.com/vigildb/vigil"
+	"github.com/vigildb/vigil/internal/vfsutil"
 )
 
 // Result summarizes a run. Plain data: Run returns it when the run is
@@ -304,7 +305,7 @@ func (r *runner) setupFS() {
 	r.baseFS = r.fs
 	if r.plan.FaultRate > 0 {
 		r.inj = newFaultInjector(r.plan.Seed, r.plan.FaultRate)
-		r.fs = errorfs.Wrap(r.fs, r.inj)
+		r.fs = vfsutil.SyncDataAsSync(errorfs.Wrap(r.fs, r.inj))
 	}
 }
 
