@@ -26,9 +26,17 @@ import (
 // seqnum+i.
 //
 // A Batch is not safe for concurrent use. It may be reused after Apply
-// returns (Reset), and Apply does not keep references to it.
+// returns (Reset), and Apply does not keep references to it, with one
+// exception invisible to the caller: a batch too large for the memtable
+// (see flushable_batch.go) lends its buffer to the DB until that data is
+// flushed, instead of the DB copying it. The batch then treats the buffer
+// as read-only: its next write copies it first (Reset drops it), so the
+// committed bytes never change under the DB.
 type Batch struct {
 	data []byte
+	// shared: a flushable batch holds data (see above); nothing may write
+	// to it any more (own).
+	shared bool
 	// err is the first invalid write added (an entry too large for an
 	// SST); Apply returns it and writes nothing.
 	err error
@@ -51,6 +59,7 @@ const maxEntrySize = sst.MaxEntrySize
 func (d *DB) NewBatch() *Batch { return &Batch{} }
 
 func (b *Batch) init() {
+	b.own()
 	if len(b.data) < batchHeaderLen {
 		if cap(b.data) < batchHeaderLen {
 			b.data = make([]byte, 0, batchInitialSize)
@@ -75,6 +84,21 @@ func (b *Batch) add(kind base.Kind, key, value []byte, hasValue bool) {
 	b.count++
 	b.memSize += memtable.EntrySize(len(key)+base.TrailerLen, len(value))
 }
+
+// own makes data the batch's alone before it is written to: a buffer that a
+// flushable batch shares is copied (the copy, of the batch's length, grows
+// on the next append as any buffer does).
+func (b *Batch) own() {
+	if b.shared {
+		b.data = bytes.Clone(b.data)
+		b.shared = false
+	}
+}
+
+// lend marks data as shared with a flushable batch: from now on the batch
+// copies before writing (own). Apply calls it once the batch's header is
+// stamped and its record written to the WAL.
+func (b *Batch) lend() { b.shared = true }
 
 // grow makes room for n more bytes, doubling the buffer when it must grow.
 // append would grow a large one by a quarter at a time: a 67 MB batch of 1M
@@ -129,8 +153,12 @@ func (b *Batch) Len() int {
 	return len(b.data)
 }
 
-// Reset empties the batch, keeping its buffer for reuse.
+// Reset empties the batch, keeping its buffer for reuse (unless the DB
+// still holds it: see Batch).
 func (b *Batch) Reset() {
+	if b.shared {
+		b.data, b.shared = nil, false
+	}
 	b.data = b.data[:0]
 	b.err = nil
 	b.count = 0
@@ -257,8 +285,12 @@ type BatchReader struct {
 
 // Reader returns a reader over the batch's records, in order.
 func (b *Batch) Reader() *BatchReader {
-	b.init()
-	binary.LittleEndian.PutUint32(b.data[8:12], b.count)
+	if !b.shared {
+		// (A shared buffer's header was stamped when it was lent, and
+		// nothing was added since.)
+		b.init()
+		binary.LittleEndian.PutUint32(b.data[8:12], b.count)
+	}
 	r, err := newBatchReader(b.data, "batch")
 	return &BatchReader{r: r, err: err}
 }

@@ -243,8 +243,8 @@ func (d *DB) slowDown(n, l0 int) {
 }
 
 // applyFlushable commits a large batch without inserting it into the
-// memtable (see flushable_batch.go): it is copied, sorted and protected
-// before commitMu, then, under it, gets its seqnums, goes to the WAL as one
+// memtable (see flushable_batch.go): it is sorted and protected, over its
+// own buffer, before commitMu, then, under it, gets its seqnums, goes to the WAL as one
 // record, and joins the immutable memtables right after the mutable one,
 // which a fresh memtable (on the same WAL) replaces. It becomes visible
 // through the publisher like any batch.
@@ -333,6 +333,8 @@ func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
 		d.mem = newMemTableEntry(mt, d.walNum, &d.stats.memtableBytes)
 	}
 	d.imm = append(d.imm, newBatchEntry(fb, d.walNum, &d.stats.memtableBytes))
+	// fb reads b's buffer from here on: b must copy before writing again.
+	b.lend()
 	d.updateReadStateLocked()
 	d.log.Infof("large batch of %d records (%d bytes) queued for flush as a table, seqs %d..%d", b.count, len(b.data), seq, seq+uint64(b.count)-1)
 	d.maybeScheduleFlushLocked()

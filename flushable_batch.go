@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 	"unsafe"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/manual"
 	"github.com/vigildb/vigil/memtable"
+	"github.com/vigildb/vigil/sst"
 )
 
 // Large batches.
@@ -28,8 +30,9 @@ import (
 // iterators read it through the same interfaces as a memtable; with
 // ParanoidMemoryChecks its iterators check key order at every step, and
 // with protection bytes every entry carries a 64-bit KV checksum verified on
-// every read and at flush (per-KV protection), over bytes copied out of the
-// caller's batch at Apply.
+// every read and at flush (per-KV protection), over the batch's bytes as
+// they were at Apply (the caller's Batch copies its buffer before writing
+// to it again, see Batch).
 
 // flushable is an entry of the memtable list as reads and flushes see it: a
 // memtable, or a flushableBatch.
@@ -55,50 +58,78 @@ var (
 // of memtable bytes become flushable batches.
 const flushableBatchFraction = 2
 
-// fbEntry is one point entry of a flushable batch: offsets into data, the
-// record's index in the batch (its seqnum is the batch's first plus it),
-// and an abbreviation of the key's first bytes for fast comparisons.
+// fbEntry is one point entry of a flushable batch: where its key is in
+// data, its value's length and its kind, the record's index in the batch
+// (its seqnum is the batch's first plus it), and an abbreviation of the
+// key's first bytes for fast comparisons. 24 bytes, a million of them for a
+// batch of a million entries: the value's offset follows from the key's end
+// and the value length's varint (the batch encoding), so it is not stored,
+// and the kind shares a word with the value's length.
 type fbEntry struct {
 	abbrev         uint64
 	keyOff, keyLen uint32
-	valOff, valLen uint32
-	idx            uint32
-	kind           base.Kind
+	// lenKind is the value's length << 4 | the entry's kind.
+	lenKind uint32
+	idx     uint32
 }
+
+// A kind fits in 4 bits and a value's length in 28 (an entry is at most
+// sst.MaxEntrySize bytes): fbEntry.lenKind relies on both.
+var (
+	_ [15 - base.KindMax]struct{}
+	_ [1<<28 - 1 - sst.MaxEntrySize]struct{}
+)
+
+func (e *fbEntry) kind() base.Kind { return base.Kind(e.lenKind & 15) }
+func (e *fbEntry) valLen() uint32  { return e.lenKind >> 4 }
 
 // flushableBatch is a committed batch, sorted, standing in for a memtable.
 //
 // Concurrency: immutable once built; any number of readers use it at once.
 // Invariants: entries are sorted by user key ascending, then seqnum
-// descending; every slice handed out aliases data, which lives outside the
-// Go heap until Release (the memTableEntry's reference count decides when).
+// descending; every slice handed out aliases data, the committed batch's
+// own buffer, which nothing writes to any more (the Batch copies before its
+// next write) and which stays reachable until Release (the memTableEntry's
+// reference count decides when).
 type flushableBatch struct {
-	data    []byte // the batch encoding, copied (manual memory)
-	seq     uint64 // seqnum of record 0
-	entries []fbEntry
-	tombs   []base.RangeTombstone // sorted by start, then seqnum descending; alias data
-	prot    []uint64              // per entry, KV checksums (nil: no protection)
-	cksum   checksum.Type
-	count   uint64
+	data []byte // the batch encoding: the Batch's buffer, lent (Go heap)
+	seq  uint64 // seqnum of record 0
+	// entries are the point entries, in entryBuf (manual memory, one slot
+	// per record of the batch).
+	entries  []fbEntry
+	entryBuf []byte
+	tombs    []base.RangeTombstone // sorted by start, then seqnum descending; alias data
+	prot     []uint64              // per entry, KV checksums (nil: no protection)
+	cksum    checksum.Type
+	count    uint64
 	// paranoid makes iterators check key order at every step.
 	paranoid bool
 }
 
-// newFlushableBatch copies, sorts and (with protect) protects b. Its first
-// seqnum is set later (fb.seq), under commitMu.
+// newFlushableBatch sorts and (with protect) protects b, over b's own
+// buffer: the caller lends it (Batch.lend) once the batch is committed, and
+// until then nothing else writes to it but the header's seqnum, which the
+// flushable batch does not read. Copying it instead would hold the batch
+// twice at the moment memory peaks (a batch this size is a good part of the
+// write buffer). Its first seqnum is set later (fb.seq), under commitMu.
 func newFlushableBatch(b *Batch, cksum checksum.Type, protect, paranoid bool) (*flushableBatch, error) {
 	fb := &flushableBatch{cksum: cksum, paranoid: paranoid}
 	b.init()
-	fb.data = manual.Alloc(len(b.data))
-	copy(fb.data, b.data)
-	// The header's count is written at Apply; the copy needs it now.
-	binary.LittleEndian.PutUint32(fb.data[8:12], b.count)
+	// The header's count is written at Apply; the reader needs it now.
+	binary.LittleEndian.PutUint32(b.data[8:12], b.count)
+	fb.data = b.data[:len(b.data):len(b.data)]
 	r, err := newBatchReader(fb.data, "batch")
 	if err != nil {
 		fb.Release()
 		return nil, err
 	}
-	fb.entries = make([]fbEntry, 0, r.count)
+	if r.count > 0 {
+		// Outside the Go heap, as the memtables' arenas: a batch's index
+		// is tens of MB that the collector would neither need to scan nor
+		// free promptly.
+		fb.entryBuf = manual.Alloc(int(r.count) * int(unsafe.Sizeof(fbEntry{})))
+		fb.entries = unsafe.Slice((*fbEntry)(unsafe.Pointer(unsafe.SliceData(fb.entryBuf))), r.count)[:0]
+	}
 	for idx := uint32(0); ; idx++ {
 		kind, key, value, ok, err := r.next("batch")
 		if err != nil {
@@ -113,11 +144,13 @@ func newFlushableBatch(b *Batch, cksum checksum.Type, protect, paranoid bool) (*
 			fb.tombs = append(fb.tombs, base.RangeTombstone{Start: key, End: value, Seq: uint64(idx)}) // + fb.seq, see setSeq
 			continue
 		}
+		// (Within the capacity reserved above: the batch has r.count
+		// records, so append never reallocates onto the Go heap.)
 		fb.entries = append(fb.entries, fbEntry{
 			abbrev: abbrevKey(key),
 			keyOff: fb.offset(key), keyLen: uint32(len(key)),
-			valOff: fb.offset(value), valLen: uint32(len(value)),
-			idx: idx, kind: kind,
+			lenKind: uint32(len(value))<<4 | uint32(kind),
+			idx:     idx,
 		})
 	}
 	slices.SortFunc(fb.entries, fb.compare)
@@ -175,8 +208,24 @@ func (fb *flushableBatch) key(e *fbEntry) []byte {
 }
 
 func (fb *flushableBatch) value(e *fbEntry) []byte {
-	return fb.data[e.valOff : e.valOff+e.valLen : e.valOff+e.valLen]
+	off := fb.valueOffset(e)
+	end := off + e.valLen()
+	return fb.data[off:end:end]
 }
+
+// valueOffset returns where e's value starts in data: after the key, the
+// uvarint of its length (the batch encoding). An empty value (a deletion's)
+// is taken at the key's end.
+func (fb *flushableBatch) valueOffset(e *fbEntry) uint32 {
+	end := e.keyOff + e.keyLen
+	if n := e.valLen(); n > 0 {
+		end += uint32(uvarintLen(uint64(n)))
+	}
+	return end
+}
+
+// uvarintLen is the length of x's uvarint encoding.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
 // compare orders entries: user key ascending, then seqnum descending.
 func (fb *flushableBatch) compare(a, b fbEntry) int {
@@ -190,7 +239,7 @@ func (fb *flushableBatch) compare(a, b fbEntry) int {
 }
 
 func (fb *flushableBatch) trailer(e *fbEntry) uint64 {
-	return base.MakeTrailer(fb.seq+uint64(e.idx), e.kind)
+	return base.MakeTrailer(fb.seq+uint64(e.idx), e.kind())
 }
 
 // kvChecksum is entry i's protection: the KV checksum of its key, value,
@@ -198,7 +247,7 @@ func (fb *flushableBatch) trailer(e *fbEntry) uint64 {
 // is assigned after the batch is sorted and protected (outside commitMu).
 func (fb *flushableBatch) kvChecksum(i int) uint64 {
 	e := &fb.entries[i]
-	return checksum.KV(fb.cksum, fb.key(e), base.MakeTrailer(uint64(e.idx), e.kind), fb.value(e))
+	return checksum.KV(fb.cksum, fb.key(e), base.MakeTrailer(uint64(e.idx), e.kind()), fb.value(e))
 }
 
 // check verifies entry i's protection.
@@ -245,7 +294,7 @@ func (fb *flushableBatch) Get(userKey []byte, snapSeq uint64) (value []byte, seq
 			if err := fb.check(i); err != nil {
 				return nil, 0, 0, false, err
 			}
-			return fb.value(e), s, e.kind, true, nil
+			return fb.value(e), s, e.kind(), true, nil
 		}
 	}
 	return nil, 0, 0, false, nil
@@ -274,11 +323,8 @@ func (fb *flushableBatch) ApproximateSize() int { return fb.Capacity() }
 // Capacity returns the memory the batch holds: its copy, its index and its
 // protection.
 func (fb *flushableBatch) Capacity() int {
-	return len(fb.data) + cap(fb.entries)*int(entrySizeOf) + 8*len(fb.prot)
+	return len(fb.data) + len(fb.entryBuf) + 8*len(fb.prot)
 }
-
-// entrySizeOf is the size of an fbEntry.
-const entrySizeOf = 8 + 5*4 + 8
 
 // Validate re-checks the order and protection of every entry and the count,
 // as a flush does before writing a table.
@@ -298,10 +344,13 @@ func (fb *flushableBatch) Validate() error {
 	return nil
 }
 
-// Release frees the batch's memory. Nothing may use it afterwards.
+// Release drops the batch's memory (the buffer goes back to its Batch, or
+// to the collector). Nothing may use it afterwards.
 func (fb *flushableBatch) Release() {
-	manual.Free(fb.data)
-	fb.data, fb.entries, fb.tombs, fb.prot = nil, nil, nil, nil
+	if fb.entryBuf != nil {
+		manual.Free(fb.entryBuf)
+	}
+	fb.data, fb.entryBuf, fb.entries, fb.tombs, fb.prot = nil, nil, nil, nil, nil
 }
 
 // NewIter returns an iterator over the point entries. With o.Validate (or

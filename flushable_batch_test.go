@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"testing"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/vfs"
 )
@@ -194,7 +195,7 @@ func TestFlushableBatchProtection(t *testing.T) {
 	rs := db.loadReadState()
 	fb := rs.imms[0].t.(*flushableBatch)
 	e := &fb.entries[fb.seekGE([]byte("k04242"))]
-	fb.data[e.valOff] ^= 1
+	fb.data[fb.valueOffset(e)] ^= 1
 	rs.unref()
 	if _, err := db.Get([]byte("k04242")); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("Get of a flipped value = %v, want ErrCorruption", err)
@@ -204,5 +205,82 @@ func TestFlushableBatchProtection(t *testing.T) {
 	}
 	if err := db.Flush(); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("Flush of a flipped batch = %v, want ErrCorruption", err)
+	}
+}
+
+// A large batch lends its buffer to the DB instead of being copied; what the
+// caller does with the Batch afterwards (append to it, Apply it again, Reset
+// and refill it, read it) never changes what the DB committed, before the
+// flush, after it, and after a reopen.
+func TestFlushableBatchLentBuffer(t *testing.T) {
+	for _, o := range []Options{{}, {ParanoidMemoryChecks: true, MemtableProtectionBytesPerKey: 8}} {
+		t.Run(fmt.Sprintf("paranoid=%v", o.ParanoidMemoryChecks), func(t *testing.T) {
+			fs := vfs.NewMem()
+			o.FS, o.WriteBufferSize, o.MaxImmutableMemtables, o.DisableAutomaticCompactions = fs, 256<<10, 4, true
+			db, err := Open("db", &o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// No flush until the caller has done its worst: the batches
+			// stay in the DB's memtable list, over the lent buffers.
+			block := make(chan struct{})
+			db.testingHooks = &testingHooks{beforeFlush: func(flushable) { <-block }}
+			model := map[string]string{}
+			const n = 20000
+			b := bigBatch(db, rand.New(rand.NewPCG(5, 6)), n, model)
+			if err := db.Apply(b, nil); err != nil {
+				t.Fatal(err)
+			}
+			rs := db.loadReadState()
+			fb, ok := rs.imms[len(rs.imms)-1].t.(*flushableBatch)
+			if !ok || unsafe.SliceData(fb.data) != unsafe.SliceData(b.data) {
+				t.Fatalf("the batch was not queued over its own buffer (flushable %v)", ok)
+			}
+			rs.unref()
+			count := b.Count()
+			if got := b.Reader(); got.Error() != nil {
+				t.Fatal(got.Error())
+			}
+			// Appending to the applied batch and applying it again: the
+			// second Apply commits all of it, at new seqnums.
+			b.Put([]byte("k00000"), []byte("appended"))
+			if b.Count() != count+1 {
+				t.Fatalf("count %d after one more put, was %d", b.Count(), count)
+			}
+			checkModel(t, db, model, n, "after appending to the applied batch")
+			if err := db.Apply(b, nil); err != nil {
+				t.Fatal(err)
+			}
+			model["k00000"] = "appended"
+			checkModel(t, db, model, n, "after applying it again")
+			// Reset and refill it over its old bytes: nothing the DB holds
+			// may change.
+			b.Reset()
+			for i := 0; i < n; i++ {
+				b.Put([]byte(fmt.Sprintf("k%05d", i%(n/2))), []byte("overwritten-in-the-caller"))
+			}
+			checkModel(t, db, model, n, "after the caller refilled the batch")
+			if got := db.Metrics().MemTable.Count; got != 3 {
+				t.Fatalf("%d memtables before the flush, want the mutable one and both batches", got)
+			}
+			close(block)
+			if err := db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			checkModel(t, db, model, n, "flushed")
+			if err := db.Verify(); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if db, err = Open("db", &o); err != nil {
+				t.Fatal(err)
+			}
+			checkModel(t, db, model, n, "reopened")
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
