@@ -255,12 +255,17 @@ func (d *DB) sstWriterOptions(fileNum uint64) sst.WriterOptions {
 // its metadata, or nil for an empty memtable. On any error the partial file
 // is removed.
 func (d *DB) writeMemtableTable(mt flushable, fileNum uint64, why string) (meta *manifest.FileMetadata, err error) {
-	if err := mt.Validate(); err != nil {
-		d.stats.memCorruptions.Add(1)
-		return nil, fmt.Errorf("%s refused to write table %06d: memtable failed validation: %w", why, fileNum, base.MarkCorruption(err))
-	}
-	if mt.Empty() {
-		return nil, nil
+	// A memtable is validated by the walk that writes it (writeValidated);
+	// a flushable batch, and an empty memtable, up front.
+	fused, isMem := mt.(*memtable.MemTable)
+	if !isMem || mt.Empty() {
+		if err := mt.Validate(); err != nil {
+			d.stats.memCorruptions.Add(1)
+			return nil, fmt.Errorf("%s refused to write table %06d: memtable failed validation: %w", why, fileNum, base.MarkCorruption(err))
+		}
+		if mt.Empty() {
+			return nil, nil
+		}
 	}
 	name := makeFilename(d.fs, d.dirname, fileTypeTable, fileNum)
 	f, err := d.fs.Create(name)
@@ -276,6 +281,17 @@ func (d *DB) writeMemtableTable(mt flushable, fileNum uint64, why string) (meta 
 			_ = d.fs.Remove(name)
 		}
 	}()
+	if isMem {
+		// One pass: the validation walk hands each entry to the writer as
+		// its check passes (see MemTable.ValidateEach); if a check fails,
+		// even after the last entry, the table is removed, never installed.
+		if meta, err = d.writeValidated(fused, w, name, fileNum, why); err == nil && meta == nil {
+			// Nothing but empty tombstones: no table.
+			w.Abort()
+			_ = d.fs.Remove(name)
+		}
+		return meta, err
+	}
 	var n uint64
 	it := mt.NewIter(memtable.IterOptions{Validate: true})
 	for ok := it.First(); ok; ok = it.Next() {
@@ -328,8 +344,54 @@ func (d *DB) writeMemtableTable(mt flushable, fileNum uint64, why string) (meta 
 		_ = d.fs.Remove(name)
 		return nil, nil
 	}
+	return d.finishMemtableTable(w, name, fileNum, n, why)
+}
+
+// writeValidated writes memtable mt to w from its validation walk. On error
+// the caller aborts w and removes the file.
+func (d *DB) writeValidated(mt *memtable.MemTable, w *sst.Writer, name string, fileNum uint64, why string) (*manifest.FileMetadata, error) {
+	var n, dropped uint64
+	var werr error // the writer's error, not the memtable's
+	err := mt.ValidateEach(func(ik base.InternalKey, value []byte) error {
+		if werr = w.Add(ik, value); werr != nil {
+			return werr
+		}
+		n++
+		return nil
+	}, func(ik base.InternalKey, end []byte) error {
+		if bytes.Compare(ik.UserKey, end) >= 0 {
+			// See writeMemtableTable: an empty or inverted range from an
+			// old WAL deletes nothing and cannot go into a table.
+			d.log.Infof("%s of table %06d: dropped the empty range tombstone [%s, %s)#%d",
+				why, fileNum, base.HexKey(ik.UserKey), base.HexKey(end), ik.SeqNum())
+			dropped++
+			return nil
+		}
+		if werr = w.AddRangeDel(ik.UserKey, end, ik.SeqNum()); werr != nil {
+			return werr
+		}
+		n++
+		return nil
+	})
+	switch {
+	case werr != nil:
+		return nil, fmt.Errorf("%s of table %06d: %w", why, fileNum, werr)
+	case err != nil:
+		d.stats.memCorruptions.Add(1)
+		return nil, fmt.Errorf("%s refused to write table %06d: memtable failed validation: %w", why, fileNum, base.MarkCorruption(err))
+	case n+dropped != mt.Count():
+		return nil, base.CorruptionErrorf("%s of table %06d: read %d entries from a memtable that took %d adds", why, fileNum, n+dropped, mt.Count())
+	case n == 0:
+		return nil, nil // nothing but empty tombstones: the caller drops the file
+	}
+	return d.finishMemtableTable(w, name, fileNum, n, why)
+}
+
+// finishMemtableTable closes the table a flush wrote n entries to, syncs
+// the directory and checks the table. On error the caller removes the file
+// (w is closed or aborted by then).
+func (d *DB) finishMemtableTable(w *sst.Writer, name string, fileNum, n uint64, why string) (*manifest.FileMetadata, error) {
 	sm, err := w.Close()
-	w = nil
 	if err != nil {
 		return nil, fmt.Errorf("%s: finishing %s: %w", why, name, err)
 	}
@@ -339,7 +401,7 @@ func (d *DB) writeMemtableTable(mt flushable, fileNum uint64, why string) (meta 
 	if err := d.dataDir.Sync(); err != nil {
 		return nil, fmt.Errorf("%s: syncing directory after %s: %w", why, name, err)
 	}
-	meta = metaFromSST(fileNum, sm)
+	meta := metaFromSST(fileNum, sm)
 	if err := d.checkNewTable(meta); err != nil {
 		return nil, fmt.Errorf("%s: %w", why, err)
 	}
