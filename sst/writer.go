@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/vfs"
@@ -122,7 +123,13 @@ func NewWriter(f vfs.File, o WriterOptions) *Writer {
 	if w.o.ChecksumType != checksum.None {
 		w.hasher = newFileHasher(w.o.ChecksumType)
 	}
-	w.wbuf = make([]byte, 0, writeBufferSize)
+	w.wbuf = getScratch[byte](&wbufPool)[:0]
+	if cap(w.wbuf) < writeBufferSize {
+		w.wbuf = make([]byte, 0, writeBufferSize)
+	}
+	if w.o.BloomBitsPerKey > 0 {
+		w.hashes = getScratch[uint64](&hashPool)[:0]
+	}
 	w.data.init(w.o.BlockRestartInterval)
 	w.index.init(1)
 	w.rangeDel.init(w.o.BlockRestartInterval)
@@ -420,6 +427,7 @@ func (w *Writer) Close() (*Meta, error) {
 		w.finish()
 	}
 	w.closed = true
+	w.releaseScratch()
 	if w.err != nil {
 		if w.f != nil {
 			w.f.Close()
@@ -457,12 +465,44 @@ func (w *Writer) Abort() {
 		return
 	}
 	w.closed = true
+	w.releaseScratch()
 	if w.err == nil {
 		w.err = invalidArgf("writer for %s was aborted", w.fid)
 	}
 	if w.f != nil {
 		w.f.Close()
 	}
+}
+
+// Scratch buffers shared by writers one after another. A table writer's
+// filter hashes (8 bytes per key, grown by append) and its write buffer
+// were most of what a flush or compaction allocated, some 100 MB in a 2M
+// random fill, and the garbage drives the collector, whose mark phases
+// take a processor from the foreground writes. A buffer returns to its
+// pool when the writer closes; a pool drops what it holds over two
+// collections, so nothing stays pinned.
+var hashPool, wbufPool sync.Pool
+
+func getScratch[T any](p *sync.Pool) []T {
+	if b, ok := p.Get().(*[]T); ok {
+		return *b
+	}
+	return nil
+}
+
+func putScratch[T any](p *sync.Pool, b []T) {
+	if cap(b) > 0 {
+		b = b[:0]
+		p.Put(&b)
+	}
+}
+
+// releaseScratch hands the writer's scratch buffers back to their pools
+// once it is closed: nothing of the table is written after that.
+func (w *Writer) releaseScratch() {
+	putScratch(&hashPool, w.hashes)
+	putScratch(&wbufPool, w.wbuf)
+	w.hashes, w.wbuf = nil, nil
 }
 
 // finish writes everything after the last entry; errors land in w.err.
