@@ -312,12 +312,7 @@ func (d *DB) writeMemtableTable(mt flushable, fileNum uint64, why string) (meta 
 	var dropped uint64
 	for ok := rit.First(); ok; ok = rit.Next() {
 		k := rit.Key()
-		if bytes.Compare(k.UserKey, rit.Value()) >= 0 {
-			// An empty or inverted range deletes nothing. Batch refuses
-			// them now, but a WAL written before it did may hold one, and a
-			// table cannot: drop it here rather than fail every flush.
-			d.log.Infof("%s of table %06d: dropped the empty range tombstone [%s, %s)#%d",
-				why, fileNum, base.HexKey(k.UserKey), base.HexKey(rit.Value()), k.SeqNum())
+		if d.dropEmptyTombstone(k, rit.Value(), fileNum, why) {
 			dropped++
 			continue
 		}
@@ -359,11 +354,7 @@ func (d *DB) writeValidated(mt *memtable.MemTable, w *sst.Writer, name string, f
 		n++
 		return nil
 	}, func(ik base.InternalKey, end []byte) error {
-		if bytes.Compare(ik.UserKey, end) >= 0 {
-			// See writeMemtableTable: an empty or inverted range from an
-			// old WAL deletes nothing and cannot go into a table.
-			d.log.Infof("%s of table %06d: dropped the empty range tombstone [%s, %s)#%d",
-				why, fileNum, base.HexKey(ik.UserKey), base.HexKey(end), ik.SeqNum())
+		if d.dropEmptyTombstone(ik, end, fileNum, why) {
 			dropped++
 			return nil
 		}
@@ -385,6 +376,19 @@ func (d *DB) writeValidated(mt *memtable.MemTable, w *sst.Writer, name string, f
 		return nil, nil // nothing but empty tombstones: the caller drops the file
 	}
 	return d.finishMemtableTable(w, name, fileNum, n, why)
+}
+
+// dropEmptyTombstone reports whether the range tombstone [k.UserKey, end)
+// is empty or inverted, and logs that the flush drops it. Such a range
+// deletes nothing. Batch refuses them now, but a WAL written before it did
+// may hold one, and a table cannot: dropping it beats failing every flush.
+func (d *DB) dropEmptyTombstone(k base.InternalKey, end []byte, fileNum uint64, why string) bool {
+	if bytes.Compare(k.UserKey, end) < 0 {
+		return false
+	}
+	d.log.Infof("%s of table %06d: dropped the empty range tombstone [%s, %s)#%d",
+		why, fileNum, base.HexKey(k.UserKey), base.HexKey(end), k.SeqNum())
+	return true
 }
 
 // finishMemtableTable closes the table a flush wrote n entries to, syncs
