@@ -9,7 +9,6 @@ import (
 
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/manifest"
-	"github.com/vigildb/vigil/memtable"
 	"github.com/vigildb/vigil/sst"
 )
 
@@ -255,17 +254,12 @@ func (d *DB) sstWriterOptions(fileNum uint64) sst.WriterOptions {
 // its metadata, or nil for an empty memtable. On any error the partial file
 // is removed.
 func (d *DB) writeMemtableTable(mt flushable, fileNum uint64, why string) (meta *manifest.FileMetadata, err error) {
-	// A memtable is validated by the walk that writes it (writeValidated);
-	// a flushable batch, and an empty memtable, up front.
-	fused, isMem := mt.(*memtable.MemTable)
-	if !isMem || mt.Empty() {
+	if mt.Empty() {
+		// Nothing to write, but an empty skiplist can still be damaged.
 		if err := mt.Validate(); err != nil {
-			d.stats.memCorruptions.Add(1)
-			return nil, fmt.Errorf("%s refused to write table %06d: memtable failed validation: %w", why, fileNum, base.MarkCorruption(err))
+			return nil, d.validationFailed(err, fileNum, why)
 		}
-		if mt.Empty() {
-			return nil, nil
-		}
+		return nil, nil
 	}
 	name := makeFilename(d.fs, d.dirname, fileTypeTable, fileNum)
 	f, err := d.fs.Create(name)
@@ -275,83 +269,35 @@ func (d *DB) writeMemtableTable(mt flushable, fileNum uint64, why string) (meta 
 	w := sst.NewWriter(f, d.sstWriterOptions(fileNum))
 	defer func() {
 		if err != nil {
-			if w != nil {
-				w.Abort()
-			}
-			_ = d.fs.Remove(name)
-		}
-	}()
-	if isMem {
-		// One pass: the validation walk hands each entry to the writer as
-		// its check passes (see MemTable.ValidateEach); if a check fails,
-		// even after the last entry, the table is removed, never installed.
-		if meta, err = d.writeValidated(fused, w, name, fileNum, why); err == nil && meta == nil {
-			// Nothing but empty tombstones: no table.
 			w.Abort()
 			_ = d.fs.Remove(name)
 		}
-		return meta, err
-	}
-	var n uint64
-	it := mt.NewIter(memtable.IterOptions{Validate: true})
-	for ok := it.First(); ok; ok = it.Next() {
-		if err := w.Add(it.Key(), it.Value()); err != nil {
-			it.Close()
-			return nil, fmt.Errorf("%s of table %06d: %w", why, fileNum, err)
-		}
-		if n++; n%backgroundYieldEvery == 0 {
-			runtime.Gosched() // see backgroundYieldEvery
-		}
-	}
-	if err := it.Error(); err != nil {
-		it.Close()
-		return nil, fmt.Errorf("%s of table %06d: reading memtable: %w", why, fileNum, base.MarkCorruption(err))
-	}
-	it.Close()
-	rit := mt.NewRangeDelIter()
-	var dropped uint64
-	for ok := rit.First(); ok; ok = rit.Next() {
-		k := rit.Key()
-		if d.dropEmptyTombstone(k, rit.Value(), fileNum, why) {
-			dropped++
-			continue
-		}
-		if err := w.AddRangeDel(k.UserKey, rit.Value(), k.SeqNum()); err != nil {
-			rit.Close()
-			return nil, fmt.Errorf("%s of table %06d: %w", why, fileNum, err)
-		}
-		if n++; n%backgroundYieldEvery == 0 {
-			runtime.Gosched() // see backgroundYieldEvery
-		}
-	}
-	if err := rit.Error(); err != nil {
-		rit.Close()
-		return nil, fmt.Errorf("%s of table %06d: reading memtable range deletions: %w", why, fileNum, base.MarkCorruption(err))
-	}
-	rit.Close()
-	if n+dropped != mt.Count() {
-		return nil, base.CorruptionErrorf("%s of table %06d: read %d entries from a memtable that took %d adds", why, fileNum, n+dropped, mt.Count())
-	}
-	if n == 0 {
+	}()
+	// One pass: the validation walk hands each entry to the writer as its
+	// checks pass; if a check fails, even after the last entry, the table
+	// is removed, never installed.
+	if meta, err = d.writeValidated(mt, w, name, fileNum, why); err == nil && meta == nil {
 		// Nothing but empty tombstones: no table.
 		w.Abort()
-		w = nil
 		_ = d.fs.Remove(name)
-		return nil, nil
 	}
-	return d.finishMemtableTable(w, name, fileNum, n, why)
+	return meta, err
 }
 
-// writeValidated writes memtable mt to w from its validation walk. On error
+// writeValidated writes mt to w from its validation walk (ValidateEach: a
+// memtable far larger than the CPU caches costs a cache miss per entry and
+// pass, so it is read once, not validated and then read again). On error
 // the caller aborts w and removes the file.
-func (d *DB) writeValidated(mt *memtable.MemTable, w *sst.Writer, name string, fileNum uint64, why string) (*manifest.FileMetadata, error) {
+func (d *DB) writeValidated(mt flushable, w *sst.Writer, name string, fileNum uint64, why string) (*manifest.FileMetadata, error) {
 	var n, dropped uint64
 	var werr error // the writer's error, not the memtable's
 	err := mt.ValidateEach(func(ik base.InternalKey, value []byte) error {
 		if werr = w.Add(ik, value); werr != nil {
 			return werr
 		}
-		n++
+		if n++; n%backgroundYieldEvery == 0 {
+			runtime.Gosched() // see backgroundYieldEvery
+		}
 		return nil
 	}, func(ik base.InternalKey, end []byte) error {
 		if d.dropEmptyTombstone(ik, end, fileNum, why) {
@@ -368,14 +314,20 @@ func (d *DB) writeValidated(mt *memtable.MemTable, w *sst.Writer, name string, f
 	case werr != nil:
 		return nil, fmt.Errorf("%s of table %06d: %w", why, fileNum, werr)
 	case err != nil:
-		d.stats.memCorruptions.Add(1)
-		return nil, fmt.Errorf("%s refused to write table %06d: memtable failed validation: %w", why, fileNum, base.MarkCorruption(err))
+		return nil, d.validationFailed(err, fileNum, why)
 	case n+dropped != mt.Count():
 		return nil, base.CorruptionErrorf("%s of table %06d: read %d entries from a memtable that took %d adds", why, fileNum, n+dropped, mt.Count())
 	case n == 0:
 		return nil, nil // nothing but empty tombstones: the caller drops the file
 	}
 	return d.finishMemtableTable(w, name, fileNum, n, why)
+}
+
+// validationFailed counts and reports a memtable (or flushable batch) that
+// failed the flush's validation: the flush writes no table from it.
+func (d *DB) validationFailed(err error, fileNum uint64, why string) error {
+	d.stats.memCorruptions.Add(1)
+	return fmt.Errorf("%s refused to write table %06d: memtable failed validation: %w", why, fileNum, base.MarkCorruption(err))
 }
 
 // dropEmptyTombstone reports whether the range tombstone [k.UserKey, end)

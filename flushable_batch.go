@@ -44,6 +44,10 @@ type flushable interface {
 	Count() uint64
 	Empty() bool
 	Validate() error
+	// ValidateEach validates as Validate does and hands each entry that
+	// passes to point, then each range tombstone to rangeDel: the flush
+	// writes its table from one pass (see writeValidated).
+	ValidateEach(point, rangeDel func(ik base.InternalKey, value []byte) error) error
 	ApproximateSize() int
 	Capacity() int
 	Release()
@@ -328,14 +332,34 @@ func (fb *flushableBatch) Capacity() int {
 
 // Validate re-checks the order and protection of every entry and the count,
 // as a flush does before writing a table.
-func (fb *flushableBatch) Validate() error {
+func (fb *flushableBatch) Validate() error { return fb.ValidateEach(nil, nil) }
+
+// ValidateEach is Validate that hands every entry, as its checks pass, to
+// point (in order) and then every range tombstone to rangeDel (value: the
+// end key), as MemTable.ValidateEach does: the flush writes its table from
+// these calls. An error of point or rangeDel is returned as it is. Either
+// may be nil.
+func (fb *flushableBatch) ValidateEach(point, rangeDel func(ik base.InternalKey, value []byte) error) error {
 	for i := range fb.entries {
-		if i > 0 && fb.compare(fb.entries[i-1], fb.entries[i]) >= 0 {
+		e := &fb.entries[i]
+		if i > 0 && fb.compare(fb.entries[i-1], *e) >= 0 {
 			return base.CorruptionErrorf("flushable batch: entries %d and %d out of order (%s, %s)", i-1, i,
-				base.HexKey(fb.key(&fb.entries[i-1])), base.HexKey(fb.key(&fb.entries[i])))
+				base.HexKey(fb.key(&fb.entries[i-1])), base.HexKey(fb.key(e)))
 		}
 		if err := fb.check(i); err != nil {
 			return err
+		}
+		if point != nil {
+			if err := point(base.InternalKey{UserKey: fb.key(e), Trailer: fb.trailer(e)}, fb.value(e)); err != nil {
+				return err
+			}
+		}
+	}
+	if rangeDel != nil {
+		for _, t := range fb.tombs {
+			if err := rangeDel(base.MakeInternalKey(t.Start, t.Seq, base.KindRangeDelete), t.End); err != nil {
+				return err
+			}
 		}
 	}
 	if n := uint64(len(fb.entries) + len(fb.tombs)); n != fb.count {
