@@ -85,15 +85,7 @@ func NewExternalWriter(fs vfs.FS, path string, opts *ExternalWriterOptions) (*Ex
 // sstOptions applies the DB's defaults to o, validates it with the DB's
 // rules for table options, and converts it.
 func (o ExternalWriterOptions) sstOptions() (sst.WriterOptions, error) {
-	if o.BlockSize == 0 {
-		o.BlockSize = DefaultBlockSize
-	}
-	if o.BlockRestartInterval == 0 {
-		o.BlockRestartInterval = DefaultBlockRestartInterval
-	}
-	if o.BloomBitsPerKey == 0 {
-		o.BloomBitsPerKey = DefaultBloomBitsPerKey
-	}
+	tableDefaults(&o.BlockSize, &o.BlockRestartInterval, &o.BloomBitsPerKey)
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	if !o.ChecksumType.Valid() {

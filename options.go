@@ -221,15 +221,7 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.MaxImmutableMemtables == 0 {
 		o.MaxImmutableMemtables = DefaultMaxImmutableMemtables
 	}
-	if o.BlockSize == 0 {
-		o.BlockSize = DefaultBlockSize
-	}
-	if o.BlockRestartInterval == 0 {
-		o.BlockRestartInterval = DefaultBlockRestartInterval
-	}
-	if o.BloomBitsPerKey == 0 {
-		o.BloomBitsPerKey = DefaultBloomBitsPerKey
-	}
+	tableDefaults(&o.BlockSize, &o.BlockRestartInterval, &o.BloomBitsPerKey)
 	if o.BlockCacheSize == 0 {
 		o.BlockCacheSize = DefaultBlockCacheSize
 	}
@@ -274,6 +266,20 @@ const minWriteBufferSize = 64 << 10
 
 // maxWriteBufferSize: arena offsets are 32-bit (and int may be too).
 const maxWriteBufferSize = min(3<<30, memtable.MaxSize)
+
+// tableDefaults fills in the defaults of the options that shape a table,
+// for the DB's options and an ExternalWriter's alike.
+func tableDefaults(blockSize, restartInterval, bloomBits *int) {
+	if *blockSize == 0 {
+		*blockSize = DefaultBlockSize
+	}
+	if *restartInterval == 0 {
+		*restartInterval = DefaultBlockRestartInterval
+	}
+	if *bloomBits == 0 {
+		*bloomBits = DefaultBloomBitsPerKey
+	}
+}
 
 // validateTableOptions reports, through add, the problems of the options
 // that shape a table (the DB's and an ExternalWriter's, defaults applied):
