@@ -344,7 +344,13 @@ func (r *fileReader) readAt(p []byte, off uint64, kind BlockKind) error {
 // goes into *raw and the decompressed block into *dec when they are given
 // (they are grown as needed), else into fresh buffers.
 func (r *fileReader) readBlock(h handle, kind BlockKind, raw, dec *[]byte) ([]byte, error) {
-	b, c, err := r.readRaw(h, kind, raw)
+	return r.readBlockVerify(h, kind, raw, dec, true)
+}
+
+// readBlockVerify is readBlock that checks the trailer checksum only if
+// verify (see readRawVerify).
+func (r *fileReader) readBlockVerify(h handle, kind BlockKind, raw, dec *[]byte, verify bool) ([]byte, error) {
+	b, c, err := r.readRawVerify(h, kind, raw, verify)
 	if err != nil {
 		return nil, err
 	}
@@ -470,11 +476,7 @@ func (r *fileReader) decodeInto(dst, b []byte, c Compression, h handle, kind Blo
 // cached block first.
 func (r *Reader) dataBlock(h handle, raw, dec *[]byte, skip bool) ([]byte, CacheHandle, error) {
 	if r.cache == nil {
-		b, c, err := r.readRawVerify(h, BlockKindData, raw, !skip)
-		if err != nil {
-			return nil, CacheHandle{}, err
-		}
-		b, err = r.decompress(b, c, h, BlockKindData, dec)
+		b, err := r.readBlockVerify(h, BlockKindData, raw, dec, !skip)
 		return b, CacheHandle{}, err
 	}
 	if data, ch, ok, err := r.cachedBlock(h, h.offset); ok || err != nil {
