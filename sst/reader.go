@@ -357,16 +357,12 @@ func (r *fileReader) readBlockVerify(h handle, kind BlockKind, raw, dec *[]byte,
 	return r.decompress(b, c, h, kind, dec)
 }
 
-// readRaw reads block h of the given kind and its trailer from the file
-// into *raw (grown as needed; nil means a fresh buffer), verifies the
-// checksum and returns the block as stored and its compression.
-func (r *fileReader) readRaw(h handle, kind BlockKind, raw *[]byte) ([]byte, Compression, error) {
-	return r.readRawVerify(h, kind, raw, true)
-}
-
-// readRawVerify is readRaw that checks the trailer checksum only if verify
-// (ReadOptions.SkipChecksums). The bounds and the compression byte are
-// checked either way: an unverified block may be wrong, never out of range.
+// readRawVerify reads block h of the given kind and its trailer from the
+// file into *raw (grown as needed; nil means a fresh buffer), verifies the
+// checksum if verify (false: ReadOptions.SkipChecksums) and returns the
+// block as stored and its compression. The bounds and the compression byte
+// are checked either way: an unverified block may be wrong, never out of
+// range.
 func (r *fileReader) readRawVerify(h handle, kind BlockKind, raw *[]byte, verify bool) ([]byte, Compression, error) {
 	if h.size > MaxBlockSize || h.offset > r.size || h.end() > r.size {
 		return nil, 0, blockCorruptf(r.fid, kind, h.offset, "block of size %d extends past the end of the file (%d bytes)", h.size, r.size)
