@@ -14,17 +14,7 @@ import (
 // renamed or removed in it). Errors name the directory.
 func SyncDir(fs vfs.FS, dir string) error {
 	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return fmt.Errorf("opening directory %s: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
-	}
-	return nil
+	return syncAndClose(d, err, "directory "+dir)
 }
 
 // SyncFile makes the contents of the file name durable, whoever wrote them
@@ -32,15 +22,20 @@ func SyncDir(fs vfs.FS, dir string) error {
 // synced). Errors name the file.
 func SyncFile(fs vfs.FS, name string) error {
 	f, err := fs.Open(name)
+	return syncAndClose(f, err, name)
+}
+
+// syncAndClose syncs and closes f, just opened (with err) as what.
+func syncAndClose(f vfs.File, err error, what string) error {
 	if err != nil {
-		return fmt.Errorf("opening %s: %w", name, err)
+		return fmt.Errorf("opening %s: %w", what, err)
 	}
 	err = f.Sync()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("syncing %s: %w", name, err)
+		return fmt.Errorf("syncing %s: %w", what, err)
 	}
 	return nil
 }

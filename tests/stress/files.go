@@ -398,22 +398,13 @@ type walFile struct {
 const walReserveFlips = 64
 
 // walFlipSpan returns the prefix of WAL path that flips land in: what was
-// written (walDataEnd), plus walReserveFlips bytes of the zeros after it.
+// written (up to its last non-zero byte), plus walReserveFlips bytes of the zeros after it.
 func walFlipSpan(fs vfs.FS, path string) (int64, error) {
 	data, err := readFile(fs, path)
 	if err != nil {
 		return 0, err
 	}
 	return int64(min(len(data), max(dataEnd(data)+walReserveFlips, 1))), nil
-}
-
-// walDataEnd returns the offset just past the last non-zero byte of path.
-func walDataEnd(fs vfs.FS, path string) (int64, error) {
-	data, err := readFile(fs, path)
-	if err != nil {
-		return 0, err
-	}
-	return int64(dataEnd(data)), nil
 }
 
 func dataEnd(data []byte) int {

@@ -188,11 +188,11 @@ func (f *flipFixture) newestWAL(t *testing.T) (string, int64) {
 	}
 	// The end of what was written: past it the WAL holds only its zero
 	// reserve.
-	end, err := walDataEnd(f.mem, path)
+	data, err := readFile(f.mem, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return path, end
+	return path, int64(dataEnd(data))
 }
 
 // flipAt flips bit 0 of byte off of path, with the tail found as the
