@@ -52,8 +52,9 @@
 // # Concurrency
 //
 // A *Cache is safe for concurrent use by any number of goroutines. Each shard
-// has its own RWMutex; Get takes it shared, Set / Delete / EvictFile take it
-// exclusive. The last Release of a block frees it on the releasing
+// has its own reader/writer lock (an rwLock: a sync.RWMutex that spins
+// briefly before it blocks); Get takes it shared, Set / Delete / EvictFile
+// take it exclusive. The last Release of a block frees it on the releasing
 // goroutine, outside any shard lock when possible. Metrics are read with
 // atomics and are not a consistent snapshot across shards. A Handle is
 // owned by one goroutine at a time (it may be passed on); its Data may be
@@ -68,7 +69,6 @@ import (
 	"fmt"
 	"math/bits"
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/vigildb/vigil/internal/invariants"
@@ -219,7 +219,7 @@ func (d *dropList) release() {
 // charges and stays <= capacity after every Set returns; hand is nil iff the
 // ring is empty.
 type shard struct {
-	mu       sync.RWMutex
+	mu       rwLock
 	m        map[key]*entry
 	hand     *entry // next entry the CLOCK hand examines
 	size     int64
