@@ -9,8 +9,9 @@
 // allocator for many small ones (cached blocks), with size classes and
 // chunks shared by buffers of a class.
 //
-// Alloc maps anonymous memory (mmap); Free unmaps it, returning it to the
-// operating system at once. The memory holds no Go pointers, so the
+// Alloc maps anonymous memory (mmap), with transparent huge pages for
+// buffers of 4 MiB and more (see hugeMin); Free unmaps it, returning it to
+// the operating system at once. The memory holds no Go pointers, so the
 // collector never needs to scan it. Callers own the lifetime: a buffer is
 // freed exactly once, when nothing can read it any more (the DB counts the
 // references of each memtable for that), and never touched after.

@@ -18,6 +18,9 @@ func osAlloc(n int) []byte {
 	if err != nil {
 		return nil
 	}
+	if n >= hugeMin {
+		adviseHuge(b)
+	}
 	mapped.add(uintptr(unsafe.Pointer(&b[0])))
 	return b
 }
