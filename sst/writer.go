@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"time"
 
@@ -76,7 +77,7 @@ type Writer struct {
 	handleBuf     []byte
 	cbuf          []byte // snappy output
 
-	hashes []uint64 // filter hashes of distinct user keys
+	hashes *hashBuf // filter hashes of distinct user keys (outside the Go heap); nil without a filter
 
 	firstPoint   InternalKey // copy of the first point key
 	tombKey      []byte      // the last tombstone's encoded start key
@@ -128,7 +129,10 @@ func NewWriter(f vfs.File, o WriterOptions) *Writer {
 		w.wbuf = make([]byte, 0, writeBufferSize)
 	}
 	if w.o.BloomBitsPerKey > 0 {
-		w.hashes = getScratch[uint64](&hashPool)[:0]
+		w.hashes = new(hashBuf)
+		// A writer dropped without Close or Abort (a misused
+		// ExternalWriter) must not leak the hashes' mapping.
+		runtime.AddCleanup(w, (*hashBuf).release, w.hashes)
 	}
 	w.data.init(w.o.BlockRestartInterval)
 	w.index.init(1)
@@ -190,7 +194,7 @@ func (w *Writer) Add(key InternalKey, value []byte) error {
 		}
 	}
 	if w.o.BloomBitsPerKey > 0 && (first || !bytes.Equal(w.lastKey[:len(w.lastKey)-base.TrailerLen], key.UserKey)) {
-		w.hashes = append(w.hashes, filterHash(key.UserKey))
+		w.hashes.add(filterHash(key.UserKey))
 	}
 	w.data.add(w.keyBuf, value)
 	w.lastKey = append(w.lastKey[:0], w.keyBuf...)
@@ -297,7 +301,7 @@ func (w *Writer) EstimatedSize() uint64 {
 		pending = pending * w.props.DataSize / w.rawDataSize
 	}
 	return w.offset + pending + uint64(w.index.estimatedSize()) +
-		uint64(w.rangeDel.estimatedSize()) + uint64(len(w.hashes)*w.o.BloomBitsPerKey/8) + FooterLen
+		uint64(w.rangeDel.estimatedSize()) + uint64(w.hashes.len()*w.o.BloomBitsPerKey/8) + FooterLen
 }
 
 // separator returns an encoded internal key >= a and < b (a < b), as short
@@ -474,14 +478,13 @@ func (w *Writer) Abort() {
 	}
 }
 
-// Scratch buffers shared by writers one after another. A table writer's
-// filter hashes (8 bytes per key, grown by append) and its write buffer
-// were most of what a flush or compaction allocated, some 100 MB in a 2M
-// random fill, and the garbage drives the collector, whose mark phases
-// take a processor from the foreground writes. A buffer returns to its
-// pool when the writer closes; a pool drops what it holds over two
-// collections, so nothing stays pinned.
-var hashPool, wbufPool sync.Pool
+// wbufPool holds write buffers shared by writers one after another. With
+// the filter hashes (see hashBuf) they were most of what a flush or
+// compaction allocated, some 100 MB in a 2M random fill, and the garbage
+// drives the collector, whose mark phases take a processor from the
+// foreground writes. A buffer returns to the pool when its writer closes;
+// a pool drops what it holds over two collections, so nothing stays pinned.
+var wbufPool sync.Pool
 
 func getScratch[T any](p *sync.Pool) []T {
 	if b, ok := p.Get().(*[]T); ok {
@@ -497,12 +500,13 @@ func putScratch[T any](p *sync.Pool, b []T) {
 	}
 }
 
-// releaseScratch hands the writer's scratch buffers back to their pools
-// once it is closed: nothing of the table is written after that.
+// releaseScratch frees the filter hashes and hands the write buffer back
+// to its pool once the writer is closed or aborted: nothing of the table
+// is written after that.
 func (w *Writer) releaseScratch() {
-	putScratch(&hashPool, w.hashes)
+	w.hashes.release()
 	putScratch(&wbufPool, w.wbuf)
-	w.hashes, w.wbuf = nil, nil
+	w.wbuf = nil
 }
 
 // finish writes everything after the last entry; errors land in w.err.
@@ -520,7 +524,7 @@ func (w *Writer) finish() {
 	}
 	var err error
 	if w.o.BloomBitsPerKey > 0 {
-		if w.filterHandle, err = w.emit(buildFilter(w.hashes, w.o.BloomBitsPerKey), NoCompression); err != nil {
+		if w.filterHandle, err = w.emit(buildFilter(w.hashes.hashes(), w.o.BloomBitsPerKey), NoCompression); err != nil {
 			return
 		}
 		w.props.FilterSize = w.filterHandle.size + BlockTrailerLen
