@@ -51,18 +51,29 @@ func TestRWLockExclusion(t *testing.T) {
 }
 
 // TestRWLockReadersShare checks that RLock does not exclude other readers:
-// a reader holding the lock lets a second RLock through at once.
+// a reader holding the lock lets a second reader through at once, and a
+// writer gets in once both are gone.
 func TestRWLockReadersShare(t *testing.T) {
 	var l rwLock
+	shared := 0
 	l.RLock()
-	done := make(chan struct{})
+	done := make(chan int)
 	go func() {
 		l.RLock()
+		v := shared
 		l.RUnlock()
-		close(done)
+		done <- v
 	}()
-	<-done
+	if v := <-done; v != 0 {
+		t.Fatalf("second reader saw %d", v)
+	}
 	l.RUnlock()
 	l.Lock()
+	shared = 1
 	l.Unlock()
+	l.RLock()
+	defer l.RUnlock()
+	if shared != 1 {
+		t.Fatalf("reader after the writer saw %d", shared)
+	}
 }
