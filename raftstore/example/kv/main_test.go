@@ -22,13 +22,19 @@ func TestKVService(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	waitUntil(t, "a leader", func() bool {
+	// Every node must know the leader, not just the leader itself: a
+	// follower that has not yet heard from it answers a write with 503.
+	waitUntil(t, "a leader every node knows", func() bool {
+		leaders := 0
 		for _, n := range c.nodes {
 			if n.r.State() == raft.Leader {
-				return true
+				leaders++
+			}
+			if addr, _ := n.r.LeaderWithID(); addr == "" {
+				return false
 			}
 		}
-		return false
+		return leaders == 1
 	})
 	do := func(method, url string, body []byte) (int, []byte) {
 		t.Helper()
