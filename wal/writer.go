@@ -9,7 +9,6 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
-	"github.com/vigildb/vigil/internal/manual"
 )
 
 // defaultMaxQueuedBlocks bounds how far appends may run ahead of the file:
@@ -25,33 +24,10 @@ const maxFreeBlocks = 16
 // written] and beyond; the flusher hands buf[flushed:written] to the file
 // without holding Writer.mu, which is safe because the appender only ever
 // writes at or after written, and the flusher alone advances flushed.
-//
-// The bytes live outside the Go heap (blockAlloc): a 2M-record fill went
-// through some 1,800 new blocks (59 MB), since a burst that outruns the
-// flusher needs more than the free list keeps, and on the heap that garbage
-// drove the collector, whose mark phases take a processor from the writes.
-// A block is freed exactly once: when the flusher drops it beyond the free
-// list, or at Close, after the flusher has exited.
 type block struct {
-	buf     []byte     // BlockSize bytes of mem
-	mem     manual.Buf // buf's memory, freed by release
-	written int        // bytes filled; guarded by Writer.mu
-	flushed int        // bytes handed to the file; guarded by Writer.mu, advanced only by the flusher
-}
-
-// blockAlloc allocates every Writer's blocks. Its 1 MiB chunks return
-// freed blocks' pages to the OS.
-var blockAlloc = manual.NewAllocator()
-
-func newBlock() *block {
-	m := blockAlloc.Alloc(BlockSize)
-	return &block{buf: m.Bytes()[:BlockSize:BlockSize], mem: m}
-}
-
-// release frees the block's memory; b must not be used after.
-func (b *block) release() {
-	b.mem.Free()
-	b.buf, b.mem = nil, manual.Buf{}
+	buf     [BlockSize]byte
+	written int // bytes filled; guarded by Writer.mu
+	flushed int // bytes handed to the file; guarded by Writer.mu, advanced only by the flusher
 }
 
 // Writer appends logical records to a record log.
@@ -175,8 +151,8 @@ func NewWriter(f vfs.File, name string, logNum uint64, t checksum.Type) (*Writer
 	}
 	w.workCond.L = &w.mu
 	w.doneCond.L = &w.mu
-	w.cur = newBlock()
-	encodeFileHeader(w.cur.buf, logNum, t)
+	w.cur = new(block)
+	encodeFileHeader(w.cur.buf[:], logNum, t)
 	w.cur.written = FileHeaderSize
 	w.size.Store(FileHeaderSize)
 	go w.flushLoop()
@@ -286,7 +262,7 @@ func (w *Writer) rotate() error {
 		w.free[n-1] = nil
 		w.free = w.free[:n-1]
 	} else {
-		w.cur = newBlock()
+		w.cur = new(block)
 	}
 	if w.idle {
 		w.workCond.Signal()
@@ -362,20 +338,14 @@ func (w *Writer) flushLoop() {
 		}
 		if err != nil {
 			w.err = err
-			// The failed writer never writes these blocks again; Close
-			// frees them with the rest.
-			w.full = append(w.full, batch...)
-			clear(batch)
 			continue
 		}
 		for i, b := range batch {
 			b.written, b.flushed = 0, 0
-			// Keep a few blocks for reuse; the rest are freed, so a burst
-			// that filled the queue does not stay resident.
+			// Keep a few blocks for reuse; the rest go to the collector,
+			// so a burst that filled the queue does not stay resident.
 			if len(w.free) < maxFreeBlocks {
 				w.free = append(w.free, b)
-			} else {
-				b.release()
 			}
 			batch[i] = nil
 		}
@@ -583,17 +553,6 @@ func (w *Writer) Close() error {
 
 		w.mu.Lock()
 		err := w.err
-		// The flusher has exited and WriteRecord refuses a closed writer:
-		// nothing reads a block any more. cur stays (its written count
-		// still gives Size and SyncTo their offsets), without memory.
-		for _, b := range w.full {
-			b.release()
-		}
-		for _, b := range w.free {
-			b.release()
-		}
-		w.full, w.free = nil, nil
-		w.cur.release()
 		w.mu.Unlock()
 		if cerr := w.f.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("wal: %s: close: %w", w.name, cerr)
