@@ -98,14 +98,13 @@ func (e *fbEntry) valLen() uint32  { return e.lenKind >> 4 }
 type flushableBatch struct {
 	data []byte // the batch encoding: the Batch's buffer, lent (Go heap)
 	seq  uint64 // seqnum of record 0
-	// entries are the point entries, in entryBuf (manual memory, one slot
-	// per record of the batch).
-	entries  []fbEntry
-	entryBuf []byte
-	tombs    []base.RangeTombstone // sorted by start, then seqnum descending; alias data
-	prot     []uint64              // per entry, KV checksums (nil: no protection)
-	cksum    checksum.Type
-	count    uint64
+	// entries are the point entries, in manual memory (manual.AllocSlice,
+	// one slot per record of the batch).
+	entries []fbEntry
+	tombs   []base.RangeTombstone // sorted by start, then seqnum descending; alias data
+	prot    []uint64              // per entry, KV checksums (nil: no protection)
+	cksum   checksum.Type
+	count   uint64
 	// paranoid makes iterators check key order at every step.
 	paranoid bool
 }
@@ -131,8 +130,7 @@ func newFlushableBatch(b *Batch, cksum checksum.Type, protect, paranoid bool) (*
 		// Outside the Go heap, as the memtables' arenas: a batch's index
 		// is tens of MB that the collector would neither need to scan nor
 		// free promptly.
-		fb.entryBuf = manual.Alloc(int(r.count) * int(unsafe.Sizeof(fbEntry{})))
-		fb.entries = unsafe.Slice((*fbEntry)(unsafe.Pointer(unsafe.SliceData(fb.entryBuf))), r.count)[:0]
+		fb.entries = manual.AllocSlice[fbEntry](int(r.count))[:0]
 	}
 	for idx := uint32(0); ; idx++ {
 		kind, key, value, ok, err := r.next("batch")
@@ -327,7 +325,7 @@ func (fb *flushableBatch) ApproximateSize() int { return fb.Capacity() }
 // Capacity returns the memory the batch holds: its copy, its index and its
 // protection.
 func (fb *flushableBatch) Capacity() int {
-	return len(fb.data) + len(fb.entryBuf) + 8*len(fb.prot)
+	return len(fb.data) + cap(fb.entries)*int(unsafe.Sizeof(fbEntry{})) + 8*len(fb.prot)
 }
 
 // Validate re-checks the order and protection of every entry and the count,
@@ -371,10 +369,8 @@ func (fb *flushableBatch) ValidateEach(point, rangeDel func(ik base.InternalKey,
 // Release drops the batch's memory (the buffer goes back to its Batch, or
 // to the collector). Nothing may use it afterwards.
 func (fb *flushableBatch) Release() {
-	if fb.entryBuf != nil {
-		manual.Free(fb.entryBuf)
-	}
-	fb.data, fb.entryBuf, fb.entries, fb.tombs, fb.prot = nil, nil, nil, nil, nil
+	manual.FreeSlice(fb.entries)
+	fb.data, fb.entries, fb.tombs, fb.prot = nil, nil, nil, nil
 }
 
 // NewIter returns an iterator over the point entries. With o.Validate (or

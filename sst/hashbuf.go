@@ -1,10 +1,6 @@
 package sst
 
-import (
-	"unsafe"
-
-	"github.com/vigildb/vigil/internal/manual"
-)
+import "github.com/vigildb/vigil/internal/manual"
 
 // hashBuf is a table writer's list of filter hashes (8 bytes per distinct
 // user key), kept outside the Go heap.
@@ -20,10 +16,9 @@ import (
 //
 // A hashBuf belongs to one writer (no concurrency, but for the writer's
 // cleanup, which runs only once the writer is unreachable); the zero value
-// is empty and ready. s aliases mem (nil while nothing is mapped).
+// is empty and ready. s's capacity is the mapped buffer (manual.AllocSlice).
 type hashBuf struct {
-	mem []byte
-	s   []uint64
+	s []uint64
 }
 
 // minHashCap is the first buffer's capacity in hashes (32 KiB): small
@@ -39,12 +34,10 @@ func (h *hashBuf) add(v uint64) {
 }
 
 func (h *hashBuf) grow() {
-	n := max(2*cap(h.s), minHashCap)
-	mem := manual.Alloc(n * 8)
-	s := unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), n)[:len(h.s)]
+	s := manual.AllocSlice[uint64](max(2*cap(h.s), minHashCap))[:len(h.s)]
 	copy(s, h.s)
 	h.release()
-	h.mem, h.s = mem, s
+	h.s = s
 }
 
 // hashes returns the hashes added so far; valid until the next add or
@@ -65,8 +58,6 @@ func (h *hashBuf) release() {
 	if h == nil {
 		return
 	}
-	if h.mem != nil {
-		manual.Free(h.mem)
-	}
-	h.mem, h.s = nil, nil
+	manual.FreeSlice(h.s)
+	h.s = nil
 }

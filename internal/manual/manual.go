@@ -27,7 +27,10 @@
 // see Allocator for its own contract.
 package manual
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // Poison is the byte freed buffers are filled with in invariants builds.
 const Poison = 0xdb
@@ -60,4 +63,28 @@ func Free(b []byte) {
 	}
 	allocated.Add(-int64(len(b)))
 	osFree(b)
+}
+
+// AllocSlice is Alloc for a slice of n zeroed Ts (length n, capacity n),
+// for indexes built over manual memory. T must hold no Go pointers: the
+// collector does not scan this memory, so a pointer stored in it would not
+// keep its target alive.
+func AllocSlice[T any](n int) []T {
+	if n <= 0 {
+		return nil
+	}
+	var zero T
+	b := Alloc(n * int(unsafe.Sizeof(zero)))
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
+
+// FreeSlice frees a slice from AllocSlice: the whole of its capacity, so s
+// may have been resliced (s[:0], s[:k]) but must start where AllocSlice's
+// did. It accepts a nil or empty-capacity slice.
+func FreeSlice[T any](s []T) {
+	if cap(s) == 0 {
+		return
+	}
+	var zero T
+	Free(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), cap(s)*int(unsafe.Sizeof(zero))))
 }
