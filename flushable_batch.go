@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"math/bits"
 	"slices"
 	"unsafe"
 
@@ -221,13 +220,10 @@ func (fb *flushableBatch) value(e *fbEntry) []byte {
 func (fb *flushableBatch) valueOffset(e *fbEntry) uint32 {
 	end := e.keyOff + e.keyLen
 	if n := e.valLen(); n > 0 {
-		end += uint32(uvarintLen(uint64(n)))
+		end += uint32(base.UvarintLen(uint64(n)))
 	}
 	return end
 }
-
-// uvarintLen is the length of x's uvarint encoding.
-func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
 // compare orders entries: user key ascending, then seqnum descending.
 func (fb *flushableBatch) compare(a, b fbEntry) int {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/vigildb/vigil/internal/base"
 )
 
 // --statistics prints, at the end of the run as db_bench does, the RocksDB
@@ -16,23 +18,14 @@ import (
 // count), in RocksDB's WriteBatch and Vigil's Batch alike.
 const batchHeader = 12
 
-func uvarintLen(n int) int64 {
-	l := int64(1)
-	for n >= 0x80 {
-		n >>= 7
-		l++
-	}
-	return l
-}
-
 // batchBytes is the encoded size of a batch of n puts of a klen-byte key
 // and vlen-byte value: what RocksDB's rocksdb.bytes.written adds per Write.
 func batchBytes(n int64, klen, vlen int) int64 {
-	return batchHeader + n*(1+uvarintLen(klen)+int64(klen)+uvarintLen(vlen)+int64(vlen))
+	return batchHeader + n*(1+int64(base.UvarintLen(uint64(klen)))+int64(klen)+int64(base.UvarintLen(uint64(vlen)))+int64(vlen))
 }
 
 // deleteBytes is one delete's share of a batch's encoded size.
-func deleteBytes(klen int) int64 { return 1 + uvarintLen(klen) + int64(klen) }
+func deleteBytes(klen int) int64 { return 1 + int64(base.UvarintLen(uint64(klen))) + int64(klen) }
 
 // opStats are one thread's API counters and latencies; methods on a nil
 // *opStats do nothing, so callers need no check when --statistics is off.

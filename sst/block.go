@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+
+	"github.com/vigildb/vigil/internal/base"
 )
 
 // blockWriter builds one block (see "Blocks" in the package comment). It is
@@ -79,15 +81,7 @@ func (b *blockWriter) add(key, value []byte) {
 // sizeAfter is the size of the block after adding an entry that shares
 // shared bytes of the previous key, without a new restart point.
 func (b *blockWriter) sizeAfter(shared, keyLen, valueLen int) int {
-	return b.estimatedSize() + uvarintLen(shared) + uvarintLen(keyLen-shared) + uvarintLen(valueLen) + keyLen - shared + valueLen
-}
-
-func uvarintLen(x int) int {
-	n := 1
-	for ; x >= 0x80; x >>= 7 {
-		n++
-	}
-	return n
+	return b.estimatedSize() + base.UvarintLen(uint64(shared)) + base.UvarintLen(uint64(keyLen-shared)) + base.UvarintLen(uint64(valueLen)) + keyLen - shared + valueLen
 }
 
 // estimatedSize is the size finish would return now.
