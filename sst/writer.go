@@ -124,10 +124,7 @@ func NewWriter(f vfs.File, o WriterOptions) *Writer {
 	if w.o.ChecksumType != checksum.None {
 		w.hasher = newFileHasher(w.o.ChecksumType)
 	}
-	w.wbuf = getScratch[byte](&wbufPool)[:0]
-	if cap(w.wbuf) < writeBufferSize {
-		w.wbuf = make([]byte, 0, writeBufferSize)
-	}
+	w.wbuf = newWriteBuf()
 	if w.o.BloomBitsPerKey > 0 {
 		w.hashes = new(hashBuf)
 		// A writer dropped without Close or Abort (a misused
@@ -486,18 +483,13 @@ func (w *Writer) Abort() {
 // a pool drops what it holds over two collections, so nothing stays pinned.
 var wbufPool sync.Pool
 
-func getScratch[T any](p *sync.Pool) []T {
-	if b, ok := p.Get().(*[]T); ok {
-		return *b
+// newWriteBuf returns an empty write buffer of writeBufferSize bytes, from
+// wbufPool when it has one.
+func newWriteBuf() []byte {
+	if b, ok := wbufPool.Get().(*[]byte); ok && cap(*b) >= writeBufferSize {
+		return (*b)[:0]
 	}
-	return nil
-}
-
-func putScratch[T any](p *sync.Pool, b []T) {
-	if cap(b) > 0 {
-		b = b[:0]
-		p.Put(&b)
-	}
+	return make([]byte, 0, writeBufferSize)
 }
 
 // releaseScratch frees the filter hashes and hands the write buffer back
@@ -505,7 +497,9 @@ func putScratch[T any](p *sync.Pool, b []T) {
 // is written after that.
 func (w *Writer) releaseScratch() {
 	w.hashes.release()
-	putScratch(&wbufPool, w.wbuf)
+	if b := w.wbuf[:0]; cap(b) > 0 {
+		wbufPool.Put(&b)
+	}
 	w.wbuf = nil
 }
 
