@@ -42,6 +42,19 @@ func bigBatch(db *DB, rng *rand.Rand, n int, model map[string]string) *Batch {
 	return b
 }
 
+// flushAndCheck flushes db, checks it against model and verifies every
+// table: the end of each flushable-batch model test.
+func flushAndCheck(t *testing.T, db *DB, model map[string]string, n int) {
+	t.Helper()
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	checkModel(t, db, model, n, "flushed")
+	if err := db.Verify(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func checkModel(t *testing.T, db interface {
 	Get([]byte) ([]byte, error)
 	NewIter(*IterOptions) (*Iterator, error)
@@ -143,13 +156,7 @@ func TestFlushableBatchModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkModel(t, db, model, n, "reopened (WAL replay)")
-			if err := db.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			checkModel(t, db, model, n, "flushed")
-			if err := db.Verify(); err != nil {
-				t.Fatal(err)
-			}
+			flushAndCheck(t, db, model, n)
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -264,13 +271,7 @@ func TestFlushableBatchLentBuffer(t *testing.T) {
 				t.Fatalf("%d memtables before the flush, want the mutable one and both batches", got)
 			}
 			close(block)
-			if err := db.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			checkModel(t, db, model, n, "flushed")
-			if err := db.Verify(); err != nil {
-				t.Fatal(err)
-			}
+			flushAndCheck(t, db, model, n)
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
