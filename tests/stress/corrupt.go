@@ -99,6 +99,14 @@ func (f *flipState) snapshot() FlipStats {
 	return f.stats
 }
 
+// addCorruptions adds a closing DB's count of memtable corruptions it
+// reported. The progress line reads the stats concurrently, so mu is taken.
+func (f *flipState) addCorruptions(n int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats.MemtableCorruptions += n
+}
+
 // tolerates reports whether a worker may see err because of a flip.
 func (f *flipState) tolerates(err error) bool {
 	if !errors.Is(err, vigil.ErrCorruption) {

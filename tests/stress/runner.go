@@ -507,7 +507,7 @@ func (r *runner) runLocal(ctx context.Context) (*Result, error) {
 		r.finish()
 	}
 	if r.db != nil {
-		r.flips.stats.MemtableCorruptions += r.db.Metrics().MemTable.Corruptions
+		r.flips.addCorruptions(r.db.Metrics().MemTable.Corruptions)
 		r.db.Close()
 		r.db = nil
 	}
