@@ -11,14 +11,28 @@ import (
 	"github.com/vigildb/vigil/internal/base"
 )
 
-// defaultMaxQueuedBlocks bounds how far appends may run ahead of the file:
-// 512 full blocks (16 MiB) waiting for the flusher. Beyond it WriteRecord
-// waits, so a stalled disk stalls writers instead of growing memory without
-// bound.
-const defaultMaxQueuedBlocks = 512
+// defaultMaxBlocks bounds a writer's blocks, and so how far appends may run
+// ahead of the file: 512 blocks (16 MiB), queued for the flusher, being
+// written by it, or free. An append that needs a block when all are out
+// waits for the flusher, so a stalled disk stalls writers instead of
+// growing memory without bound.
+const defaultMaxBlocks = 512
 
-// maxFreeBlocks bounds the blocks a writer keeps for reuse.
-const maxFreeBlocks = 16
+// maxRoundBlocks bounds the full blocks the flusher takes in one round
+// (1 MiB), so that a long run of full blocks (a large record) comes back
+// to the free list a MiB at a time while the appender goes on, instead of
+// all at once after it had to allocate a second set.
+const maxRoundBlocks = 32
+
+// idleFreeBlocks bounds the blocks a writer keeps for reuse once the
+// flusher has caught up: 64 blocks (2 MiB), enough for the appends made
+// during one bytes-per-sync fsync at a few hundred MB/s, so that a steady
+// stream of writes allocates nothing. While the flusher is behind, every
+// block comes back to the free list (at most maxBlocks exist), so that a
+// burst, a large batch's record above all, reuses its blocks instead of
+// leaving up to twice the record's size as garbage; the surplus is dropped
+// when the flusher next finds nothing to do.
+const idleFreeBlocks = 64
 
 // block is one BlockSize buffer of the log. The appender fills buf[flushed:
 // written] and beyond; the flusher hands buf[flushed:written] to the file
@@ -82,7 +96,8 @@ type Writer struct {
 	curOff    int64    // file offset of cur
 	full      []*block // full blocks not yet (completely) handed to the file, in order
 	free      []*block // recycled blocks
-	maxQueued int      // bound on len(full) before WriteRecord waits
+	blocks    int      // blocks allocated and not dropped: cur, full, free and the flusher's round
+	maxBlocks int      // bound on blocks (>= 2): an append that needs another waits
 
 	flushedOff int64 // file offset up to which bytes were handed to the file
 	syncedOff  int64 // file offset up to which bytes are durable
@@ -105,7 +120,10 @@ type Writer struct {
 	durableEnd int64
 	idle       bool // the flusher waits on workCond
 	waiters    int  // goroutines blocked in SyncTo (for tests and metrics)
-	stats      WriterStats
+	// blockWaiters counts appends waiting for a free block (rotate): the
+	// free list is not trimmed under them.
+	blockWaiters int
+	stats        WriterStats
 
 	done      chan struct{} // closed when the flusher exits
 	closeOnce sync.Once
@@ -146,12 +164,13 @@ func NewWriter(f vfs.File, name string, logNum uint64, t checksum.Type) (*Writer
 		name:      name,
 		logNum:    logNum,
 		ctype:     t,
-		maxQueued: defaultMaxQueuedBlocks,
+		maxBlocks: defaultMaxBlocks,
 		done:      make(chan struct{}),
 	}
 	w.workCond.L = &w.mu
 	w.doneCond.L = &w.mu
 	w.cur = new(block)
+	w.blocks = 1
 	encodeFileHeader(w.cur.buf[:], logNum, t)
 	w.cur.written = FileHeaderSize
 	w.size.Store(FileHeaderSize)
@@ -184,7 +203,7 @@ func (w *Writer) Stats() WriterStats {
 // the logical end offset of the record, to pass to SyncTo. It never makes a
 // system call itself: full blocks, and the pending partial block when the
 // flusher is idle, are handed to the file by the background flusher. It
-// blocks only if the flusher is more than 16 MiB behind. p may be reused by
+// blocks only if the flusher is 16 MiB behind. p may be reused by
 // the caller as soon as WriteRecord returns. Callers serialize WriteRecord
 // to define the order of records.
 func (w *Writer) WriteRecord(p []byte) (end int64, err error) {
@@ -246,14 +265,18 @@ func (w *Writer) WriteRecord(p []byte) (end int64, err error) {
 }
 
 // rotate queues the full current block for the flusher and starts a new
-// one, first waiting if too many blocks are queued. It returns the sticky
-// error if the writer failed while it waited.
+// one: a free block, or a new one if fewer than maxBlocks exist, or else
+// the first block the flusher frees. (While it waits, the full block is
+// still cur, and the flusher writes it as such: queued, it is then only
+// recycled.) It returns the sticky error if the writer failed meanwhile.
 func (w *Writer) rotate() error {
-	for len(w.full) >= w.maxQueued && w.err == nil {
+	for len(w.free) == 0 && w.blocks >= w.maxBlocks && w.err == nil {
 		if w.idle {
 			w.workCond.Signal()
 		}
+		w.blockWaiters++
 		w.doneCond.Wait()
+		w.blockWaiters--
 	}
 	w.full = append(w.full, w.cur)
 	w.curOff += BlockSize
@@ -263,6 +286,7 @@ func (w *Writer) rotate() error {
 		w.free = w.free[:n-1]
 	} else {
 		w.cur = new(block)
+		w.blocks++
 	}
 	if w.idle {
 		w.workCond.Signal()
@@ -286,6 +310,11 @@ func (w *Writer) flushLoop() {
 	var batch []*block
 	for {
 		for w.err == nil && (w.held || (!w.closing && !w.hasWork())) {
+			if n := len(w.free) - idleFreeBlocks; n > 0 && w.blockWaiters == 0 {
+				clear(w.free[idleFreeBlocks:])
+				w.free = w.free[:idleFreeBlocks]
+				w.blocks -= n
+			}
 			w.idle = true
 			w.workCond.Wait()
 		}
@@ -295,67 +324,89 @@ func (w *Writer) flushLoop() {
 			w.doneCond.Broadcast()
 			return
 		}
-		batch = append(batch[:0], w.full...)
-		clear(w.full)
-		w.full = w.full[:0]
-		cur := w.cur
-		curFrom, curTo := cur.flushed, cur.written
-		target := w.curOff + int64(curTo)
-		if w.closing && target > w.syncWant {
-			// Close's final fsync covers whatever is appended while it
-			// waits (a WriteRecord racing Close).
-			w.syncWant = target
+		// The round: the first maxRoundBlocks full blocks, and the
+		// current block's new bytes if no full block is left behind.
+		n := min(len(w.full), maxRoundBlocks)
+		batch = append(batch[:0], w.full[:n]...)
+		target := w.flushedOff
+		for _, b := range batch {
+			target += int64(BlockSize - b.flushed)
 		}
-		doSync := w.syncWant > w.syncedOff ||
-			(w.bytesPerSync > 0 && target-w.syncedOff >= w.bytesPerSync)
+		left := copy(w.full, w.full[n:])
+		clear(w.full[left:])
+		w.full = w.full[:left]
+		cur := w.cur
+		curFrom, curTo := cur.flushed, cur.flushed
+		if left == 0 {
+			curTo = cur.written
+			target = w.curOff + int64(curTo)
+			if w.closing && target > w.syncWant {
+				// Close's final fsync covers whatever is appended while
+				// it waits (a WriteRecord racing Close).
+				w.syncWant = target
+			}
+		}
+		// A sync someone waits for is made once the round reaches the
+		// end of the log, not after each MiB of a long queue.
+		waited := left == 0 && w.syncWant > w.syncedOff
+		doSync := waited || (w.bytesPerSync > 0 && target-w.syncedOff >= w.bytesPerSync)
 		// A sync some caller waits for may grow the reserve; one the
 		// flusher makes on its own (bytes-per-sync, Close) never does, so
 		// writers that never sync never pay for zeros.
 		var extend int64
-		if w.syncWant > w.syncedOff && !w.closing {
+		if waited && !w.closing {
 			extend = w.reserveNext
 		}
 		w.mu.Unlock()
 
 		writes, err := w.writeOut(batch, cur, curFrom, curTo)
-		var dataSync bool
-		var reserved int64
-		if err == nil && doSync {
-			dataSync, reserved, err = w.syncOut(target, extend)
-		}
 
 		w.mu.Lock()
 		w.stats.Writes += writes
-		if doSync {
-			w.stats.Syncs++
-			if dataSync {
-				w.stats.DataSyncs++
+		if err == nil {
+			// The bytes are the file's now: the blocks go back to the
+			// free list and Flush waiters are released before the
+			// fsync, so that appends during a long fsync (every
+			// bytes-per-sync MiB) reuse them instead of allocating.
+			w.recycle(batch, cur, curTo, target)
+			if doSync {
+				w.doneCond.Broadcast()
+				w.mu.Unlock()
+				var dataSync bool
+				var reserved int64
+				dataSync, reserved, err = w.syncOut(target, extend)
+				w.mu.Lock()
+				w.stats.Syncs++
+				if dataSync {
+					w.stats.DataSyncs++
+				}
+				w.stats.Reserved += reserved
+				if reserved > 0 {
+					w.reserveNext = min(2*w.reserveNext, w.reserveMax)
+				}
+				if err == nil {
+					w.syncedOff = target
+				}
 			}
-		}
-		w.stats.Reserved += reserved
-		if reserved > 0 {
-			w.reserveNext = min(2*w.reserveNext, w.reserveMax)
 		}
 		if err != nil {
 			w.err = err
 			continue
 		}
-		for i, b := range batch {
-			b.written, b.flushed = 0, 0
-			// Keep a few blocks for reuse; the rest go to the collector,
-			// so a burst that filled the queue does not stay resident.
-			if len(w.free) < maxFreeBlocks {
-				w.free = append(w.free, b)
-			}
-			batch[i] = nil
-		}
-		cur.flushed = curTo
-		w.flushedOff = target
-		if doSync {
-			w.syncedOff = target
-		}
 		w.doneCond.Broadcast()
 	}
+}
+
+// recycle returns the blocks of a round whose bytes were all handed to the
+// file to the free list and publishes the new flushed offset. mu is held.
+func (w *Writer) recycle(batch []*block, cur *block, curTo int, target int64) {
+	for i, b := range batch {
+		b.written, b.flushed = 0, 0
+		w.free = append(w.free, b)
+		batch[i] = nil
+	}
+	cur.flushed = curTo
+	w.flushedOff = target
 }
 
 // syncOut makes the file durable up to target, everything before it having

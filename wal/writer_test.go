@@ -494,12 +494,13 @@ func TestWriterBadArguments(t *testing.T) {
 }
 
 // TestWriterBackpressure: with the file stuck, WriteRecord stops once
-// maxQueued full blocks wait, instead of buffering without bound.
+// maxBlocks blocks are out (the current one and two full ones waiting),
+// instead of buffering without bound.
 func TestWriterBackpressure(t *testing.T) {
 	gate := make(chan struct{})
 	w, _ := NewWriter(&blockingFile{gate: gate}, "log", 1, checksum.XXH3)
 	w.mu.Lock()
-	w.maxQueued = 2
+	w.maxBlocks = 3
 	w.mu.Unlock()
 	done := make(chan error, 1)
 	go func() {
@@ -514,16 +515,58 @@ func TestWriterBackpressure(t *testing.T) {
 		default:
 		}
 		w.mu.Lock()
-		queued := len(w.full)
+		queued, blocks := len(w.full), w.blocks
 		w.mu.Unlock()
-		if queued > 2 {
-			t.Fatalf("%d blocks queued, limit 2", queued)
+		if queued > 2 || blocks > 3 {
+			t.Fatalf("%d blocks queued, %d in all; limits 2 and 3", queued, blocks)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	close(gate)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWriterLargeRecordReusesBlocks: a record far larger than the block
+// bound goes through at most maxBlocks blocks, each reused as soon as the
+// flusher has written it, rather than through new blocks while the flusher
+// holds a full queue's worth (which left about twice the record's size of
+// garbage); and once the flusher has caught up, the writer keeps only
+// idleFreeBlocks of them.
+func TestWriterLargeRecordReusesBlocks(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage instrumentation allocates")
+	}
+	w, _ := NewWriter(discardFile{}, "log", 1, checksum.XXH3)
+	rec := pattern(7, 4*defaultMaxBlocks*BlockSize) // 64 MiB
+	allocs := testing.AllocsPerRun(1, func() {
+		if _, err := w.WriteRecord(rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if limit := float64(defaultMaxBlocks + 8); allocs > limit {
+		t.Errorf("a %d-block record took %.0f allocations, want at most %.0f", len(rec)/BlockSize, allocs, limit)
+	}
+	// The flusher trims the free list when it goes idle.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		w.mu.Lock()
+		blocks, free, idle := w.blocks, len(w.free), w.idle
+		w.mu.Unlock()
+		if idle && blocks == free+1 && free <= idleFreeBlocks {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idle writer keeps %d blocks (%d free), want at most %d free", blocks, free, idleFreeBlocks)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
