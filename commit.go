@@ -169,7 +169,7 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 		d.stats.walBytes.Add(int64(len(b.data)))
 		d.stats.walRecords.Add(1)
 	}
-	mem.writers.Add(1)
+	mem.writers.add()
 	ticket := d.pub.enqueue(seq + uint64(b.count) - 1)
 	d.commitMu.Unlock()
 
@@ -180,7 +180,7 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 		// the WAL holds the whole batch for the next Open.
 		mem.poison(applyErr)
 	}
-	mem.writers.Done()
+	mem.writers.done()
 	var syncErr error
 	if applyErr == nil && syncWAL {
 		// Durable first, visible second. Concurrent synced writers share
@@ -267,7 +267,7 @@ func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
 		// The batch takes a place in the immutable list, and so does the
 		// mutable memtable if it holds anything.
 		need = 1
-		if !d.mem.mt.Empty() {
+		if !d.mem.idleAndEmpty() {
 			need = 2
 		}
 		reason := ""
@@ -276,6 +276,10 @@ func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
 			reason = fmt.Sprintf("too many immutable memtables for a large batch (%d, MaxImmutableMemtables=%d)", len(d.imm), d.opts.MaxImmutableMemtables)
 		case len(d.vs.current.Levels[0]) >= d.opts.L0StopWritesTrigger:
 			reason = d.stallReasonLocked()
+		case !d.opts.DisableWAL && d.spareWAL == nil:
+			// The batch ends its WAL (see below): the next must be ready.
+			d.maybePrepareWALLocked()
+			reason = "waiting for the next WAL to be created"
 		}
 		if reason == "" {
 			break
@@ -299,8 +303,13 @@ func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
 	if stallReason != "" {
 		d.endStall(stallStart, stallReason)
 	}
+	// The batch's WAL ends with it: later writes go to the next WAL, in a
+	// new mutable memtable, so that once the batch is flushed its WAL (as
+	// large as the batch) is obsolete and deleted, not replayed at every
+	// reopen until the memtable after it is flushed too. Without a WAL a
+	// new memtable is needed only if the mutable one holds data.
 	var mt *memtable.MemTable
-	if need == 2 {
+	if need == 2 || !d.opts.DisableWAL {
 		if mt, err = d.newMemTable(d.memtableSizeFor(0)); err != nil {
 			d.mu.Unlock()
 			d.commitMu.Unlock()
@@ -313,29 +322,38 @@ func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
 	b.setSeqNum(seq)
 	fb.setSeq(seq)
 	var walEnd int64
-	walW := d.walW
+	walW, batchLog, memLog := d.walW, d.walNum, d.walNum
 	if !d.opts.DisableWAL {
 		walEnd, err = walW.WriteRecord(b.data)
+		if err == nil {
+			d.stats.walBytes.Add(int64(len(b.data)))
+			d.stats.walRecords.Add(1)
+			memLog, err = d.switchWALLocked()
+		}
 		if err != nil {
 			d.mu.Unlock()
 			d.commitMu.Unlock()
 			fb.Release()
-			if mt != nil {
-				releaseMemTable(mt, &d.stats.memtableBytes)
-			}
+			releaseMemTable(mt, &d.stats.memtableBytes)
 			return d.walFailed(err)
 		}
-		d.stats.walBytes.Add(int64(len(b.data)))
-		d.stats.walRecords.Add(1)
 	}
-	if need == 2 {
-		d.imm = append(d.imm, d.mem)
-		d.mem = newMemTableEntry(mt, d.walNum, &d.stats.memtableBytes)
+	old := d.mem
+	if mt != nil {
+		d.mem = newMemTableEntry(mt, memLog, &d.stats.memtableBytes)
+		if need == 2 {
+			d.imm = append(d.imm, old)
+		}
 	}
-	d.imm = append(d.imm, newBatchEntry(fb, d.walNum, &d.stats.memtableBytes))
+	d.imm = append(d.imm, newBatchEntry(fb, batchLog, &d.stats.memtableBytes))
 	// fb reads b's buffer from here on: b must copy before writing again.
 	b.lend()
 	d.updateReadStateLocked()
+	if mt != nil && need == 1 {
+		// The empty memtable the new one replaced: readers that still
+		// hold it keep their own references.
+		old.unref()
+	}
 	d.log.Infof("large batch of %d records (%d bytes) queued for flush as a table, seqs %d..%d", b.count, len(b.data), seq, seq+uint64(b.count)-1)
 	d.maybeScheduleFlushLocked()
 	ticket := d.pub.enqueue(seq + uint64(b.count) - 1)
@@ -352,10 +370,12 @@ func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
 }
 
 // waitForFlushableRoom waits, without commitMu, until need more entries
-// fit the immutable list (and L0 is below the stop trigger).
+// fit the immutable list, L0 is below the stop trigger and the next WAL is
+// ready.
 func (d *DB) waitForFlushableRoom(need int) error {
 	return d.waitStalled(func() bool {
-		return len(d.imm)+need <= max(d.opts.MaxImmutableMemtables, need) && len(d.vs.current.Levels[0]) < d.opts.L0StopWritesTrigger
+		return len(d.imm)+need <= max(d.opts.MaxImmutableMemtables, need) && len(d.vs.current.Levels[0]) < d.opts.L0StopWritesTrigger &&
+			(d.spareWAL != nil || d.opts.DisableWAL)
 	})
 }
 
@@ -592,19 +612,10 @@ func (d *DB) rotateMemtableLocked(memSize int) error {
 	}
 	var logNum uint64
 	if !d.opts.DisableWAL {
-		oldW, oldNum := d.walW, d.walNum
-		newW := d.spareWAL
-		logNum = d.spareWALNum
-		pre := walPreamble{prevLogNum: oldNum, prevSize: oldW.Size(), lastSeq: d.nextSeq - 1}
-		if _, err := newW.WriteRecord(pre.encode()); err != nil {
-			return fmt.Errorf("writing the preamble of WAL %06d: %w", logNum, err)
+		if logNum, err = d.switchWALLocked(); err != nil {
+			releaseMemTable(mt, &d.stats.memtableBytes)
+			return err
 		}
-		d.spareWAL, d.spareWALNum = nil, 0
-		d.walW, d.walNum = newW, logNum
-		d.bgWG.Add(1)
-		go d.closeWAL(oldW, oldNum, newW)
-		d.emitWAL(WALInfo{LogNum: logNum, PrevLogNum: oldNum})
-		d.maybePrepareWALLocked()
 	}
 	old := d.mem
 	d.imm = append(d.imm, old)
@@ -614,6 +625,26 @@ func (d *DB) rotateMemtableLocked(memSize int) error {
 		old.t.ApproximateSize(), old.t.Count(), old.logNum, logNum)
 	d.maybeScheduleFlushLocked()
 	return nil
+}
+
+// switchWALLocked makes the spare WAL (which must be ready) the DB's WAL
+// and returns its number: it writes the new WAL's preamble, which chains it
+// to the end of the old one, and syncs and closes the old one in the
+// background (closeWAL). No file I/O. d.mu and commitMu are held.
+func (d *DB) switchWALLocked() (uint64, error) {
+	oldW, oldNum := d.walW, d.walNum
+	newW, logNum := d.spareWAL, d.spareWALNum
+	pre := walPreamble{prevLogNum: oldNum, prevSize: oldW.Size(), lastSeq: d.nextSeq - 1}
+	if _, err := newW.WriteRecord(pre.encode()); err != nil {
+		return 0, fmt.Errorf("writing the preamble of WAL %06d: %w", logNum, err)
+	}
+	d.spareWAL, d.spareWALNum = nil, 0
+	d.walW, d.walNum = newW, logNum
+	d.bgWG.Add(1)
+	go d.closeWAL(oldW, oldNum, newW)
+	d.emitWAL(WALInfo{LogNum: logNum, PrevLogNum: oldNum})
+	d.maybePrepareWALLocked()
+	return logNum, nil
 }
 
 // closeWAL syncs and closes a WAL the DB rotated away from, then lets the

@@ -171,7 +171,7 @@ type memTableEntry struct {
 	logNum uint64
 	// writers counts batches assigned to this memtable and not yet applied;
 	// a flush waits for them.
-	writers sync.WaitGroup
+	writers pendingWriters
 	// flushed is closed once the memtable is in an SST (or empty).
 	flushed chan struct{}
 	// lastSeq is the last seqnum of the batches assigned to this memtable
@@ -189,6 +189,23 @@ type memTableEntry struct {
 	// fails, so that the partial batch is never visible.
 	poisoned atomic.Pointer[error]
 }
+
+// pendingWriters counts the batches assigned to a memtable (under
+// commitMu) and not yet applied to it (without it). A flush waits for them;
+// a large batch, which replaces an empty mutable memtable, asks whether
+// there are any (a WaitGroup alone cannot say).
+type pendingWriters struct {
+	wg sync.WaitGroup
+	n  atomic.Int32
+}
+
+func (p *pendingWriters) add()  { p.n.Add(1); p.wg.Add(1) }
+func (p *pendingWriters) done() { p.n.Add(-1); p.wg.Done() }
+func (p *pendingWriters) Wait() { p.wg.Wait() }
+
+// none reports whether no batch is on its way into the memtable. Under
+// commitMu, where batches are assigned, a true answer stays true.
+func (p *pendingWriters) none() bool { return p.n.Load() == 0 }
 
 // tombstones returns the memtable's range tombstones and, from the cache,
 // their index; without a current cache, the tombstones visible at snap read
@@ -222,6 +239,13 @@ func newBatchEntry(fb *flushableBatch, logNum uint64, acct *memAccount) *memTabl
 }
 
 func (e *memTableEntry) ref() { e.refs.Add(1) }
+
+// idleAndEmpty reports whether the mutable memtable holds nothing and
+// never will unless written again: no entry, no batch on its way in, not
+// poisoned by a failed one. commitMu is held.
+func (e *memTableEntry) idleAndEmpty() bool {
+	return e.mt.Empty() && e.writers.none() && e.poisoned.Load() == nil
+}
 
 // unref drops a reference; the last one frees the arena.
 func (e *memTableEntry) unref() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -185,6 +186,69 @@ func TestFlushableBatchFlush(t *testing.T) {
 		t.Fatalf("memory after the flush: %+v (the batch's should be freed)", m.Memory)
 	}
 	checkModel(t, db, model, n, "flushed")
+}
+
+// A large batch ends its WAL: the writes after it go to the next WAL, so
+// that once the batch is flushed its WAL, as large as the batch, is deleted
+// rather than kept (and read through at every reopen) until the memtable
+// after it is flushed too. With the mutable memtable empty or not when the
+// batch comes, writes before it and after its flush keep their order, and
+// the DB reopens to the same contents.
+func TestFlushableBatchEndsItsWAL(t *testing.T) {
+	for _, before := range []bool{false, true} {
+		t.Run(fmt.Sprintf("write-before=%v", before), func(t *testing.T) {
+			fs := vfs.NewMem()
+			opts := &Options{WriteBufferSize: 256 << 10, DisableAutomaticCompactions: true}
+			db := openMem(t, fs, opts)
+			model := map[string]string{}
+			const n = 20000
+			if before {
+				if err := db.Put([]byte("k00001"), []byte("before"), nil); err != nil {
+					t.Fatal(err)
+				}
+				model["k00001"] = "before"
+			}
+			b := bigBatch(db, rand.New(rand.NewPCG(5, 6)), n, model)
+			size := int64(len(b.data))
+			if err := db.Apply(b, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			// Written after the flush, into the mutable memtable, which
+			// stays unflushed: these must not be in the batch's WAL.
+			for _, k := range []string{"k00001", "k00002"} {
+				if err := db.Put([]byte(k), []byte("after"), nil); err != nil {
+					t.Fatal(err)
+				}
+				model[k] = "after"
+			}
+			checkModel(t, db, model, n, "flushed")
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			names, err := fs.List("db")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range names {
+				if !strings.HasSuffix(name, ".log") {
+					continue
+				}
+				fi, err := fs.Stat(fs.PathJoin("db", name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi.Size() >= size {
+					t.Errorf("WAL %s (%d bytes) outlived the flush of the %d-byte batch it holds", name, fi.Size(), size)
+				}
+			}
+			db = openMem(t, fs, opts)
+			defer db.Close()
+			checkModel(t, db, model, n, "reopened")
+		})
+	}
 }
 
 // With protection bytes a flip in a flushable batch's bytes is reported by
