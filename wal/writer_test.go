@@ -535,13 +535,14 @@ func TestWriterBackpressure(t *testing.T) {
 // bound goes through at most maxBlocks blocks, each reused as soon as the
 // flusher has written it, rather than through new blocks while the flusher
 // holds a full queue's worth (which left about twice the record's size of
-// garbage); and once the flusher has caught up, the writer keeps only
-// idleFreeBlocks of them.
+// garbage), without an fsync per round; and once the flusher has caught
+// up, the writer keeps only idleFreeBlocks of them.
 func TestWriterLargeRecordReusesBlocks(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("coverage instrumentation allocates")
 	}
 	w, _ := NewWriter(discardFile{}, "log", 1, checksum.XXH3)
+	w.SetBytesPerSync(1 << 20)
 	rec := pattern(7, 4*defaultMaxBlocks*BlockSize) // 64 MiB
 	allocs := testing.AllocsPerRun(1, func() {
 		if _, err := w.WriteRecord(rec); err != nil {
@@ -553,6 +554,11 @@ func TestWriterLargeRecordReusesBlocks(t *testing.T) {
 	})
 	if limit := float64(defaultMaxBlocks + 8); allocs > limit {
 		t.Errorf("a %d-block record took %.0f allocations, want at most %.0f", len(rec)/BlockSize, allocs, limit)
+	}
+	// Behind a large record the bytes-per-sync fsyncs come every 4 MiB,
+	// not after each 1 MiB round.
+	if st := w.Stats(); st.Syncs > st.Bytes/(4<<20)+8 {
+		t.Errorf("%d fsyncs for %d MiB with bytes-per-sync 1 MiB, want about one per 4 MiB", st.Syncs, st.Bytes>>20)
 	}
 	// The flusher trims the free list when it goes idle.
 	deadline := time.Now().Add(5 * time.Second)
