@@ -516,7 +516,7 @@ func (w *Writer) SetReserve(n int64) {
 
 // Hold stops the flusher from handing anything more to the file until
 // Release: records still append in memory (WriteRecord blocks once the
-// queue bound is reached), and Flush, SyncTo and Close wait. The DB holds
+// block bound is reached), and Flush, SyncTo and Close wait. The DB holds
 // a new WAL this way until the WAL before it is synced and closed, so that
 // nothing of the new log can reach the disk while the old one might still
 // lose its tail in a crash: recovery can then tell a real torn tail from
