@@ -57,12 +57,14 @@ type block struct {
 // A background flusher goroutine owns the file: it hands full blocks to the
 // file, and, whenever it has nothing else to do, whatever the current
 // partial block holds, so unsynced data reaches the OS promptly without
-// writers paying for it. When it finds that someone waits in SyncTo, it
-// writes everything appended so far and then calls Sync once; every waiter
-// whose end offset is covered is released by that one fsync. While an fsync
-// is in progress new waiters queue up and share the next one: this is the
-// group commit, and the number of fsyncs under load is the number of fsync
-// rounds, not the number of callers.
+// writers paying for it. It works in rounds of at most maxRoundBlocks full
+// blocks. When it finds that someone waits in SyncTo, it takes the highest
+// offset asked for so far as its goal, writes on until a round reaches it
+// (at once, unless a large record is queued), and then calls Sync once;
+// every waiter whose end offset is covered is released by that one fsync.
+// While an fsync is in progress new waiters queue up and share the next
+// one: this is the group commit, and the number of fsyncs under load is the
+// number of fsync rounds, not the number of callers.
 //
 // With a zero reserve (SetReserve) the flusher also keeps zeros written
 // and synced past the log, and a sync whose bytes all land in them is a
@@ -102,10 +104,15 @@ type Writer struct {
 	flushedOff int64 // file offset up to which bytes were handed to the file
 	syncedOff  int64 // file offset up to which bytes are durable
 	syncWant   int64 // highest offset a SyncTo (or Close) asked to make durable
-	err        error // sticky failure
-	closed     bool  // Close was called: no more records
-	closing    bool  // the flusher may exit once it has no work
-	held       bool  // Hold: the flusher hands nothing to the file until Release
+	// syncGoal is the flusher's current sync target: syncWant as it was
+	// when the flusher last found waiters and none was in progress. Fixing
+	// it keeps a stream of new waiters from moving the goal ahead of a
+	// flusher that is behind, which would starve the first ones.
+	syncGoal int64
+	err      error // sticky failure
+	closed   bool  // Close was called: no more records
+	closing  bool  // the flusher may exit once it has no work
+	held     bool  // Hold: the flusher hands nothing to the file until Release
 	// bytesPerSync: the flusher syncs on its own once this many bytes were
 	// handed to the file since the last sync (0: only when asked).
 	bytesPerSync int64
@@ -278,6 +285,9 @@ func (w *Writer) rotate() error {
 		w.doneCond.Wait()
 		w.blockWaiters--
 	}
+	if w.err != nil {
+		return w.err
+	}
 	w.full = append(w.full, w.cur)
 	w.curOff += BlockSize
 	if n := len(w.free); n > 0 {
@@ -291,7 +301,7 @@ func (w *Writer) rotate() error {
 	if w.idle {
 		w.workCond.Signal()
 	}
-	return w.err
+	return nil
 }
 
 // hasWork reports whether the flusher has bytes to write or a sync to do.
@@ -299,17 +309,21 @@ func (w *Writer) hasWork() bool {
 	return len(w.full) > 0 || w.cur.written > w.cur.flushed || w.syncWant > w.syncedOff
 }
 
-// flushLoop is the flusher goroutine. Each round it takes, under mu, the
-// queued full blocks, the unflushed part of the current block and whether a
-// sync is wanted; it writes (and syncs) without mu, so appenders keep going;
-// then it publishes the new flushed/synced offsets and wakes the waiters.
+// flushLoop is the flusher goroutine. Each round it takes, under mu, up to
+// maxRoundBlocks queued full blocks, the unflushed part of the current
+// block if no full block is left behind, and whether to sync; it writes
+// without mu, so appenders keep going, frees the blocks and publishes the
+// flushed offset, then syncs (still without mu) and publishes the synced
+// one, waking the waiters at each step. Closing, it exits once it has
+// nothing left to do and no append waits for a block (such an append still
+// has bytes to hand over).
 func (w *Writer) flushLoop() {
 	defer close(w.done)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var batch []*block
 	for {
-		for w.err == nil && (w.held || (!w.closing && !w.hasWork())) {
+		for w.err == nil && (w.held || (!w.hasWork() && (!w.closing || w.blockWaiters > 0))) {
 			if n := len(w.free) - idleFreeBlocks; n > 0 && w.blockWaiters == 0 {
 				clear(w.free[idleFreeBlocks:])
 				w.free = w.free[:idleFreeBlocks]
@@ -346,14 +360,17 @@ func (w *Writer) flushLoop() {
 				w.syncWant = target
 			}
 		}
-		// A sync someone waits for is made once the round reaches the
-		// end of the log, not after each MiB of a long queue. While the
+		// A sync someone waits for is made once a round reaches the goal
+		// (see syncGoal), not after each MiB of a long queue. While the
 		// flusher is behind (a large record), bytes-per-sync waits for 4
 		// times its bytes: one fsync per 1 MiB round made a 67 MB record
 		// take 10-20 % longer, and deferring it to the 16 MiB block bound
 		// made the fsyncs so long that the appends behind them needed
 		// new blocks.
-		waited := left == 0 && w.syncWant > w.syncedOff
+		if w.syncGoal <= w.syncedOff {
+			w.syncGoal = w.syncWant
+		}
+		waited := w.syncGoal > w.syncedOff && (left == 0 || target >= w.syncGoal)
 		dirty := target - w.syncedOff
 		doSync := waited || (w.bytesPerSync > 0 && dirty >= w.bytesPerSync &&
 			(left == 0 || dirty >= 4*w.bytesPerSync))

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -577,6 +578,58 @@ func TestWriterLargeRecordReusesBlocks(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestWriterSyncUnderSustainedAppends: a Sync while an appender keeps the
+// flusher behind (a slow file, 64 KiB records without pause) returns once
+// the flusher has written and synced up to where the log was when it was
+// asked, instead of waiting for the appends to stop (a sync only at the end
+// of the queue, which they keep moving, never came).
+func TestWriterSyncUnderSustainedAppends(t *testing.T) {
+	w, _ := NewWriter(&slowFile{delay: 200 * time.Microsecond}, "log", 1, checksum.XXH3)
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rec := make([]byte, 64<<10)
+		for !stop.Load() {
+			if _, err := w.WriteRecord(rec); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		stop.Store(true)
+		<-done
+		if err := w.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	time.Sleep(50 * time.Millisecond) // the queue fills
+	synced := make(chan error, 1)
+	go func() { synced <- w.Sync() }()
+	select {
+	case err := <-synced:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		w.mu.Lock()
+		queued, syncs := len(w.full), w.stats.Syncs
+		w.mu.Unlock()
+		t.Fatalf("Sync still waiting after 20 s of appends (%d blocks queued, %d syncs)", queued, syncs)
+	}
+}
+
+// slowFile takes delay for every Write.
+type slowFile struct {
+	discardFile
+	delay time.Duration
+}
+
+func (s *slowFile) Write(p []byte) (int, error) {
+	time.Sleep(s.delay)
+	return len(p), nil
 }
 
 type blockingFile struct {
