@@ -172,6 +172,9 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 	mem.writers.add()
 	ticket := d.pub.enqueue(seq + uint64(b.count) - 1)
 	d.commitMu.Unlock()
+	if h := d.testingHooks; h != nil && h.beforeApply != nil {
+		h.beforeApply()
+	}
 
 	applyErr := d.applyToMemtable(mem, b)
 	if applyErr != nil {
@@ -246,7 +249,7 @@ func (d *DB) slowDown(n, l0 int) {
 // memtable (see flushable_batch.go): it is sorted and protected, over its
 // own buffer, before commitMu, then, under it, gets its seqnums, goes to the WAL as one
 // record, and joins the immutable memtables right after the mutable one,
-// which a fresh memtable (on the same WAL) replaces. It becomes visible
+// which a fresh memtable on the next WAL replaces. It becomes visible
 // through the publisher like any batch.
 func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
 	fb, err := newFlushableBatch(b, d.cksum, d.opts.MemtableProtectionBytesPerKey > 0, d.opts.ParanoidMemoryChecks)

@@ -241,10 +241,14 @@ func newBatchEntry(fb *flushableBatch, logNum uint64, acct *memAccount) *memTabl
 func (e *memTableEntry) ref() { e.refs.Add(1) }
 
 // idleAndEmpty reports whether the mutable memtable holds nothing and
-// never will unless written again: no entry, no batch on its way in, not
-// poisoned by a failed one. commitMu is held.
+// never will unless written again: no batch on its way in, no entry, not
+// poisoned by a failed one. commitMu is held. The writers are asked first:
+// once none is left (and under commitMu none can be assigned), every one
+// that was has finished its inserts and any poisoning, so the two checks
+// after it see them; asked the other way round, a batch could land between
+// an Empty that saw nothing and a none that sees it gone.
 func (e *memTableEntry) idleAndEmpty() bool {
-	return e.mt.Empty() && e.writers.none() && e.poisoned.Load() == nil
+	return e.writers.none() && e.mt.Empty() && e.poisoned.Load() == nil
 }
 
 // unref drops a reference; the last one frees the arena.

@@ -150,15 +150,21 @@ func (d *DB) flushOne() (did bool, err error) {
 	}
 	e := d.imm[0]
 	d.flushing = true
-	var fileNum uint64
-	if !e.t.Empty() {
-		fileNum = d.vs.allocFileNum()
-	}
 	d.mu.Unlock()
 
 	start := time.Now()
-	// Wait for batches still being inserted into the memtable.
+	// Wait for batches still being inserted into the memtable, and only
+	// then ask whether it is empty: a memtable can reach the immutable list
+	// with a batch assigned to it and not yet applied (applyFlushable puts
+	// it there rather than drop it), and judged empty before that batch
+	// lands it would be flushed as nothing, its WAL then obsolete.
 	e.writers.Wait()
+	var fileNum uint64
+	if !e.t.Empty() {
+		d.mu.Lock()
+		fileNum = d.vs.allocFileNum()
+		d.mu.Unlock()
+	}
 	if h := d.testingHooks; h != nil && h.beforeFlush != nil {
 		h.beforeFlush(e.t)
 	}

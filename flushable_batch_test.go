@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/cockroachdb/pebble/vfs"
@@ -249,6 +251,63 @@ func TestFlushableBatchEndsItsWAL(t *testing.T) {
 			checkModel(t, db, model, n, "reopened")
 		})
 	}
+}
+
+// A write assigned to the empty mutable memtable but not yet inserted when
+// a large batch arrives is neither dropped with that memtable nor flushed
+// as an empty one: the memtable goes to the immutable list before the
+// batch, and its flush waits for the write before deciding what to write.
+// Afterwards the batch's WAL is deleted, so only the table can hold it.
+func TestFlushableBatchPendingWrite(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := &Options{WriteBufferSize: 256 << 10, DisableAutomaticCompactions: true}
+	db := openMem(t, fs, opts)
+	assigned, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	db.testingHooks = &testingHooks{beforeApply: func() {
+		once.Do(func() {
+			close(assigned)
+			<-release
+		})
+	}}
+	put := make(chan error, 1)
+	go func() { put <- db.Put([]byte("pending"), []byte("v"), nil) }()
+	<-assigned
+	model := map[string]string{}
+	b := bigBatch(db, rand.New(rand.NewPCG(7, 8)), 20000, model)
+	// The batch is published after the pending write, so its Apply
+	// returns only once that write is in.
+	applied := make(chan error, 1)
+	go func() { applied <- db.Apply(b, nil) }()
+	// Let the flush of the memtable the write is assigned to begin (and,
+	// before the fix, judge it empty) before the write goes in.
+	for {
+		db.mu.Lock()
+		started := db.flushing
+		db.mu.Unlock()
+		if started {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if err := <-put; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-applied; err != nil {
+		t.Fatal(err)
+	}
+	model["pending"] = "v"
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, db, "pending", "v")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openMem(t, fs, opts)
+	defer db.Close()
+	mustGet(t, db, "pending", "v")
 }
 
 // With protection bytes a flip in a flushable batch's bytes is reported by

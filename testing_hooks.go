@@ -8,6 +8,9 @@ type testingHooks struct {
 	// beforeFlush runs on the flush goroutine with the memtable about to be
 	// flushed, after its writers finished.
 	beforeFlush func(t flushable)
+	// beforeApply runs on a writer's goroutine once its batch is assigned
+	// to a memtable (commitMu released), before it is inserted.
+	beforeApply func()
 }
 
 // The fault-injection hooks (see internal/private): tests/ and tests/stress
