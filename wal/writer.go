@@ -389,12 +389,17 @@ func (w *Writer) flushLoop() {
 		w.stats.Writes += writes
 		if err == nil {
 			// The bytes are the file's now: the blocks go back to the
-			// free list and Flush waiters are released before the
-			// fsync, so that appends during a long fsync (every
-			// bytes-per-sync MiB) reuse them instead of allocating.
+			// free list before the fsync, so that appends during a long
+			// fsync (every bytes-per-sync MiB) reuse them instead of
+			// allocating.
 			w.recycle(batch, cur, curTo, target)
 			if doSync {
-				w.doneCond.Broadcast()
+				if w.blockWaiters > 0 {
+					// Only appends waiting for a block gain from
+					// waking now; waking the SyncTo waiters too would
+					// cost group commit a round of futile wakeups.
+					w.doneCond.Broadcast()
+				}
 				w.mu.Unlock()
 				var dataSync bool
 				var reserved int64
