@@ -279,10 +279,10 @@ func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
 			reason = fmt.Sprintf("too many immutable memtables for a large batch (%d, MaxImmutableMemtables=%d)", len(d.imm), d.opts.MaxImmutableMemtables)
 		case len(d.vs.current.Levels[0]) >= d.opts.L0StopWritesTrigger:
 			reason = d.stallReasonLocked()
-		case !d.opts.DisableWAL && d.spareWAL == nil:
+		case !d.walReadyLocked():
 			// The batch ends its WAL (see below): the next must be ready.
 			d.maybePrepareWALLocked()
-			reason = "waiting for the next WAL to be created"
+			reason = stallNoSpareWAL
 		}
 		if reason == "" {
 			break
@@ -378,7 +378,7 @@ func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
 func (d *DB) waitForFlushableRoom(need int) error {
 	return d.waitStalled(func() bool {
 		return len(d.imm)+need <= max(d.opts.MaxImmutableMemtables, need) && len(d.vs.current.Levels[0]) < d.opts.L0StopWritesTrigger &&
-			(d.spareWAL != nil || d.opts.DisableWAL)
+			d.walReadyLocked()
 	})
 }
 
@@ -482,7 +482,7 @@ func (d *DB) makeRoomForWrite(memSize int) (*memTableEntry, string, error) {
 		}
 		if err := d.rotateMemtableLocked(memSize); err != nil {
 			if errors.Is(err, errNoSpareWAL) {
-				return nil, "waiting for the next WAL to be created", nil
+				return nil, stallNoSpareWAL, nil
 			}
 			d.setBackgroundErrorLocked(err, "memtable rotation")
 			return nil, "", err
@@ -507,7 +507,7 @@ func (d *DB) stallReasonLocked() string {
 // background error meanwhile.
 func (d *DB) waitForStall() error {
 	return d.waitStalled(func() bool {
-		return d.stallReasonLocked() == "" && (d.spareWAL != nil || d.opts.DisableWAL)
+		return d.stallReasonLocked() == "" && d.walReadyLocked()
 	})
 }
 
@@ -593,7 +593,15 @@ func cacheShareOfBudget(budget, used int64) int64 {
 
 // errNoSpareWAL is rotateMemtableLocked's answer when the next WAL is not
 // created yet: the caller waits (without commitMu) and retries.
-var errNoSpareWAL = errors.New("vigil: waiting for the next WAL to be created")
+var errNoSpareWAL = errors.New("vigil: " + stallNoSpareWAL)
+
+// stallNoSpareWAL is the stall reason of a write that switches WALs before
+// the next one is created.
+const stallNoSpareWAL = "waiting for the next WAL to be created"
+
+// walReadyLocked reports whether a write may switch to the next WAL now:
+// it is created (prepareWAL), or there is no WAL. d.mu is held.
+func (d *DB) walReadyLocked() bool { return d.opts.DisableWAL || d.spareWAL != nil }
 
 // rotateMemtableLocked makes the mutable memtable immutable, switches to a
 // new WAL and memtable, and schedules a flush. It does no file I/O: the new
@@ -603,7 +611,7 @@ var errNoSpareWAL = errors.New("vigil: waiting for the next WAL to be created")
 // synced write in the new WAL can never sit behind an unsynced tail of the
 // old one. d.mu and commitMu are held.
 func (d *DB) rotateMemtableLocked(memSize int) error {
-	if !d.opts.DisableWAL && d.spareWAL == nil {
+	if !d.walReadyLocked() {
 		d.maybePrepareWALLocked()
 		return errNoSpareWAL
 	}
