@@ -201,7 +201,7 @@ type pendingWriters struct {
 
 func (p *pendingWriters) add()  { p.n.Add(1); p.wg.Add(1) }
 func (p *pendingWriters) done() { p.n.Add(-1); p.wg.Done() }
-func (p *pendingWriters) Wait() { p.wg.Wait() }
+func (p *pendingWriters) wait() { p.wg.Wait() }
 
 // none reports whether no batch is on its way into the memtable. Under
 // commitMu, where batches are assigned, a true answer stays true.
@@ -572,7 +572,7 @@ func (d *DB) Close() error {
 	d.mu.Unlock()
 	for _, e := range pending {
 		if e != nil {
-			e.writers.Wait()
+			e.writers.wait()
 		}
 	}
 

@@ -158,7 +158,7 @@ func (d *DB) flushOne() (did bool, err error) {
 	// with a batch assigned to it and not yet applied (applyFlushable puts
 	// it there rather than drop it), and judged empty before that batch
 	// lands it would be flushed as nothing, its WAL then obsolete.
-	e.writers.Wait()
+	e.writers.wait()
 	var fileNum uint64
 	if !e.t.Empty() {
 		d.mu.Lock()

@@ -582,7 +582,7 @@ func (d *DB) ingestTakeSeqnums(spans []keySpan, n uint64) (seq, ticket uint64, w
 		slices.Reverse(order[:len(order)-1])
 		var newest *memTableEntry
 		for _, e := range order {
-			e.writers.Wait()
+			e.writers.wait()
 			over, err := memtableOverlaps(e, spans)
 			if err != nil {
 				rs.unref()

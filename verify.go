@@ -33,7 +33,7 @@ func (d *DB) Verify() error {
 		if i >= 0 {
 			e = rs.imms[i]
 		}
-		e.writers.Wait()
+		e.writers.wait()
 		if err := e.readable(); err != nil {
 			errs = append(errs, err)
 		}
