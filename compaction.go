@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/bgsys"
 	"github.com/vigildb/vigil/internal/compact"
 	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/internal/rangedel"
@@ -261,7 +262,7 @@ func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (o
 	if err := compact.CheckRead(&st, expectEntries); err != nil {
 		return outputs, st, err
 	}
-	if err := d.dataDir.Sync(); err != nil {
+	if err := bgsys.Do(d.dataDir.Sync); err != nil {
 		return outputs, st, fmt.Errorf("syncing directory after compaction outputs: %w", err)
 	}
 	for _, m := range outputs {

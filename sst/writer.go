@@ -13,6 +13,7 @@ import (
 	"github.com/golang/snappy"
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/bgsys"
 )
 
 // writeBufferSize is how many bytes the writer gathers before handing them
@@ -435,7 +436,10 @@ func (w *Writer) Close() (*Meta, error) {
 		}
 		return nil, w.err
 	}
-	if err := w.f.Sync(); err != nil {
+	// A table is written by a flush, a compaction or an ingest's writer:
+	// its fsync, which may have the whole file to write out, is a
+	// background call (see package bgsys).
+	if err := bgsys.Do(w.f.Sync); err != nil {
 		w.err = fmt.Errorf("sst: syncing %s: %w", w.fid, err)
 		w.f.Close()
 		return nil, w.err

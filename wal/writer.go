@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/bgsys"
 )
 
 // defaultMaxBlocks bounds a writer's blocks, and so how far appends may run
@@ -382,6 +383,9 @@ func (w *Writer) flushLoop() {
 			extend = w.reserveNext
 		}
 		w.mu.Unlock()
+		// Let the appenders the round's Unlock woke run before the
+		// writes (see bgsys.Yield).
+		bgsys.Yield()
 
 		writes, err := w.writeOut(batch, cur, curFrom, curTo)
 
@@ -403,7 +407,20 @@ func (w *Writer) flushLoop() {
 				w.mu.Unlock()
 				var dataSync bool
 				var reserved int64
-				dataSync, reserved, err = w.syncOut(target, extend)
+				if waited {
+					// A caller waits for this fsync: it is the
+					// foreground, and goes at once.
+					bgsys.Yield()
+					dataSync, reserved, err = w.syncOut(target, extend)
+				} else {
+					// Bytes-per-sync: a background fsync, which
+					// must not hold the last free processor (see
+					// package bgsys).
+					err = bgsys.Do(func() (err error) {
+						dataSync, reserved, err = w.syncOut(target, extend)
+						return err
+					})
+				}
 				w.mu.Lock()
 				w.stats.Syncs++
 				if dataSync {

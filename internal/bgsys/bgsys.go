@@ -1,0 +1,79 @@
+// Package bgsys keeps the Go scheduler's processors available to the
+// foreground while Vigil's background goroutines (the WAL flusher, flushes,
+// compactions, the arena fault-ahead worker) sit in system calls that can
+// block for milliseconds: fsyncs above all.
+//
+// Why it is needed: a goroutine in a system call keeps its processor (P)
+// until the runtime's monitor takes it back, and the monitor, which backs
+// off to 10 ms naps while nothing happens, takes it back only on its
+// second look: 20 µs to 20 ms after the call began. With as many
+// background goroutines blocked in fsync as there are processors, a
+// foreground writer made runnable meanwhile waits all that time. Traced on
+// the 2-core benchmark machine (kvbench fillrandom, 2M keys): the slowest
+// write was the writer runnable for 10.2 ms while a compaction's table
+// fsync and the WAL's bytes-per-sync fsync held both processors.
+//
+// Two tools:
+//   - Do runs a background call so that at most GOMAXPROCS-1 of them are
+//     in progress at once in the process (at least one: with GOMAXPROCS=1
+//     nothing better is possible); the others wait parked, which frees
+//     their processors. Calls a foreground goroutine waits on directly (a
+//     synced write's WAL fsync) do not go through Do: they are the
+//     foreground.
+//   - Yield lets goroutines the caller just woke run before it enters a
+//     call that may block: a woken goroutine waits in the waker's run-next
+//     slot, and a processor blocked in a system call keeps it there until
+//     the monitor notices.
+//
+// Concurrency: Do and Yield are safe for concurrent use. A function run by
+// Do must not call Do (it would hold a slot while waiting for one).
+package bgsys
+
+import (
+	"runtime"
+	"sync"
+)
+
+var gate struct {
+	mu   sync.Mutex
+	cond sync.Cond
+	busy int // calls in progress
+}
+
+func init() { gate.cond.L = &gate.mu }
+
+// limit is the number of background calls allowed at once: all processors
+// but one (read at each call: GOMAXPROCS may change at run time).
+func limit() int { return max(runtime.GOMAXPROCS(0)-1, 1) }
+
+// Do runs fn, a background goroutine's system call that may block for long,
+// once fewer than GOMAXPROCS-1 such calls are in progress, and returns its
+// error.
+func Do(fn func() error) error {
+	gate.mu.Lock()
+	for gate.busy >= limit() {
+		gate.cond.Wait()
+	}
+	gate.busy++
+	gate.mu.Unlock()
+	defer func() {
+		gate.mu.Lock()
+		gate.busy--
+		gate.cond.Signal()
+		gate.mu.Unlock()
+	}()
+	Yield()
+	return fn()
+}
+
+// Yield lets the goroutines the caller just woke (by an Unlock, a Signal, a
+// channel send) run before the caller enters a system call that may block.
+// It costs a trip through the scheduler, a microsecond or two.
+func Yield() { runtime.Gosched() }
+
+// InProgress returns how many calls Do is running (for tests).
+func InProgress() int {
+	gate.mu.Lock()
+	defer gate.mu.Unlock()
+	return gate.busy
+}
