@@ -126,8 +126,10 @@ func (o Options) Validate() error {
 type MemTable struct {
 	arena *skiplist.Arena
 	// manualBuf is the arena's memory when allocated with ManualMemory;
-	// Release frees it.
+	// Release frees it. ahead faults its pages in ahead of the fill point
+	// (nil where the platform cannot).
 	manualBuf []byte
+	ahead     *manual.FaultAhead
 
 	points    *skiplist.Skiplist
 	rangeDels *skiplist.Skiplist
@@ -174,6 +176,7 @@ func New(o Options) (*MemTable, error) {
 	m := &MemTable{
 		arena:     arena,
 		manualBuf: manualBuf,
+		ahead:     manual.NewFaultAhead(manualBuf),
 		csType:    o.ChecksumType.Resolve(),
 		protBytes: o.ProtectionBytesPerKey,
 		paranoid:  o.ParanoidMemoryChecks,
@@ -186,10 +189,15 @@ func New(o Options) (*MemTable, error) {
 			return err
 		}
 	}
+	if m.ahead != nil {
+		arena.OnGrow(0, m.ahead.Reached)
+	}
 	if m.points, err = skiplist.New(arena, so); err != nil {
+		m.Release()
 		return nil, fmt.Errorf("memtable: %w", err)
 	}
 	if m.rangeDels, err = skiplist.New(arena, so); err != nil {
+		m.Release()
 		return nil, fmt.Errorf("memtable: %w", err)
 	}
 	return m, nil
@@ -199,6 +207,7 @@ func New(o Options) (*MemTable, error) {
 // memtables it does nothing: the garbage collector frees them). Nothing may
 // use the memtable, or any key or value it handed out, afterwards.
 func (m *MemTable) Release() {
+	m.ahead.Stop()
 	buf := m.manualBuf
 	m.manualBuf = nil
 	manual.Free(buf)

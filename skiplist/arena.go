@@ -32,6 +32,11 @@ type Arena struct {
 	used atomic.Uint64
 	buf  []byte
 	base unsafe.Pointer // &buf[0], cached for offset->pointer conversion
+
+	// growAt is the used size at which alloc calls grow next (MaxUint64:
+	// no hook, or a call in progress). See OnGrow.
+	growAt atomic.Uint64
+	grow   func(used int) (next int)
 }
 
 // NewArena allocates an arena of the given capacity in bytes. The capacity
@@ -45,6 +50,7 @@ func NewArena(capacity int) (*Arena, error) {
 	a := &Arena{buf: make([]byte, capacity)}
 	a.base = unsafe.Pointer(unsafe.SliceData(a.buf))
 	a.used.Store(arenaStart)
+	a.growAt.Store(math.MaxUint64)
 	return a, nil
 }
 
@@ -59,7 +65,23 @@ func NewArenaFrom(buf []byte) (*Arena, error) {
 	a := &Arena{buf: buf}
 	a.base = unsafe.Pointer(unsafe.SliceData(a.buf))
 	a.used.Store(arenaStart)
+	a.growAt.Store(math.MaxUint64)
 	return a, nil
+}
+
+// OnGrow makes the arena call fn(used) from the allocation that takes its
+// used size to or past at, and then to or past whatever fn returned, for
+// as long as the arena is used. It is how the memtable faults the arena's
+// pages in ahead of its fill point (manual.FaultAhead) without a cost per
+// allocation beyond one comparison.
+//
+// fn runs on the allocating goroutine, after its allocation, never
+// concurrently with itself (allocations that cross meanwhile skip it); it
+// must be quick and must not block. OnGrow must be called before the
+// arena is shared.
+func (a *Arena) OnGrow(at int, fn func(used int) (next int)) {
+	a.grow = fn
+	a.growAt.Store(uint64(max(at, 0)))
 }
 
 // Size returns the number of bytes allocated so far, including the reserved
@@ -86,7 +108,20 @@ func (a *Arena) alloc(size uint32) (off uint32, ok bool) {
 			return 0, false
 		}
 		if a.used.CompareAndSwap(old, n) {
+			if n >= a.growAt.Load() {
+				a.grew(n)
+			}
 			return uint32(old), true
 		}
 	}
+}
+
+// grew calls the OnGrow hook for used size n, unless another allocation
+// is already calling it.
+func (a *Arena) grew(n uint64) {
+	at := a.growAt.Load()
+	if n < at || !a.growAt.CompareAndSwap(at, math.MaxUint64) {
+		return
+	}
+	a.growAt.Store(uint64(max(a.grow(int(n)), 0)))
 }

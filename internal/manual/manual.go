@@ -16,6 +16,11 @@
 // freed exactly once, when nothing can read it any more (the DB counts the
 // references of each memtable for that), and never touched after.
 //
+// FaultAhead (ahead.go) faults a large buffer's huge pages in on a
+// goroutine of its own, just ahead of the point a filler has reached, so
+// that a memtable's writer does not stall in the kernel each time it
+// enters a fresh 2 MiB page.
+//
 // With the build tag invariants, Free does not unmap: it makes the buffer's
 // pages inaccessible (mprotect PROT_NONE) and drops their contents (madvise
 // DONTNEED, so freed arenas cost no memory), so that any use after free

@@ -26,3 +26,10 @@ func (s *syncMap) remove(p uintptr) bool {
 	delete(s.m, p)
 	return true
 }
+
+func (s *syncMap) contains(p uintptr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[p]
+	return ok
+}

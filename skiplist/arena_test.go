@@ -1,0 +1,84 @@
+package skiplist
+
+import (
+	"sync"
+	"testing"
+)
+
+// TestArenaOnGrow checks the growth hook's contract: called from the
+// allocation that reaches each threshold it asked for, with the used size
+// after that allocation, and not otherwise.
+func TestArenaOnGrow(t *testing.T) {
+	a, err := NewArena(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []int
+	a.OnGrow(100, func(used int) int {
+		calls = append(calls, used)
+		return used + 1000
+	})
+	for range 1000 {
+		if _, ok := a.alloc(8); !ok {
+			break
+		}
+	}
+	// Allocations of 8 from arenaStart (8): the first used size >= 100 is
+	// 104, then the first >= 1104 is 1104, and so on up to the 8008 the
+	// 1000 allocations end at.
+	want := []int{104, 1104, 2104, 3104, 4104, 5104, 6104, 7104}
+	if len(calls) != len(want) {
+		t.Fatalf("hook calls at %v, want %v", calls, want)
+	}
+	for i := range want {
+		if calls[i] != want[i] {
+			t.Fatalf("hook calls at %v, want %v", calls, want)
+		}
+	}
+	// A failed allocation calls nothing.
+	n := len(calls)
+	if _, ok := a.alloc(1 << 20); ok {
+		t.Fatal("allocation beyond the capacity succeeded")
+	}
+	if len(calls) != n {
+		t.Fatalf("a failed allocation called the hook")
+	}
+}
+
+// TestArenaOnGrowConcurrent allocates from several goroutines: the hook
+// never runs concurrently with itself (the race detector checks the
+// unsynchronized counter it updates) and is called for each threshold at
+// most once.
+func TestArenaOnGrowConcurrent(t *testing.T) {
+	a, err := NewArena(1 << 22)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last, calls int
+	a.OnGrow(0, func(used int) int {
+		if used < last {
+			t.Errorf("hook called with %d after %d", used, last)
+		}
+		last = used
+		calls++
+		return used + 4096
+	})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				if _, ok := a.alloc(16); !ok {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// One call per 4096 bytes at most (fewer if allocations crossed a
+	// threshold while a call was running), and at least the first.
+	if max := a.Size()/4096 + 1; calls > max || calls < 1 {
+		t.Fatalf("%d hook calls for %d bytes", calls, a.Size())
+	}
+}
