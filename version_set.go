@@ -197,6 +197,8 @@ func (vs *versionSet) writeManifest(num, tempNum uint64, rec []byte) (*wal.Write
 		f.Close()
 		return nil, fmt.Errorf("creating %s: %w", name, err)
 	}
+	// Flushes and compactions sync the MANIFEST: background fsyncs.
+	w.SetBackground()
 	if _, err := w.WriteRecord(rec); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("writing %s: %w", name, err)

@@ -114,6 +114,9 @@ type Writer struct {
 	closed   bool  // Close was called: no more records
 	closing  bool  // the flusher may exit once it has no work
 	held     bool  // Hold: the flusher hands nothing to the file until Release
+	// background: every sync of this log is a background call (see
+	// SetBackground and package bgsys).
+	background bool
 	// bytesPerSync: the flusher syncs on its own once this many bytes were
 	// handed to the file since the last sync (0: only when asked).
 	bytesPerSync int64
@@ -407,15 +410,20 @@ func (w *Writer) flushLoop() {
 				w.mu.Unlock()
 				var dataSync bool
 				var reserved int64
-				if waited {
-					// A caller waits for this fsync: it is the
-					// foreground, and goes at once.
+				if waited && !w.closing && !w.background {
+					// A writer waits for this fsync (a synced
+					// write): it is the foreground, and goes at once.
 					bgsys.Yield()
 					dataSync, reserved, err = w.syncOut(target, extend)
 				} else {
-					// Bytes-per-sync: a background fsync, which
-					// must not hold the last free processor (see
-					// package bgsys).
+					// Bytes-per-sync, the final sync of a log being
+					// closed (the DB's old WAL, closed in the
+					// background after a rotation) or a background
+					// log's sync: a background fsync, which must not
+					// hold the last free processor (package bgsys).
+					// A trace showed the old WAL's closing fsync and
+					// the new one's bytes-per-sync fsync holding both
+					// processors for 13 ms, the writer runnable.
 					err = bgsys.Do(func() (err error) {
 						dataSync, reserved, err = w.syncOut(target, extend)
 						return err
@@ -577,6 +585,17 @@ func (w *Writer) Release(err error) {
 	w.held = false
 	w.workCond.Signal()
 	w.doneCond.Broadcast()
+	w.mu.Unlock()
+}
+
+// SetBackground marks every sync of this log as a background call, made
+// through bgsys.Do even when a caller waits for it: for a log that only
+// background work syncs, such as the MANIFEST (flushes and compactions
+// sync it), whose fsync waits for the same journal commit as the tables'
+// and can take as long. Call it before the log is shared.
+func (w *Writer) SetBackground() {
+	w.mu.Lock()
+	w.background = true
 	w.mu.Unlock()
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs/errorfs"
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/bgsys"
 )
 
 // roundTrip writes recs, reads them back in every mode and checks that
@@ -769,4 +770,101 @@ func TestBytesPerSync(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// gateProbeFile records, at each sync, how many bgsys.Do calls are in
+// progress: 1 means the sync went through the background gate (this test's
+// sync is the only one in the process), 0 that it went at once.
+type gateProbeFile struct {
+	discardFile
+	mu    sync.Mutex
+	gated []int
+}
+
+func (g *gateProbeFile) Sync() error {
+	g.mu.Lock()
+	g.gated = append(g.gated, bgsys.InProgress())
+	g.mu.Unlock()
+	return nil
+}
+
+func (g *gateProbeFile) SyncData() error { return g.Sync() }
+
+func (g *gateProbeFile) last(t *testing.T) int {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.gated) == 0 {
+		t.Fatal("no sync reached the file")
+	}
+	return g.gated[len(g.gated)-1]
+}
+
+// TestWriterSyncGate checks which syncs are background calls (bgsys.Do,
+// at most GOMAXPROCS-1 at once in the process) and which go at once: a
+// sync a writer waits for is the foreground; bytes-per-sync, the final
+// sync of Close and every sync of a SetBackground log are background.
+func TestWriterSyncGate(t *testing.T) {
+	rec := pattern(1, 100)
+	// A synced write: foreground.
+	f := &gateProbeFile{}
+	w, _ := NewWriter(f, "log", 1, checksum.XXH3)
+	end, _ := w.WriteRecord(rec)
+	if err := w.SyncTo(end); err != nil {
+		t.Fatal(err)
+	}
+	if g := f.last(t); g != 0 {
+		t.Errorf("a synced write's fsync went through the background gate")
+	}
+	// Close's final sync: background (the DB closes its old WAL in the
+	// background after a rotation).
+	if _, err := w.WriteRecord(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if g := f.last(t); g != 1 {
+		t.Errorf("Close's fsync did not go through the background gate")
+	}
+
+	// A background log: even a waited sync is gated.
+	f = &gateProbeFile{}
+	w, _ = NewWriter(f, "MANIFEST", 1, checksum.XXH3)
+	w.SetBackground()
+	end, _ = w.WriteRecord(rec)
+	if err := w.SyncTo(end); err != nil {
+		t.Fatal(err)
+	}
+	if g := f.last(t); g != 1 {
+		t.Errorf("a SetBackground log's sync did not go through the background gate")
+	}
+	_ = w.Close()
+
+	// Bytes-per-sync: background.
+	f = &gateProbeFile{}
+	w, _ = NewWriter(f, "log", 1, checksum.XXH3)
+	w.SetBytesPerSync(BlockSize)
+	for range 2 * BlockSize / len(rec) {
+		if _, err := w.WriteRecord(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		f.mu.Lock()
+		n := len(f.gated)
+		f.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if g := f.last(t); g != 1 {
+		t.Errorf("a bytes-per-sync fsync did not go through the background gate")
+	}
+	_ = w.Close()
 }
