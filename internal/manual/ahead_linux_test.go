@@ -59,8 +59,9 @@ func noneResident(t *testing.T, b []byte, what string) {
 }
 
 // TestFaultAhead checks what FaultAhead populates and when: the first huge
-// page at once; the next one only when the fill point is half way through
-// the current one; nothing further ahead; and without changing a byte.
+// page at once; the next one only when the fill point is within AheadLead
+// of the current one's end; nothing further ahead; and without changing a
+// byte.
 func TestFaultAhead(t *testing.T) {
 	buf := Alloc(16 << 20)
 	defer Free(buf)
@@ -75,20 +76,20 @@ func TestFaultAhead(t *testing.T) {
 	waitResident(t, buf[:p0], "the first page")
 	noneResident(t, buf[p0:], "beyond the first page")
 
-	// Before the middle of the first page: nothing more. (The buffer's
-	// start need not be huge-page aligned: the first page may be short,
-	// its middle before the start.)
-	mid := p0 - AheadStep/2
-	if mid > 8 {
-		if next := f.Reached(8); next != mid {
-			t.Fatalf("Reached(8) = %d, want the first page's middle %d", next, mid)
+	// Before AheadLead from the first page's end: nothing more. (The
+	// buffer's start need not be huge-page aligned: the first page may be
+	// short, that point before the start.)
+	at := p0 - AheadLead
+	if at > 8 {
+		if next := f.Reached(8); next != at {
+			t.Fatalf("Reached(8) = %d, want %d", next, at)
 		}
 	}
 	// Bytes written where the next page will be populated stay.
 	buf[p0] = 0x5a
 	buf[p1-1] = 0xa5
-	if next := f.Reached(max(mid, 8)); next != p0+AheadStep/2 {
-		t.Fatalf("Reached(middle) = %d, want %d", next, p0+AheadStep/2)
+	if next := f.Reached(max(at, 8)); next != p1-AheadLead {
+		t.Fatalf("Reached(%d) = %d, want %d", max(at, 8), next, p1-AheadLead)
 	}
 	waitResident(t, buf[p0:p1], "the second page")
 	noneResident(t, buf[p2:], "two pages ahead")
@@ -113,7 +114,7 @@ func TestFaultAheadStop(t *testing.T) {
 	p0 := f.pageEnd(0)
 	waitResident(t, buf[:p0], "the first page")
 	f.Stop()
-	f.Reached(p0 + AheadStep/2) // asks for the third page, after Stop
+	f.Reached(f.pageEnd(p0) - AheadLead) // asks for the third page, after Stop
 	// A marker request after it: once its page is resident, the worker
 	// has passed the stopped request.
 	other := Alloc(16 << 20)
