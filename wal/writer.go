@@ -407,10 +407,11 @@ func (w *Writer) flushLoop() {
 					// cost group commit a round of futile wakeups.
 					w.doneCond.Broadcast()
 				}
+				foreground := waited && !w.closing && !w.background
 				w.mu.Unlock()
 				var dataSync bool
 				var reserved int64
-				if waited && !w.closing && !w.background {
+				if foreground {
 					// A writer waits for this fsync (a synced
 					// write): it is the foreground, and goes at once.
 					bgsys.Yield()
