@@ -13,7 +13,7 @@
 // write was the writer runnable for 10.2 ms while a compaction's table
 // fsync and the WAL's bytes-per-sync fsync held both processors.
 //
-// Two tools:
+// The tools:
 //   - Do runs a background call so that at most GOMAXPROCS-1 of them are
 //     in progress at once in the process (at least one: with GOMAXPROCS=1
 //     nothing better is possible); the others wait parked, which frees
@@ -48,7 +48,8 @@ func limit() int { return max(runtime.GOMAXPROCS(0)-1, 1) }
 
 // Do runs fn, a background goroutine's system call that may block for long,
 // once fewer than GOMAXPROCS-1 such calls are in progress, and returns its
-// error.
+// error. It yields first (see Yield), for the goroutines the caller may
+// have woken on its way here.
 func Do(fn func() error) error {
 	gate.mu.Lock()
 	for gate.busy >= limit() {

@@ -63,8 +63,8 @@ type FaultAhead struct {
 
 // NewFaultAhead returns a FaultAhead for buf, which must be a whole buffer
 // from Alloc, and asks for its first page at once. It returns nil (on
-// which Reached and Stop do nothing) where populating is not supported or
-// buf is too small to need it.
+// which Stop does nothing) where populating is not supported or buf is too
+// small to need it.
 func NewFaultAhead(buf []byte) *FaultAhead {
 	if len(buf) < hugeMin || !populateSupported() || !mapped.contains(uintptr(unsafe.Pointer(&buf[0]))) {
 		return nil
@@ -78,9 +78,6 @@ func NewFaultAhead(buf []byte) *FaultAhead {
 // the offset at which it wants to be told again. Once used is within
 // AheadLead of a huge page's end, f asks for the next one.
 func (f *FaultAhead) Reached(used int) (next int) {
-	if f == nil {
-		return int(^uint(0) >> 1)
-	}
 	end := f.pageEnd(used)
 	if at := end - AheadLead; used < at {
 		return at
