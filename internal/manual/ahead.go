@@ -54,7 +54,7 @@ const AheadLead = AheadStep / 4
 type FaultAhead struct {
 	buf []byte
 	// requested is the end of what was asked for so far (an offset in buf);
-	// only Reached reads and writes it.
+	// NewFaultAhead sets it before f is shared, then only Reached.
 	requested int
 
 	mu      sync.Mutex // held across a populate; Stop takes it
