@@ -665,6 +665,7 @@ func (d *DB) switchWALLocked() (uint64, error) {
 func (d *DB) closeWAL(w *wal.Writer, num uint64, next *wal.Writer) {
 	defer d.bgWG.Done()
 	err := w.Close()
+	d.stats.walSyncs.Add(w.Stats().Syncs)
 	next.Release(err)
 	if err != nil {
 		d.mu.Lock()

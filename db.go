@@ -621,6 +621,7 @@ func (d *DB) Close() error {
 		if err := d.walW.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing WAL: %w", err))
 		}
+		d.stats.walSyncs.Add(d.walW.Stats().Syncs)
 		d.walW = nil
 	}
 	if !d.opts.ReadOnly && d.bgErr == nil && d.vs.manifest != nil {
@@ -674,6 +675,7 @@ type dbStats struct {
 	memCorruptions atomic.Int64
 	walBytes       atomic.Int64
 	walRecords     atomic.Int64
+	walSyncs       atomic.Int64 // of the WALs closed since Open
 	writeStalls    atomic.Int64
 	stalledWriters atomic.Int64
 	// memtableBytes is the arena capacity of the memtables not yet freed:

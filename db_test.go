@@ -331,6 +331,38 @@ func TestMetricsString(t *testing.T) {
 	}
 }
 
+// TestMetricsWALSyncs: every synced Put of a lone writer costs an fsync of
+// the WAL, and the count survives the WAL's rotation and the DB's Close.
+func TestMetricsWALSyncs(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openMem(t, fs, nil)
+	before := db.Metrics().WAL.Syncs
+	for i := 0; i < 10; i++ {
+		if err := db.Put([]byte(fmt.Sprintf("k%d", i)), []byte("v"), Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := db.Metrics()
+	if m.WAL.Syncs < before+10 {
+		t.Fatalf("10 synced Puts: WAL syncs %d -> %d", before, m.WAL.Syncs)
+	}
+	if s := m.String(); !strings.Contains(s, fmt.Sprintf("%d syncs", m.WAL.Syncs)) {
+		t.Errorf("Metrics.String lacks the WAL syncs:\n%s", s)
+	}
+	if err := db.Flush(); err != nil { // rotates the WAL
+		t.Fatal(err)
+	}
+	if err := db.Put([]byte("x"), []byte("v"), Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := db.Metrics().WAL.Syncs; got < m.WAL.Syncs+1 {
+		t.Fatalf("after a rotation, a synced Put and Close: WAL syncs %d, was %d", got, m.WAL.Syncs)
+	}
+}
+
 // TestOpenLockAcrossProcesses opens a DB here and tries again from a child
 // process (this test binary, re-run): the child's Open must fail.
 func TestOpenLockAcrossProcesses(t *testing.T) {

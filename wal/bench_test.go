@@ -147,6 +147,10 @@ func BenchmarkGroupCommit(b *testing.B) {
 			b.StopTimer()
 			s := l.w.Stats()
 			b.ReportMetric(float64(s.Syncs)/float64(max(s.Records, 1)), "syncs/op")
+			if s.Gathers > 0 {
+				b.ReportMetric(float64(s.GatherWait.Nanoseconds())/float64(s.Gathers), "ns/gather")
+				b.ReportMetric(float64(s.Gathers)/float64(max(s.Syncs, 1)), "gathers/sync")
+			}
 			_ = l.w.Close()
 		})
 	}

@@ -868,3 +868,122 @@ func TestWriterSyncGate(t *testing.T) {
 	}
 	_ = w.Close()
 }
+
+// TestGroupCommitGathers checks that a synced round waits for the writers
+// the previous fsync released: writer 0's first record is in fsync #1,
+// held at the gate while writers 1..n-1 queue for fsync #2; once released,
+// writer 0 writes again, and fsync #2 waits for it instead of starting at
+// once without it. Without gathering the three rounds would alternate
+// (3 fsyncs); with it, 2.
+func TestGroupCommitGathers(t *testing.T) {
+	defer func(d time.Duration) { maxGather = d }(maxGather)
+	maxGather = time.Hour // the window is then a quarter of fsync #1's time
+	const n = 4
+	fs := vfs.NewMem()
+	f, _ := fs.Create("log")
+	cf := &countingFile{File: f, gate: make(chan struct{}), inSync: make(chan struct{}, 1)}
+	w, err := NewWriter(cf, "log", 5, checksum.CRC32c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var commitMu sync.Mutex
+	write := func(i int) error {
+		commitMu.Lock()
+		end, err := w.WriteRecord(pattern(i, 100))
+		commitMu.Unlock()
+		if err != nil {
+			return err
+		}
+		return w.SyncTo(end)
+	}
+	errs := make(chan error, n)
+	go func() {
+		if err := write(0); err != nil {
+			errs <- err
+			return
+		}
+		errs <- write(n)
+	}()
+	<-cf.inSync // fsync #1 holds writer 0's first record
+	for i := 1; i < n; i++ {
+		go func() { errs <- write(i) }()
+	}
+	waitWaiters(t, w, n)
+	// Hold fsync #1 long enough that its quarter is a window no scheduler
+	// hiccup outlasts.
+	time.Sleep(200 * time.Millisecond)
+	close(cf.gate)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := w.Stats()
+	if _, syncs := cf.counts(); syncs != 2 || s.Syncs != 2 {
+		t.Fatalf("%d fsyncs (writer counted %d), want 2: fsync #2 did not wait for the writer fsync #1 released", syncs, s.Syncs)
+	}
+	if s.Gathers != 1 {
+		t.Fatalf("%d gathers, want 1", s.Gathers)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGroupCommitGatherBounded checks that a writer the last fsync
+// released and that does not come back holds the others up only for the
+// gather window: the round still syncs them.
+func TestGroupCommitGatherBounded(t *testing.T) {
+	const n = 4
+	fs := vfs.NewMem()
+	f, _ := fs.Create("log")
+	cf := &countingFile{File: f, gate: make(chan struct{}), inSync: make(chan struct{}, 1)}
+	w, err := NewWriter(cf, "log", 5, checksum.CRC32c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var commitMu sync.Mutex
+	write := func(i int) error {
+		commitMu.Lock()
+		end, err := w.WriteRecord(pattern(i, 100))
+		commitMu.Unlock()
+		if err != nil {
+			return err
+		}
+		return w.SyncTo(end)
+	}
+	errs := make(chan error, n)
+	go func() { errs <- write(0) }() // writes once, never again
+	<-cf.inSync
+	for i := 1; i < n; i++ {
+		go func() { errs <- write(i) }()
+	}
+	waitWaiters(t, w, n)
+	close(cf.gate)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := w.Stats()
+	if s.Syncs != 2 || s.Gathers != 1 {
+		t.Fatalf("%d syncs, %d gathers: want 2 and 1 (fsync #2 gathered, in vain, then synced)", s.Syncs, s.Gathers)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitWaiters waits until n goroutines are blocked in w.SyncTo.
+func waitWaiters(t *testing.T, w *Writer, n int) {
+	t.Helper()
+	for {
+		w.mu.Lock()
+		waiting := w.waiters
+		w.mu.Unlock()
+		if waiting == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
