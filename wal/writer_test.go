@@ -305,16 +305,7 @@ func TestGroupCommit(t *testing.T) {
 	for i := 1; i < n; i++ {
 		go write(i)
 	}
-	// Wait until all n callers are blocked in SyncTo.
-	for {
-		w.mu.Lock()
-		waiting := w.waiters
-		w.mu.Unlock()
-		if waiting == n {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitWaiters(t, w, n) // all n callers are blocked in SyncTo
 	close(cf.gate)
 	for range n {
 		if err := <-errs; err != nil {
@@ -879,23 +870,7 @@ func TestGroupCommitGathers(t *testing.T) {
 	defer func(d time.Duration) { maxGather = d }(maxGather)
 	maxGather = time.Hour // the window is then a quarter of fsync #1's time
 	const n = 4
-	fs := vfs.NewMem()
-	f, _ := fs.Create("log")
-	cf := &countingFile{File: f, gate: make(chan struct{}), inSync: make(chan struct{}, 1)}
-	w, err := NewWriter(cf, "log", 5, checksum.CRC32c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var commitMu sync.Mutex
-	write := func(i int) error {
-		commitMu.Lock()
-		end, err := w.WriteRecord(pattern(i, 100))
-		commitMu.Unlock()
-		if err != nil {
-			return err
-		}
-		return w.SyncTo(end)
-	}
+	w, cf, write := gatedSyncWriter(t)
 	errs := make(chan error, n)
 	go func() {
 		if err := write(0); err != nil {
@@ -935,23 +910,7 @@ func TestGroupCommitGathers(t *testing.T) {
 // gather window: the round still syncs them.
 func TestGroupCommitGatherBounded(t *testing.T) {
 	const n = 4
-	fs := vfs.NewMem()
-	f, _ := fs.Create("log")
-	cf := &countingFile{File: f, gate: make(chan struct{}), inSync: make(chan struct{}, 1)}
-	w, err := NewWriter(cf, "log", 5, checksum.CRC32c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var commitMu sync.Mutex
-	write := func(i int) error {
-		commitMu.Lock()
-		end, err := w.WriteRecord(pattern(i, 100))
-		commitMu.Unlock()
-		if err != nil {
-			return err
-		}
-		return w.SyncTo(end)
-	}
+	w, cf, write := gatedSyncWriter(t)
 	errs := make(chan error, n)
 	go func() { errs <- write(0) }() // writes once, never again
 	<-cf.inSync
@@ -972,6 +931,30 @@ func TestGroupCommitGatherBounded(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// gatedSyncWriter returns a Writer on a mem file whose syncs wait at
+// cf.gate, and write(i): append record i (under a commit mutex, as the DB
+// does) and wait until it is synced.
+func gatedSyncWriter(t *testing.T) (w *Writer, cf *countingFile, write func(i int) error) {
+	t.Helper()
+	f, _ := vfs.NewMem().Create("log")
+	cf = &countingFile{File: f, gate: make(chan struct{}), inSync: make(chan struct{}, 1)}
+	w, err := NewWriter(cf, "log", 5, checksum.CRC32c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var commitMu sync.Mutex
+	write = func(i int) error {
+		commitMu.Lock()
+		end, err := w.WriteRecord(pattern(i, 100))
+		commitMu.Unlock()
+		if err != nil {
+			return err
+		}
+		return w.SyncTo(end)
+	}
+	return w, cf, write
 }
 
 // waitWaiters waits until n goroutines are blocked in w.SyncTo.
