@@ -140,9 +140,10 @@ type Writer struct {
 	blockWaiters int
 	// arrivals counts the goroutines that began to wait in SyncTo.
 	arrivals int64
-	// syncTarget is the offset the foreground sync in progress makes
-	// durable, 0 when none is: a waiter arriving during it with an end at
-	// or below it is released by it too, and counts itself in lateCovered.
+	// syncTarget is the target of the synced round in progress (from the
+	// round's start to its sync's end) when gather counts what it
+	// releases, 0 otherwise: a waiter arriving meanwhile with an end at or
+	// below it is released by it too, and counts itself in lateCovered.
 	syncTarget  int64
 	lateCovered int
 	// gatherWant, gatherBase, gatherFor: after a sync that released
@@ -413,6 +414,16 @@ func (w *Writer) flushLoop() {
 		if waited && !w.closing {
 			extend = w.reserveNext
 		}
+		// When a synced round takes all that was appended (left == 0),
+		// every waiter present has an end at or below target: they are
+		// the ones its sync releases, with the later arrivals whose ends
+		// are covered too, which count themselves (see SyncTo). gather
+		// uses the count.
+		released := 0
+		if waited && left == 0 && !w.closing && !w.background {
+			released = w.waiters
+			w.syncTarget, w.lateCovered = target, 0
+		}
 		w.mu.Unlock()
 		if !waited {
 			// Let the appenders the round's Unlock woke run before the
@@ -442,15 +453,6 @@ func (w *Writer) flushLoop() {
 					w.doneCond.Broadcast()
 				}
 				foreground := waited && !w.closing && !w.background
-				// Every waiter present has an end at or below target
-				// when the round took all that was appended (left ==
-				// 0): they are the ones this sync releases, with the
-				// late arrivals that count themselves (see SyncTo).
-				released := 0
-				if foreground && left == 0 {
-					released = w.waiters
-					w.syncTarget, w.lateCovered = target, 0
-				}
 				w.mu.Unlock()
 				var took time.Duration
 				var dataSync bool
@@ -484,18 +486,18 @@ func (w *Writer) flushLoop() {
 				if reserved > 0 {
 					w.reserveNext = min(2*w.reserveNext, w.reserveMax)
 				}
-				if released > 0 {
-					released += w.lateCovered
-					w.syncTarget, w.lateCovered = 0, 0
-				}
 				if err == nil {
 					w.syncedOff = target
-					if released > 0 {
-						w.gatherWant, w.gatherBase = released, w.arrivals
+					if foreground && released > 0 {
+						w.gatherWant = released + w.lateCovered
+						w.gatherBase = w.arrivals
 						w.gatherFor = min(took/gatherFraction, maxGather)
 					}
 				}
 			}
+		}
+		if released > 0 {
+			w.syncTarget, w.lateCovered = 0, 0
 		}
 		if err != nil {
 			w.err = err

@@ -970,3 +970,91 @@ func waitWaiters(t *testing.T, w *Writer, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// writeHoldFile holds its writes at hold once armed (signalling inWrite
+// first) and makes each sync take syncTime.
+type writeHoldFile struct {
+	vfs.File
+	mu       sync.Mutex
+	hold     chan struct{}
+	inWrite  chan struct{}
+	syncTime time.Duration
+}
+
+func (f *writeHoldFile) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	hold := f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		f.inWrite <- struct{}{}
+		<-hold
+	}
+	return f.File.Write(p)
+}
+
+func (f *writeHoldFile) Sync() error {
+	time.Sleep(f.syncTime)
+	return f.File.Sync()
+}
+
+func (f *writeHoldFile) SyncData() error { return f.Sync() }
+
+// TestGroupCommitGatherCount checks what a sync counts as released: the
+// waiters whose records its round took, not one that arrived during the
+// round's writes with a record beyond it (that one waits for the next
+// sync, and gathering for it would wait the whole window for nothing).
+func TestGroupCommitGatherCount(t *testing.T) {
+	defer func(d time.Duration) { maxGather = d }(maxGather)
+	maxGather = time.Hour // the window is a quarter of the 400 ms sync
+	mf, _ := vfs.NewMem().Create("log")
+	f := &writeHoldFile{File: mf, inWrite: make(chan struct{}), syncTime: 400 * time.Millisecond}
+	w, err := NewWriter(f, "log", 5, checksum.CRC32c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil { // the header
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.hold = make(chan struct{})
+	f.mu.Unlock()
+	errs := make(chan error, 2)
+	// Held, so that the first round to take A's record is a synced one.
+	w.Hold()
+	endA, _ := w.WriteRecord(pattern(1, 100))
+	go func() { errs <- w.SyncTo(endA) }()
+	waitWaiters(t, w, 1)
+	w.Release(nil)
+	<-f.inWrite // the round that takes A's record is in its write
+	endB, _ := w.WriteRecord(pattern(2, 100))
+	go func() { errs <- w.SyncTo(endB) }()
+	waitWaiters(t, w, 2)
+	f.mu.Lock()
+	close(f.hold)
+	f.hold = nil
+	f.mu.Unlock()
+	// After the first sync A is released and never comes back, B waits:
+	// the next round gathers for the one waiter released.
+	var want int
+	for want == 0 {
+		w.mu.Lock()
+		want = w.gatherWant
+		gathers := w.stats.Gathers
+		w.mu.Unlock()
+		if want == 0 && gathers > 0 {
+			t.Fatal("the gather ended before its count was seen")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if want != 1 {
+		t.Fatalf("the first sync counted %d released waiters, want 1 (B's record was beyond its round)", want)
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
