@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/checksum"
@@ -154,6 +155,38 @@ func BenchmarkGroupCommit(b *testing.B) {
 			_ = l.w.Close()
 		})
 	}
+}
+
+// BenchmarkGroupCommitThink: 8 synced writers on disk that each spend
+// 100 µs elsewhere (a sleep) between their writes, so that they do not
+// come straight back after their fsync: waiting for them (gather) must not
+// cost the others that time.
+func BenchmarkGroupCommitThink(b *testing.B) {
+	l := &benchLog{b: b, fs: vfs.Default, dir: b.TempDir(), ct: checksum.XXH3}
+	l.rotate()
+	var mu sync.Mutex
+	rec := pattern(1, 100)
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			mu.Lock()
+			end, err := l.w.WriteRecord(rec)
+			mu.Unlock()
+			if err == nil {
+				err = l.w.SyncTo(end)
+			}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	})
+	b.StopTimer()
+	s := l.w.Stats()
+	b.ReportMetric(float64(s.Syncs)/float64(max(s.Records, 1)), "syncs/op")
+	_ = l.w.Close()
 }
 
 // BenchmarkReader measures reading a 16 MiB log back (PointInTime).

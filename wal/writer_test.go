@@ -867,8 +867,10 @@ func TestWriterSyncGate(t *testing.T) {
 // once without it. Without gathering the three rounds would alternate
 // (3 fsyncs); with it, 2.
 func TestGroupCommitGathers(t *testing.T) {
-	defer func(d time.Duration) { maxGather = d }(maxGather)
-	maxGather = time.Hour // the window is then a quarter of fsync #1's time
+	defer func(g, q time.Duration) { maxGather, gatherQuiet = g, q }(maxGather, gatherQuiet)
+	// The window is then a quarter of fsync #1's time, and the returning
+	// writer (slow under -race) cannot end it by the quiet gap.
+	maxGather, gatherQuiet = time.Hour, time.Hour
 	const n = 4
 	w, cf, write := gatedSyncWriter(t)
 	errs := make(chan error, n)
@@ -906,30 +908,53 @@ func TestGroupCommitGathers(t *testing.T) {
 }
 
 // TestGroupCommitGatherBounded checks that a writer the last fsync
-// released and that does not come back holds the others up only for the
-// gather window: the round still syncs them.
+// released and that does not come back holds the others up only until the
+// gather gives up, and the round still syncs them: by the window (a
+// quarter of the fsync's time, at most maxGather) or, first, by the quiet
+// gap (no released writer arriving for gatherQuiet).
 func TestGroupCommitGatherBounded(t *testing.T) {
-	const n = 4
-	w, cf, write := gatedSyncWriter(t)
-	errs := make(chan error, n)
-	go func() { errs <- write(0) }() // writes once, never again
-	<-cf.inSync
-	for i := 1; i < n; i++ {
-		go func() { errs <- write(i) }()
-	}
-	waitWaiters(t, w, n)
-	close(cf.gate)
-	for range n {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	s := w.Stats()
-	if s.Syncs != 2 || s.Gathers != 1 {
-		t.Fatalf("%d syncs, %d gathers: want 2 and 1 (fsync #2 gathered, in vain, then synced)", s.Syncs, s.Gathers)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name       string
+		maxGather  time.Duration
+		quiet      time.Duration
+		hold       time.Duration // fsync #1's time beyond the setup
+		wantQuiets int64
+	}{
+		// The quiet gap never ends it: the window (<= 1 ms) does.
+		{"window", maxGather, time.Hour, 0, 0},
+		// A 50 ms window (200 ms / 4): the 20 µs quiet gap ends it.
+		{"quiet", time.Hour, gatherQuiet, 200 * time.Millisecond, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(g, q time.Duration) { maxGather, gatherQuiet = g, q }(maxGather, gatherQuiet)
+			maxGather, gatherQuiet = tc.maxGather, tc.quiet
+			const n = 4
+			w, cf, write := gatedSyncWriter(t)
+			errs := make(chan error, n)
+			go func() { errs <- write(0) }() // writes once, never again
+			<-cf.inSync
+			for i := 1; i < n; i++ {
+				go func() { errs <- write(i) }()
+			}
+			waitWaiters(t, w, n)
+			time.Sleep(tc.hold)
+			close(cf.gate)
+			for range n {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := w.Stats()
+			if s.Syncs != 2 || s.Gathers != 1 {
+				t.Fatalf("%d syncs, %d gathers: want 2 and 1 (fsync #2 gathered, in vain, then synced)", s.Syncs, s.Gathers)
+			}
+			if s.GatherQuiets != tc.wantQuiets {
+				t.Fatalf("%d gathers ended by the quiet gap, want %d", s.GatherQuiets, tc.wantQuiets)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
@@ -1004,8 +1029,10 @@ func (f *writeHoldFile) SyncData() error { return f.Sync() }
 // round's writes with a record beyond it (that one waits for the next
 // sync, and gathering for it would wait the whole window for nothing).
 func TestGroupCommitGatherCount(t *testing.T) {
-	defer func(d time.Duration) { maxGather = d }(maxGather)
-	maxGather = time.Hour // the window is a quarter of the 400 ms sync
+	defer func(g, q time.Duration) { maxGather, gatherQuiet = g, q }(maxGather, gatherQuiet)
+	// The gather lasts its window, a quarter of the 400 ms sync, long
+	// enough for its count to be seen.
+	maxGather, gatherQuiet = time.Hour, time.Hour
 	mf, _ := vfs.NewMem().Create("log")
 	f := &writeHoldFile{File: mf, inWrite: make(chan struct{}), syncTime: 400 * time.Millisecond}
 	w, err := NewWriter(f, "log", 5, checksum.CRC32c)
