@@ -114,12 +114,22 @@ func BenchmarkWriteRecordChecksum(b *testing.B) {
 
 // BenchmarkGroupCommit: many goroutines each append a record (under a
 // commit mutex, as the DB does) and wait for it to be durable. syncs/op
-// below 1 is group commit at work.
+// below 1 is group commit at work. In think=100µs the writers each spend
+// 100 µs elsewhere (a sleep) between their writes, so that they do not
+// come straight back after their fsync: waiting for them (gather) must not
+// cost the others that time.
 func BenchmarkGroupCommit(b *testing.B) {
-	for _, fsName := range []string{"mem", "disk"} {
-		b.Run("fs="+fsName, func(b *testing.B) {
+	for _, c := range []struct {
+		fs    string
+		think time.Duration
+	}{{"mem", 0}, {"disk", 0}, {"disk", 100 * time.Microsecond}} {
+		name := "fs=" + c.fs
+		if c.think > 0 {
+			name += "/think=" + c.think.String()
+		}
+		b.Run(name, func(b *testing.B) {
 			fs, dir := vfs.FS(vfs.NewMem()), ""
-			if fsName == "disk" {
+			if c.fs == "disk" {
 				fs, dir = vfs.Default, b.TempDir()
 			}
 			l := &benchLog{b: b, fs: fs, dir: dir, ct: checksum.XXH3}
@@ -128,6 +138,9 @@ func BenchmarkGroupCommit(b *testing.B) {
 			rec := pattern(1, 100)
 			b.SetBytes(int64(len(rec)))
 			b.SetParallelism(8)
+			if c.think > 0 {
+				b.SetParallelism(4) // 8 writers on 2 processors
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -135,13 +148,15 @@ func BenchmarkGroupCommit(b *testing.B) {
 					mu.Lock()
 					end, err := l.w.WriteRecord(rec)
 					mu.Unlock()
+					if err == nil {
+						err = l.w.SyncTo(end)
+					}
 					if err != nil {
 						b.Error(err)
 						return
 					}
-					if err := l.w.SyncTo(end); err != nil {
-						b.Error(err)
-						return
+					if c.think > 0 {
+						time.Sleep(c.think)
 					}
 				}
 			})
@@ -155,38 +170,6 @@ func BenchmarkGroupCommit(b *testing.B) {
 			_ = l.w.Close()
 		})
 	}
-}
-
-// BenchmarkGroupCommitThink: 8 synced writers on disk that each spend
-// 100 µs elsewhere (a sleep) between their writes, so that they do not
-// come straight back after their fsync: waiting for them (gather) must not
-// cost the others that time.
-func BenchmarkGroupCommitThink(b *testing.B) {
-	l := &benchLog{b: b, fs: vfs.Default, dir: b.TempDir(), ct: checksum.XXH3}
-	l.rotate()
-	var mu sync.Mutex
-	rec := pattern(1, 100)
-	b.SetParallelism(4)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			mu.Lock()
-			end, err := l.w.WriteRecord(rec)
-			mu.Unlock()
-			if err == nil {
-				err = l.w.SyncTo(end)
-			}
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
-	})
-	b.StopTimer()
-	s := l.w.Stats()
-	b.ReportMetric(float64(s.Syncs)/float64(max(s.Records, 1)), "syncs/op")
-	_ = l.w.Close()
 }
 
 // BenchmarkReader measures reading a 16 MiB log back (PointInTime).
