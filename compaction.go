@@ -262,7 +262,7 @@ func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (o
 	if err := compact.CheckRead(&st, expectEntries); err != nil {
 		return outputs, st, err
 	}
-	if err := bgsys.Do(d.dataDir.Sync); err != nil {
+	if err := bgsys.Sync(d.dataDir); err != nil {
 		return outputs, st, fmt.Errorf("syncing directory after compaction outputs: %w", err)
 	}
 	for _, m := range outputs {

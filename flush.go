@@ -361,7 +361,7 @@ func (d *DB) finishMemtableTable(w *sst.Writer, name string, fileNum, n uint64, 
 	if got := sm.NumEntries + sm.NumRangeDels; got != n {
 		return nil, base.CorruptionErrorf("%s: table %06d holds %d entries, %d were written", why, fileNum, got, n)
 	}
-	if err := bgsys.Do(d.dataDir.Sync); err != nil {
+	if err := bgsys.Sync(d.dataDir); err != nil {
 		return nil, fmt.Errorf("%s: syncing directory after %s: %w", why, name, err)
 	}
 	meta := metaFromSST(fileNum, sm)

@@ -439,7 +439,7 @@ func (w *Writer) Close() (*Meta, error) {
 	// A table is written by a flush, a compaction or an ingest's writer:
 	// its fsync, which may have the whole file to write out, is a
 	// background call (see package bgsys).
-	if err := bgsys.Do(w.f.Sync); err != nil {
+	if err := bgsys.Sync(w.f); err != nil {
 		w.err = fmt.Errorf("sst: syncing %s: %w", w.fid, err)
 		w.f.Close()
 		return nil, w.err

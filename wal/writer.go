@@ -464,7 +464,7 @@ func (w *Writer) flushLoop() {
 					// A writer waits for this fsync (a synced
 					// write): it is the foreground, and goes at once.
 					start := time.Now()
-					dataSync, reserved, err = w.syncOut(target, extend)
+					dataSync, reserved, err = w.syncOut(target, extend, false)
 					took = time.Since(start)
 				} else {
 					// Bytes-per-sync, the final sync of a log being
@@ -475,10 +475,7 @@ func (w *Writer) flushLoop() {
 					// A trace showed the old WAL's closing fsync and
 					// the new one's bytes-per-sync fsync holding both
 					// processors for 13 ms, the writer runnable.
-					err = bgsys.Do(func() (err error) {
-						dataSync, reserved, err = w.syncOut(target, extend)
-						return err
-					})
+					dataSync, reserved, err = w.syncOut(target, extend, true)
 				}
 				w.mu.Lock()
 				w.stats.Syncs++
@@ -589,10 +586,13 @@ func (w *Writer) recycle(batch []*block, cur *block, curTo int, target int64) {
 // and when extend is not 0 the writer first writes that many zeros
 // past target (the next reserve), so that the syncs after this one
 // land in durable space. It reports whether it used SyncData and how many
-// zeros it wrote. It runs without mu; durableEnd is the flusher's own.
-func (w *Writer) syncOut(target, extend int64) (dataSync bool, reserved int64, err error) {
+// zeros it wrote. A background sync (bg: no writer waits for it) goes
+// through bgsys, which neither holds a processor nor lets more than the
+// allowed number of such calls run. It runs without mu; durableEnd is the
+// flusher's own.
+func (w *Writer) syncOut(target, extend int64, bg bool) (dataSync bool, reserved int64, err error) {
 	if target <= w.durableEnd {
-		if err := w.f.SyncData(); err != nil {
+		if err := w.syncFile(true, bg); err != nil {
 			return true, 0, fmt.Errorf("wal: %s: sync: %w", w.name, err)
 		}
 		return true, 0, nil
@@ -608,11 +608,24 @@ func (w *Writer) syncOut(target, extend int64) (dataSync bool, reserved int64, e
 		}
 		end, reserved = target+n, n
 	}
-	if err := w.f.Sync(); err != nil {
+	if err := w.syncFile(false, bg); err != nil {
 		return false, reserved, fmt.Errorf("wal: %s: sync: %w", w.name, err)
 	}
 	w.durableEnd = max(w.durableEnd, end)
 	return false, reserved, nil
+}
+
+// syncFile is f.SyncData (data) or f.Sync, through bgsys if bg.
+func (w *Writer) syncFile(data, bg bool) error {
+	switch {
+	case bg && data:
+		return bgsys.SyncData(w.f)
+	case bg:
+		return bgsys.Sync(w.f)
+	case data:
+		return w.f.SyncData()
+	}
+	return w.f.Sync()
 }
 
 // zeroBlock is the source of the reserve's zeros. It is only ever read

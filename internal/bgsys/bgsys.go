@@ -14,6 +14,10 @@
 // fsync and the WAL's bytes-per-sync fsync held both processors.
 //
 // The tools:
+//   - Sync and SyncData fsync a background goroutine's file without
+//     holding a processor at all where the kernel can run the sync on its
+//     own (Linux AIO): the goroutine parks until the completion arrives.
+//     Elsewhere, and for files of other file systems, they go through Do.
 //   - Do runs a background call so that at most GOMAXPROCS-1 of them are
 //     in progress at once in the process (at least one: with GOMAXPROCS=1
 //     nothing better is possible); the others wait parked, which frees
@@ -25,7 +29,7 @@
 //     slot, and a processor blocked in a system call keeps it there until
 //     the monitor notices.
 //
-// Concurrency: Do and Yield are safe for concurrent use. A function run by
+// Concurrency: Sync, SyncData, Do and Yield are safe for concurrent use. A function run by
 // Do must not call Do (it would hold a slot while waiting for one).
 package bgsys
 

@@ -1,0 +1,173 @@
+//go:build linux && (amd64 || arm64)
+
+package bgsys
+
+import (
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The kernel's Linux AIO structures (include/uapi/linux/aio_abi.h), laid
+// out for a little-endian 64-bit machine (hence the build constraint).
+type iocb struct {
+	data      uint64 // returned in the event: the waiter's id
+	key       uint32
+	rwFlags   int32
+	opcode    uint16
+	reqprio   int16
+	fildes    uint32
+	buf       uint64
+	nbytes    uint64
+	offset    int64
+	reserved2 uint64
+	flags     uint32
+	resfd     uint32 // the eventfd signalled at completion (iocbFlagResfd)
+}
+
+type ioEvent struct {
+	data uint64
+	obj  uint64
+	res  int64 // the fsync's result: 0 or -errno
+	res2 int64
+}
+
+const (
+	iocbCmdFsync  = 2
+	iocbCmdFdsync = 3
+	iocbFlagResfd = 1
+	// aioDepth bounds the syncs in flight (the context's size): a DB has
+	// a handful at most; beyond it a call takes the direct path.
+	aioDepth = 64
+)
+
+// aio is the process's one AIO context, made at the first background
+// sync, and the reaper's state. Concurrency: mu guards next and waiting;
+// the reaper goroutine is the only reader of efd and the context's
+// completion ring.
+var aio struct {
+	once    sync.Once
+	ok      bool // the context and eventfd exist and the reaper runs
+	ctx     uintptr
+	efd     *os.File
+	efdNum  uint32
+	mu      sync.Mutex
+	next    uint64
+	waiting map[uint64]chan int64
+}
+
+func aioInit() {
+	var ctx uintptr
+	if _, _, e := unix.Syscall(unix.SYS_IO_SETUP, aioDepth, uintptr(unsafe.Pointer(&ctx)), 0); e != 0 {
+		return // ENOSYS, EPERM (a sandbox), EAGAIN (aio-max-nr): the direct path
+	}
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		_, _, _ = unix.Syscall(unix.SYS_IO_DESTROY, ctx, 0, 0)
+		return
+	}
+	// A non-blocking descriptor: os registers it with the network
+	// poller, so the reaper's Read parks instead of blocking a thread.
+	aio.efd = os.NewFile(uintptr(fd), "vigil-aio-eventfd")
+	aio.efdNum = uint32(fd)
+	aio.ctx = ctx
+	aio.waiting = make(map[uint64]chan int64)
+	aio.ok = true
+	go reap()
+}
+
+// asyncSync submits an fsync (fdatasync if data) of fd and waits, parked,
+// for its result. done is false if the sync could not be submitted (no
+// AIO here, the context full, a file system without fsync, which then
+// fails the same way on the direct path): the caller makes the call
+// itself.
+func asyncSync(fd uintptr, data bool) (done bool, err error) {
+	aio.once.Do(aioInit)
+	if !aio.ok {
+		return false, nil
+	}
+	ch := make(chan int64, 1)
+	aio.mu.Lock()
+	id := aio.next
+	aio.next++
+	aio.waiting[id] = ch
+	aio.mu.Unlock()
+
+	cb := &iocb{data: id, opcode: iocbCmdFsync, fildes: uint32(fd), flags: iocbFlagResfd, resfd: aio.efdNum}
+	if data {
+		cb.opcode = iocbCmdFdsync
+	}
+	cbs := [1]*iocb{cb}
+	for {
+		n, _, e := unix.Syscall(unix.SYS_IO_SUBMIT, aio.ctx, 1, uintptr(unsafe.Pointer(&cbs[0])))
+		if e == syscall.EINTR {
+			continue
+		}
+		runtime.KeepAlive(cb)
+		if e != 0 || n != 1 {
+			aio.mu.Lock()
+			delete(aio.waiting, id)
+			aio.mu.Unlock()
+			return false, nil
+		}
+		break
+	}
+	if res := <-ch; res < 0 {
+		return true, syscall.Errno(-res)
+	}
+	return true, nil
+}
+
+// reap waits for the eventfd, parked in the network poller, and hands
+// each completed sync's result to its waiter.
+func reap() {
+	var buf [8]byte
+	events := make([]ioEvent, aioDepth)
+	var zero unix.Timespec
+	timeout, minNr := &zero, uintptr(0)
+	for {
+		if _, err := aio.efd.Read(buf[:]); err != nil {
+			// Cannot happen with a working eventfd. Should it, never
+			// strand a waiter: poll the ring instead, blocking up to
+			// 10 ms at a time.
+			ts := unix.NsecToTimespec(int64(10 * time.Millisecond))
+			timeout, minNr = &ts, 1
+		}
+		for {
+			n, _, e := unix.Syscall6(unix.SYS_IO_GETEVENTS, aio.ctx, minNr, aioDepth,
+				uintptr(unsafe.Pointer(&events[0])), uintptr(unsafe.Pointer(timeout)), 0)
+			if e == syscall.EINTR {
+				continue
+			}
+			if e != 0 || n == 0 {
+				break
+			}
+			minNr = 0
+			aio.mu.Lock()
+			for _, ev := range events[:n] {
+				if ch, ok := aio.waiting[ev.data]; ok {
+					delete(aio.waiting, ev.data)
+					ch <- ev.res
+				}
+			}
+			aio.mu.Unlock()
+			if int(n) < aioDepth {
+				break
+			}
+		}
+	}
+}
+
+// asyncAvailable reports whether this process can submit asynchronous
+// syncs (for tests).
+func asyncAvailable() bool {
+	aio.once.Do(aioInit)
+	return aio.ok
+}
+
+const aioDepthForTest = aioDepth
