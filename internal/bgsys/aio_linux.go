@@ -16,19 +16,23 @@ import (
 // The kernel's Linux AIO structures (include/uapi/linux/aio_abi.h), laid
 // out for a little-endian 64-bit machine (hence the build constraint).
 type iocb struct {
-	data      uint64 // returned in the event: the waiter's id
-	key       uint32
-	rwFlags   int32
-	opcode    uint16
-	reqprio   int16
-	fildes    uint32
-	buf       uint64
-	nbytes    uint64
-	offset    int64
-	reserved2 uint64
-	flags     uint32
-	resfd     uint32 // the eventfd signalled at completion (iocbFlagResfd)
+	data   uint64 // returned in the event: the waiter's id
+	_      uint32 // aio_key
+	_      int32  // aio_rw_flags
+	opcode uint16
+	_      int16 // aio_reqprio
+	fildes uint32
+	_      uint64 // aio_buf
+	_      uint64 // aio_nbytes
+	_      int64  // aio_offset
+	_      uint64 // aio_reserved2
+	flags  uint32
+	resfd  uint32 // the eventfd signalled at completion (iocbFlagResfd)
 }
+
+// The kernel rejects an iocb of another size.
+var _ [64 - unsafe.Sizeof(iocb{})]struct{}
+var _ [unsafe.Sizeof(iocb{}) - 64]struct{}
 
 type ioEvent struct {
 	data uint64
