@@ -42,8 +42,11 @@ func TestDoBounds(t *testing.T) {
 				}
 			}()
 		}
-		// Let the calls pile up at the gate, then release them.
-		for InProgress() < want {
+		// Let the calls pile up at the gate, then release them. A call
+		// counted in InProgress yields before it enters fn: wait until
+		// the first ones are inside (a loaded -race run took longer than
+		// 1,000 yields).
+		for InProgress() < want || int(in.Load()) < want {
 			runtime.Gosched()
 		}
 		// Give the other callers every chance to get past the gate.

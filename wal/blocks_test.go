@@ -1,0 +1,88 @@
+package wal
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/cockroachdb/pebble/vfs/errorfs"
+	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/manual"
+)
+
+// TestBlocksFreed checks that a writer's blocks, which live outside the Go
+// heap, are all freed: those beyond the idle free list once the flusher has
+// caught up, the rest at Close; on the success path, after a writer failed
+// by Release, and after a write to the file failed mid-round (the round's
+// blocks are then only in the flusher's hands).
+func TestBlocksFreed(t *testing.T) {
+	for _, tc := range []string{"ok", "released-with-error", "write-fails"} {
+		t.Run(tc, func(t *testing.T) {
+			before := manual.Allocated()
+			var fs vfs.FS = vfs.NewMem()
+			injected := errors.New("injected")
+			var armed atomic.Bool // the flusher may write the header before Hold
+			if tc == "write-fails" {
+				fs = errorfs.Wrap(fs, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+					if op == errorfs.OpFileWrite && armed.Load() {
+						return injected
+					}
+					return nil
+				}))
+			}
+			f, err := fs.Create("000001.log")
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := NewWriter(f, "000001.log", 1, checksum.XXH3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Held, the flusher writes nothing: every block stays queued.
+			w.Hold()
+			rec := make([]byte, 1000)
+			const blocks = 3 * idleFreeBlocks
+			for range blocks * BlockSize / len(rec) {
+				if _, err := w.WriteRecord(rec); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := manual.Allocated() - before; n < blocks*BlockSize {
+				t.Fatalf("%d bytes allocated outside the heap for %d blocks of records", n, blocks)
+			}
+			var rerr error
+			if tc == "released-with-error" {
+				rerr = injected
+			}
+			armed.Store(true)
+			w.Release(rerr)
+			if tc == "ok" {
+				if err := w.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				// Caught up: the flusher trims the free list when it next
+				// waits for work.
+				limit := int64(idleFreeBlocks+1) * BlockSize
+				deadline := time.Now().Add(10 * time.Second)
+				for manual.Allocated()-before > limit && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+				if n := manual.Allocated() - before; n > limit {
+					t.Errorf("%d bytes still allocated after the flush; the idle free list keeps %d blocks (%d bytes) and the current one", n, idleFreeBlocks, limit-BlockSize)
+				}
+			}
+			err = w.Close()
+			if (tc == "ok") != (err == nil) {
+				t.Fatalf("Close: %v", err)
+			}
+			if tc != "ok" && !errors.Is(err, injected) {
+				t.Fatalf("Close: %v, want the injected error", err)
+			}
+			if n := manual.Allocated() - before; n != 0 {
+				t.Errorf("%d bytes of blocks not freed after Close", n)
+			}
+		})
+	}
+}
