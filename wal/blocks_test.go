@@ -86,3 +86,46 @@ func TestBlocksFreed(t *testing.T) {
 		})
 	}
 }
+
+// TestBlocksTrimmedWhenIdle: a writer that has appended nothing for
+// idleTrimAfter keeps only idleKeepBlocks free blocks (and its current
+// one); writing again afterwards works and maps new blocks.
+func TestBlocksTrimmedWhenIdle(t *testing.T) {
+	defer func(d time.Duration) { idleTrimAfter = d }(idleTrimAfter)
+	idleTrimAfter = 10 * time.Millisecond
+	before := manual.Allocated()
+	fs := vfs.NewMem()
+	f, err := fs.Create("000001.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWriter(f, "000001.log", 1, checksum.XXH3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	rec := make([]byte, 1000)
+	for round := range 2 {
+		w.Hold()
+		for range 2 * idleFreeBlocks * BlockSize / len(rec) {
+			if _, err := w.WriteRecord(rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.Release(nil)
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		limit := int64(idleKeepBlocks+1) * BlockSize
+		deadline := time.Now().Add(10 * time.Second)
+		for manual.Allocated()-before > limit && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if n := manual.Allocated() - before; n > limit {
+			t.Fatalf("round %d: %d bytes of blocks held by an idle writer, want at most %d", round, n, limit)
+		}
+		if got := w.Stats().IdleTrims; got != int64(round+1) {
+			t.Errorf("round %d: %d idle trims, want %d", round, got, round+1)
+		}
+	}
+}

@@ -38,6 +38,15 @@ const maxRoundBlocks = 32
 // when the flusher next finds nothing to do.
 const idleFreeBlocks = 64
 
+// idleKeepBlocks and idleTrimAfter: once a writer has appended nothing for
+// 100 ms, its free list is cut to 4 blocks. A DB that has stopped writing
+// (the reads after a load, a quiet hour) then holds 128 KiB of log buffers
+// instead of 2 MiB; the next burst maps what it needs again, some 10 µs a
+// block.
+const idleKeepBlocks = 4
+
+var idleTrimAfter = 100 * time.Millisecond // a variable for tests
+
 // block is one BlockSize buffer of the log. The appender fills buf[flushed:
 // written] and beyond; the flusher hands buf[flushed:written] to the file
 // without holding Writer.mu, which is safe because the appender only ever
@@ -120,12 +129,17 @@ type Writer struct {
 	// SyncTo, Close, and WriteRecord when too many blocks are queued).
 	doneCond sync.Cond
 
-	cur       *block   // block being filled
-	curOff    int64    // file offset of cur
-	full      []*block // full blocks not yet (completely) handed to the file, in order
-	free      []*block // recycled blocks
-	blocks    int      // blocks allocated and not dropped: cur, full, free and the flusher's round
-	maxBlocks int      // bound on blocks (>= 2): an append that needs another waits
+	cur    *block   // block being filled
+	curOff int64    // file offset of cur
+	full   []*block // full blocks not yet (completely) handed to the file, in order
+	free   []*block // recycled blocks
+	blocks int      // blocks allocated and not dropped: cur, full, free and the flusher's round
+	// idleTrim frees the free list down to idleKeepBlocks once the writer
+	// has appended nothing for idleTrimAfter (trimRecords: the record
+	// count when it was armed).
+	idleTrim    *time.Timer
+	trimRecords int64
+	maxBlocks   int // bound on blocks (>= 2): an append that needs another waits
 
 	flushedOff int64 // file offset up to which bytes were handed to the file
 	syncedOff  int64 // file offset up to which bytes are durable
@@ -201,6 +215,9 @@ type WriterStats struct {
 	Gathers      int64
 	GatherWait   time.Duration
 	GatherQuiets int64
+	// IdleTrims counts the times an idle writer's free list was cut to
+	// idleKeepBlocks (see idleTrimAfter).
+	IdleTrims int64
 }
 
 // NewWriter starts a record log on f, which must be empty and positioned at
@@ -355,6 +372,26 @@ func (w *Writer) rotate() error {
 	return nil
 }
 
+// trimIdle is idleTrim's function: if nothing was appended since it was
+// armed and the flusher still waits, it frees the free list's blocks
+// beyond idleKeepBlocks. (The flusher re-arms it each time it goes idle.)
+func (w *Writer) trimIdle() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || !w.idle || w.blockWaiters > 0 || w.stats.Records != w.trimRecords {
+		return
+	}
+	if n := len(w.free) - idleKeepBlocks; n > 0 {
+		for _, b := range w.free[idleKeepBlocks:] {
+			b.release()
+		}
+		clear(w.free[idleKeepBlocks:])
+		w.free = w.free[:idleKeepBlocks]
+		w.blocks -= n
+		w.stats.IdleTrims++
+	}
+}
+
 // hasWork reports whether the flusher has bytes to write or a sync to do.
 func (w *Writer) hasWork() bool {
 	return len(w.full) > 0 || w.cur.written > w.cur.flushed || w.syncWant > w.syncedOff
@@ -391,6 +428,14 @@ func (w *Writer) flushLoop() {
 				clear(w.free[idleFreeBlocks:])
 				w.free = w.free[:idleFreeBlocks]
 				w.blocks -= n
+			}
+			if len(w.free) > idleKeepBlocks && !w.closing {
+				w.trimRecords = w.stats.Records
+				if w.idleTrim == nil {
+					w.idleTrim = time.AfterFunc(idleTrimAfter, w.trimIdle)
+				} else {
+					w.idleTrim.Reset(idleTrimAfter)
+				}
 			}
 			w.idle = true
 			w.workCond.Wait()
@@ -838,6 +883,9 @@ func (w *Writer) Close() error {
 
 		w.mu.Lock()
 		err := w.err
+		if w.idleTrim != nil {
+			w.idleTrim.Stop()
+		}
 		// The flusher has exited and WriteRecord refuses a closed writer:
 		// no block is read again. cur stays, without its buffer (its
 		// written count still gives Size and SyncTo their offsets).
