@@ -240,3 +240,57 @@ func TestCorruptUpperLevel(t *testing.T) {
 		t.Fatal("no validated seek detected the broken level")
 	}
 }
+
+// TestVerifyUpperLevels damages one upper-level link in ways the one-walk
+// check must catch: a link to an offset inside the arena that is no node
+// (the chain then never meets level 0 again), a link outside the arena,
+// and a non-empty level above the list's height.
+func TestVerifyUpperLevels(t *testing.T) {
+	build := func(t *testing.T) *Skiplist {
+		arena, _ := NewArena(1 << 16)
+		l, _ := New(arena, Options{})
+		for i := 0; i < 400; i++ {
+			if err := l.Add(binary.BigEndian.AppendUint64(nil, uint64(i)), []byte("some value bytes")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if l.Height() < 3 {
+			t.Skipf("list height %d too small", l.Height())
+		}
+		if n, err := l.Verify(nil); err != nil || n != 400 {
+			t.Fatalf("intact list: Verify = %d, %v", n, err)
+		}
+		return l
+	}
+	t.Run("link-into-a-value", func(t *testing.T) {
+		l := build(t)
+		first := l.loadNext(l.head, 1)
+		target := l.loadNext(first, 0) // a node; aim 8 bytes into its key
+		*l.nextPtr(first, 1) = target + offKey + 8
+		_, err := l.Verify(nil)
+		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "level 1 names offset") {
+			t.Fatalf("Verify: %v", err)
+		}
+	})
+	t.Run("link-outside-the-arena", func(t *testing.T) {
+		l := build(t)
+		first := l.loadNext(l.head, 2)
+		*l.nextPtr(first, 2) = 0xfffffff0
+		_, err := l.Verify(nil)
+		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "outside the arena") {
+			t.Fatalf("Verify: %v", err)
+		}
+	})
+	t.Run("level-above-height", func(t *testing.T) {
+		l := build(t)
+		h := l.Height()
+		if h >= MaxHeight {
+			t.Skip("list at the maximum height")
+		}
+		*l.nextPtr(l.head, h) = l.loadNext(l.head, 0)
+		_, err := l.Verify(nil)
+		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "above the list height") {
+			t.Fatalf("Verify: %v", err)
+		}
+	})
+}

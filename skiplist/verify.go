@@ -3,22 +3,50 @@ package skiplist
 import (
 	"fmt"
 	"runtime"
+	"sync/atomic"
+	"unsafe"
 )
 
 // Verify checks the whole list and returns the number of entries. It is the
 // flush-side check: it walks level 0 and verifies that every link and length
 // stays inside the arena, that keys strictly increase (full comparisons), that
 // every back link names the node's predecessor, that the tail's back link
-// names the last node, and that every upper level is strictly increasing,
-// ends at the tail and has no more nodes than level 0. For each entry, in
-// order, it calls fn (if not nil) with the key and value, stopping at the
-// first error fn returns. A failed check returns an error wrapping
-// ErrCorruption that names the keys and offsets involved.
+// names the last node, and that every upper level visits, in order, nodes of
+// level 0 and ends at the tail (so it is strictly increasing and has no more
+// nodes than level 0). For each entry, in order, it calls fn (if not nil)
+// with the key and value, stopping at the first error fn returns. A failed
+// check returns an error wrapping ErrCorruption that names the keys and
+// offsets involved.
+//
+// The upper levels are checked in the same walk: want[lvl] is the node the
+// level-lvl chain names next, and when level 0 reaches it, its own level-lvl
+// link becomes the next want. A chain that names anything but the level-0
+// nodes after the last one it named, in order, is never reached again, and
+// its want is not the tail at the end. Why one walk: a memtable far larger
+// than the CPU caches costs a cache miss per node visited, and the separate
+// walks of levels 1 and up visited as many nodes again: Validate of a 1M-
+// entry random-order memtable took 660 ns an entry, 354 without them.
 //
 // Verify must not run concurrently with inserts: back links legitimately lag
 // while an insert is in progress.
 func (l *Skiplist) Verify(fn func(key, value []byte) error) (int, error) {
+	h := int(l.height.Load())
+	if h < 1 || h > l.maxHeight {
+		return 0, fmt.Errorf("%w: skiplist height %d outside [1, %d]", ErrCorruption, h, l.maxHeight)
+	}
+	var want [MaxHeight]uint32
+	for lvl := 1; lvl < MaxHeight; lvl++ {
+		nx := l.loadNext(l.head, lvl)
+		if lvl >= h && nx != l.tail {
+			return 0, fmt.Errorf("%w: skiplist level %d is above the list height %d but not empty", ErrCorruption, lvl, h)
+		}
+		if nx != l.tail && !l.inBounds(nx) {
+			return 0, l.linkError(l.head, nx, lvl)
+		}
+		want[lvl] = nx
+	}
 	n := 0
+	var touch uint32
 	prev := l.head
 	for {
 		nd := l.loadNext(prev, 0)
@@ -38,6 +66,23 @@ func (l *Skiplist) Verify(fn func(key, value []byte) error) (int, error) {
 			return n, fmt.Errorf("%w: skiplist back link of key %s at offset %d names offset %d, but its predecessor is at offset %d",
 				ErrCorruption, hexKey(l.keyAt(nd)), nd, p, prev)
 		}
+		// A node of height k is named by the chains of levels 1..k-1
+		// and by no higher one: stop at the first level that does not
+		// name it (a chain skipped this way is caught at the end).
+		for lvl := 1; lvl < h && want[lvl] == nd; lvl++ {
+			nx := l.loadNext(nd, lvl)
+			if nx != l.tail && !l.inBounds(nx) {
+				return n, l.linkError(nd, nx, lvl)
+			}
+			want[lvl] = nx
+		}
+		// Level 0 is a chain of dependent loads: the next node's address
+		// is known only once this node is in. The wants of levels 1 and
+		// 2 are nodes some 2 and 4 ahead, known already: loading them
+		// now overlaps their cache misses with the chain's (Validate of
+		// the 1M random-order memtable: 370 -> ~310 ns an entry). Both
+		// are the tail or checked in bounds.
+		touch += *(*uint32)(unsafe.Add(l.base, want[1])) + *(*uint32)(unsafe.Add(l.base, want[2]))
 		if fn != nil {
 			if err := fn(l.keyAt(nd), l.valueAt(nd)); err != nil {
 				return n, err
@@ -52,40 +97,19 @@ func (l *Skiplist) Verify(fn func(key, value []byte) error) (int, error) {
 		return n, fmt.Errorf("%w: skiplist tail back link names offset %d, but the last node is at offset %d",
 			ErrCorruption, p, prev)
 	}
-	h := int(l.height.Load())
-	if h < 1 || h > l.maxHeight {
-		return n, fmt.Errorf("%w: skiplist height %d outside [1, %d]", ErrCorruption, h, l.maxHeight)
-	}
-	for lvl := 1; lvl < MaxHeight; lvl++ {
-		x, count := l.head, 0
-		for {
-			nx := l.loadNext(x, lvl)
-			if nx == l.tail {
-				break
-			}
-			if lvl >= h {
-				return n, fmt.Errorf("%w: skiplist level %d is above the list height %d but not empty", ErrCorruption, lvl, h)
-			}
-			if !l.inBounds(nx) {
-				return n, l.linkError(x, nx, lvl)
-			}
-			if err := l.checkExtent(nx); err != nil {
-				return n, err
-			}
-			if x != l.head && l.Compare(l.keyAt(x), l.keyAt(nx)) >= 0 {
-				return n, l.orderError(x, nx, fmt.Sprintf("verify level %d", lvl))
-			}
-			if count++; count > n {
-				return n, fmt.Errorf("%w: skiplist level %d has more nodes than level 0 (%d)", ErrCorruption, lvl, n)
-			}
-			if count%yieldEvery == 0 {
-				runtime.Gosched()
-			}
-			x = nx
+	for lvl := 1; lvl < h; lvl++ {
+		if want[lvl] != l.tail {
+			return n, fmt.Errorf("%w: skiplist level %d names offset %d, which is not one of the level-0 nodes after the last one it named, in order (the level is out of order, or links outside the list)",
+				ErrCorruption, lvl, want[lvl])
 		}
 	}
+	touchSink.Store(touch)
 	return n, nil
 }
+
+// touchSink keeps the loads of Verify's look-ahead from being optimised
+// away.
+var touchSink atomic.Uint32
 
 // yieldEvery is how many nodes Verify checks between yields of its
 // processor. Verify runs on a flush goroutine over a whole memtable (a 64 MiB
