@@ -12,6 +12,43 @@ import (
 	"github.com/vigildb/vigil/internal/manual"
 )
 
+// newFSWriter opens a writer of log 1 on fs.
+func newFSWriter(t *testing.T, fs vfs.FS) *Writer {
+	t.Helper()
+	f, err := fs.Create("000001.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWriter(f, "000001.log", 1, checksum.XXH3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// writeHeld holds w and appends about blocks blocks of records, which all
+// stay queued.
+func writeHeld(t *testing.T, w *Writer, blocks int) {
+	t.Helper()
+	w.Hold()
+	rec := make([]byte, 1000)
+	for range blocks * BlockSize / len(rec) {
+		if _, err := w.WriteRecord(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitAllocatedAtMost waits up to 10 s for the blocks allocated since
+// before to fall to limit bytes, and returns what they are.
+func waitAllocatedAtMost(before, limit int64) int64 {
+	deadline := time.Now().Add(10 * time.Second)
+	for manual.Allocated()-before > limit && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	return manual.Allocated() - before
+}
+
 // TestBlocksFreed checks that a writer's blocks, which live outside the Go
 // heap, are all freed: those beyond the idle free list once the flusher has
 // caught up, the rest at Close; on the success path, after a writer failed
@@ -32,23 +69,10 @@ func TestBlocksFreed(t *testing.T) {
 					return nil
 				}))
 			}
-			f, err := fs.Create("000001.log")
-			if err != nil {
-				t.Fatal(err)
-			}
-			w, err := NewWriter(f, "000001.log", 1, checksum.XXH3)
-			if err != nil {
-				t.Fatal(err)
-			}
+			w := newFSWriter(t, fs)
 			// Held, the flusher writes nothing: every block stays queued.
-			w.Hold()
-			rec := make([]byte, 1000)
 			const blocks = 3 * idleFreeBlocks
-			for range blocks * BlockSize / len(rec) {
-				if _, err := w.WriteRecord(rec); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeHeld(t, w, blocks)
 			if n := manual.Allocated() - before; n < blocks*BlockSize {
 				t.Fatalf("%d bytes allocated outside the heap for %d blocks of records", n, blocks)
 			}
@@ -65,15 +89,11 @@ func TestBlocksFreed(t *testing.T) {
 				// Caught up: the flusher trims the free list when it next
 				// waits for work.
 				limit := int64(idleFreeBlocks+1) * BlockSize
-				deadline := time.Now().Add(10 * time.Second)
-				for manual.Allocated()-before > limit && time.Now().Before(deadline) {
-					time.Sleep(time.Millisecond)
-				}
-				if n := manual.Allocated() - before; n > limit {
+				if n := waitAllocatedAtMost(before, limit); n > limit {
 					t.Errorf("%d bytes still allocated after the flush; the idle free list keeps %d blocks (%d bytes) and the current one", n, idleFreeBlocks, limit-BlockSize)
 				}
 			}
-			err = w.Close()
+			err := w.Close()
 			if (tc == "ok") != (err == nil) {
 				t.Fatalf("Close: %v", err)
 			}
@@ -94,34 +114,16 @@ func TestBlocksTrimmedWhenIdle(t *testing.T) {
 	defer func(d time.Duration) { idleTrimAfter = d }(idleTrimAfter)
 	idleTrimAfter = 10 * time.Millisecond
 	before := manual.Allocated()
-	fs := vfs.NewMem()
-	f, err := fs.Create("000001.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := NewWriter(f, "000001.log", 1, checksum.XXH3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := newFSWriter(t, vfs.NewMem())
 	defer w.Close()
-	rec := make([]byte, 1000)
 	for round := range 2 {
-		w.Hold()
-		for range 2 * idleFreeBlocks * BlockSize / len(rec) {
-			if _, err := w.WriteRecord(rec); err != nil {
-				t.Fatal(err)
-			}
-		}
+		writeHeld(t, w, 2*idleFreeBlocks)
 		w.Release(nil)
 		if err := w.Flush(); err != nil {
 			t.Fatal(err)
 		}
 		limit := int64(idleKeepBlocks+1) * BlockSize
-		deadline := time.Now().Add(10 * time.Second)
-		for manual.Allocated()-before > limit && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		if n := manual.Allocated() - before; n > limit {
+		if n := waitAllocatedAtMost(before, limit); n > limit {
 			t.Fatalf("round %d: %d bytes of blocks held by an idle writer, want at most %d", round, n, limit)
 		}
 		if got := w.Stats().IdleTrims; got != int64(round+1) {
