@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/internal/private"
 	"github.com/vigildb/vigil/sst"
+	"github.com/vigildb/vigil/wal"
 )
 
 func openMem(t *testing.T, fs vfs.FS, o *Options) *DB {
@@ -323,8 +324,13 @@ func TestMetricsString(t *testing.T) {
 	if m.Levels[0].NumFiles != 1 || m.Flush.Count != 1 || m.WAL.Records != 100 {
 		t.Fatalf("metrics: L0 files %d, flushes %d, WAL records %d", m.Levels[0].NumFiles, m.Flush.Count, m.WAL.Records)
 	}
+	// The live WAL has its current block at least, and never more than
+	// the bound.
+	if b := m.Memory.WALBuffers; b < wal.BlockSize || b > 512*wal.BlockSize {
+		t.Errorf("Memory.WALBuffers = %d, want the live WAL's blocks", b)
+	}
 	s := m.String()
-	for _, want := range []string{"L0", "L6", "flushes: 1", "block cache", "WAL"} {
+	for _, want := range []string{"L0", "L6", "flushes: 1", "block cache", "WAL", "WAL buffers"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("Metrics.String lacks %q:\n%s", want, s)
 		}

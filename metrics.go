@@ -124,6 +124,10 @@ type Metrics struct {
 		// TableIndexes is the index and filter blocks of the open tables
 		// (kept by each table reader).
 		TableIndexes int64
+		// WALBuffers is the live WAL's in-memory blocks (outside the Go
+		// heap): records not yet handed to the file and the free blocks
+		// kept for reuse (at most 16 MiB; 128 KiB once writes pause).
+		WALBuffers int64
 		// Budget is Options.MemoryBudget (0: none).
 		Budget int64
 	}
@@ -160,7 +164,9 @@ func (d *DB) Metrics() *Metrics {
 	m.MemTable.Count = 1 + len(d.imm)
 	m.WAL.LogNumber = d.walNum
 	if d.walW != nil {
-		m.WAL.Syncs = d.walW.Stats().Syncs
+		ws := d.walW.Stats()
+		m.WAL.Syncs = ws.Syncs
+		m.Memory.WALBuffers = ws.BufferBytes
 	}
 	m.Snapshots = d.snapshots.count
 	m.BackgroundError = d.bgErr
@@ -279,9 +285,10 @@ func (m *Metrics) String() string {
 		hitRate = 100 * float64(bc.Hits) / float64(bc.Hits+bc.Misses)
 	}
 	mem := m.Memory
-	fmt.Fprintf(&b, "memory: memtables %s (%s pinned by readers), block cache %s of %s (%s mapped), table indexes and filters %s",
+	fmt.Fprintf(&b, "memory: memtables %s (%s pinned by readers), block cache %s of %s (%s mapped), table indexes and filters %s, WAL buffers %s",
 		humanBytes(uint64(mem.Memtables)), humanBytes(uint64(mem.MemtablesPinned)), humanBytes(uint64(mem.BlockCache)),
-		humanBytes(uint64(mem.BlockCacheCapacity)), humanBytes(uint64(mem.BlockCacheMapped)), humanBytes(uint64(mem.TableIndexes)))
+		humanBytes(uint64(mem.BlockCacheCapacity)), humanBytes(uint64(mem.BlockCacheMapped)), humanBytes(uint64(mem.TableIndexes)),
+		humanBytes(uint64(mem.WALBuffers)))
 	if mem.Budget > 0 {
 		fmt.Fprintf(&b, "; budget %s", humanBytes(uint64(mem.Budget)))
 	}

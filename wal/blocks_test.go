@@ -103,6 +103,9 @@ func TestBlocksFreed(t *testing.T) {
 			if n := manual.Allocated() - before; n != 0 {
 				t.Errorf("%d bytes of blocks not freed after Close", n)
 			}
+			if n := w.Stats().BufferBytes; n != 0 {
+				t.Errorf("Stats().BufferBytes = %d after Close", n)
+			}
 		})
 	}
 }
@@ -125,6 +128,9 @@ func TestBlocksTrimmedWhenIdle(t *testing.T) {
 		limit := int64(idleKeepBlocks+1) * BlockSize
 		if n := waitAllocatedAtMost(before, limit); n > limit {
 			t.Fatalf("round %d: %d bytes of blocks held by an idle writer, want at most %d", round, n, limit)
+		}
+		if got, want := w.Stats().BufferBytes, manual.Allocated()-before; got != want {
+			t.Errorf("round %d: Stats().BufferBytes = %d, the allocator says %d", round, got, want)
 		}
 		if got := w.Stats().IdleTrims; got != int64(round+1) {
 			t.Errorf("round %d: %d idle trims, want %d", round, got, round+1)

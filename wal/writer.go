@@ -218,6 +218,10 @@ type WriterStats struct {
 	// IdleTrims counts the times an idle writer's free list was cut to
 	// idleKeepBlocks (see idleTrimAfter).
 	IdleTrims int64
+	// BufferBytes is the memory of the writer's blocks now (outside the
+	// Go heap): the current one, those queued for the file and the free
+	// ones. A gauge, unlike the counters above; 0 after Close.
+	BufferBytes int64
 }
 
 // NewWriter starts a record log on f, which must be empty and positioned at
@@ -271,7 +275,9 @@ func (w *Writer) Size() int64 { return w.size.Load() }
 func (w *Writer) Stats() WriterStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.stats
+	st := w.stats
+	st.BufferBytes = int64(w.blocks) * BlockSize
+	return st
 }
 
 // WriteRecord appends one logical record to the in-memory buffer and returns
@@ -897,6 +903,7 @@ func (w *Writer) Close() error {
 		}
 		w.full, w.free = nil, nil
 		w.cur.release()
+		w.blocks = 0
 		w.mu.Unlock()
 		if cerr := w.f.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("wal: %s: close: %w", w.name, cerr)
