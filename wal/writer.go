@@ -387,15 +387,25 @@ func (w *Writer) trimIdle() {
 	if w.closed || !w.idle || w.blockWaiters > 0 || w.stats.Records != w.trimRecords {
 		return
 	}
-	if n := len(w.free) - idleKeepBlocks; n > 0 {
-		for _, b := range w.free[idleKeepBlocks:] {
-			b.release()
-		}
-		clear(w.free[idleKeepBlocks:])
-		w.free = w.free[:idleKeepBlocks]
-		w.blocks -= n
+	if w.trimFree(idleKeepBlocks) > 0 {
 		w.stats.IdleTrims++
 	}
+}
+
+// trimFree frees the free list's blocks beyond the first keep and returns
+// how many it freed. mu is held.
+func (w *Writer) trimFree(keep int) int {
+	n := len(w.free) - keep
+	if n <= 0 {
+		return 0
+	}
+	for _, b := range w.free[keep:] {
+		b.release()
+	}
+	clear(w.free[keep:])
+	w.free = w.free[:keep]
+	w.blocks -= n
+	return n
 }
 
 // hasWork reports whether the flusher has bytes to write or a sync to do.
@@ -427,13 +437,8 @@ func (w *Writer) flushLoop() {
 	}()
 	for {
 		for w.err == nil && (w.held || (!w.hasWork() && (!w.closing || w.blockWaiters > 0))) {
-			if n := len(w.free) - idleFreeBlocks; n > 0 && w.blockWaiters == 0 {
-				for _, b := range w.free[idleFreeBlocks:] {
-					b.release()
-				}
-				clear(w.free[idleFreeBlocks:])
-				w.free = w.free[:idleFreeBlocks]
-				w.blocks -= n
+			if w.blockWaiters == 0 {
+				w.trimFree(idleFreeBlocks)
 			}
 			if len(w.free) > idleKeepBlocks && !w.closing {
 				w.trimRecords = w.stats.Records
@@ -895,13 +900,11 @@ func (w *Writer) Close() error {
 		// The flusher has exited and WriteRecord refuses a closed writer:
 		// no block is read again. cur stays, without its buffer (its
 		// written count still gives Size and SyncTo their offsets).
+		w.trimFree(0)
 		for _, b := range w.full {
 			b.release()
 		}
-		for _, b := range w.free {
-			b.release()
-		}
-		w.full, w.free = nil, nil
+		w.full = nil
 		w.cur.release()
 		w.blocks = 0
 		w.mu.Unlock()
