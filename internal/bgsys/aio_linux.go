@@ -132,15 +132,16 @@ func asyncSync(fd uintptr, data bool) (done bool, err error) {
 func reap() {
 	var buf [8]byte
 	events := make([]ioEvent, aioDepth)
-	var zero unix.Timespec
-	timeout, minNr := &zero, uintptr(0)
+	var noWait unix.Timespec
+	wait := unix.NsecToTimespec(int64(10 * time.Millisecond))
 	for {
+		// The first call of a round waits for nothing: the eventfd said
+		// completions are there. Should its Read fail (it cannot with a
+		// working eventfd), never strand a waiter: block in the ring
+		// instead, up to 10 ms for one completion at a time.
+		timeout, minNr := &noWait, uintptr(0)
 		if _, err := aio.efd.Read(buf[:]); err != nil {
-			// Cannot happen with a working eventfd. Should it, never
-			// strand a waiter: poll the ring instead, blocking up to
-			// 10 ms at a time.
-			ts := unix.NsecToTimespec(int64(10 * time.Millisecond))
-			timeout, minNr = &ts, 1
+			timeout, minNr = &wait, 1
 		}
 		for {
 			n, _, e := unix.Syscall6(unix.SYS_IO_GETEVENTS, aio.ctx, minNr, aioDepth,
@@ -151,7 +152,6 @@ func reap() {
 			if e != 0 || n == 0 {
 				break
 			}
-			minNr = 0
 			aio.mu.Lock()
 			for _, ev := range events[:n] {
 				if ch, ok := aio.waiting[ev.data]; ok {
@@ -163,6 +163,7 @@ func reap() {
 			if int(n) < aioDepth {
 				break
 			}
+			timeout, minNr = &noWait, 0 // a full batch: take what else is there
 		}
 	}
 }

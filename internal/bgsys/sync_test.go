@@ -109,11 +109,14 @@ func TestSyncUnsupported(t *testing.T) {
 	}
 }
 
-// TestSyncConcurrent runs more syncs at once than the AIO context holds:
-// those beyond it take the direct path, and every one succeeds.
+// TestSyncConcurrent runs more syncs at once than the AIO context holds
+// (those beyond it, if they meet, take the direct path): every one
+// succeeds, and where AIO exists some, and no more than were made, went
+// through it.
 func TestSyncConcurrent(t *testing.T) {
 	dir := t.TempDir()
 	const n = 2*aioDepthForTest + 8
+	before := AsyncSyncs()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
@@ -146,5 +149,12 @@ func TestSyncConcurrent(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+	got := AsyncSyncs() - before
+	if got > 4*n {
+		t.Errorf("%d asynchronous syncs counted for %d made", got, 4*n)
+	}
+	if asyncAvailable() && got == 0 {
+		t.Errorf("no sync of %d went through AIO", 4*n)
 	}
 }
