@@ -250,6 +250,12 @@ func FuzzReader(f *testing.F) {
 		d[BlockSize+3] ^= 1
 		f.Add(d)
 	}
+	// The last fragment's length run past the end of the file by one
+	// flipped bit: corruption, not a torn write (lengthFlipped).
+	small, ends := writeLog(f, 9, checksum.XXH3, [][]byte{pattern(1, 200), pattern(2, 300)})
+	d := bytes.Clone(small)
+	d[ends[0]+5] ^= 0x80
+	f.Add(d)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkInput(t, data)
 	})
