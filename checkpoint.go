@@ -22,10 +22,14 @@ import (
 // modified), copied otherwise. The writes not yet in tables come from the
 // live WALs: their batches up to the checkpoint's sequence number are
 // copied into one new WAL. A fresh MANIFEST names the tables and that WAL.
-// Everything is written into dir plus ".tmp", synced, and renamed to dir at
-// the end, so a crash leaves either no checkpoint or a whole one (and a
-// stray .tmp directory, which the next Checkpoint to that dir removes).
-// With DisableWAL the memtables are flushed first.
+// Everything is written into a directory of its own beside dir (dir plus
+// ".tmp-" and 16 random hex digits, created by this call), synced, and
+// renamed to dir at the end unless dir exists by then: a crash leaves
+// either no checkpoint or a whole one, perhaps with that temporary
+// directory beside it, which nothing else removes (Checkpoint never
+// removes what it did not create). Of concurrent Checkpoints to one dir,
+// exactly one succeeds; the others return ErrInvalidArgument. With
+// DisableWAL the memtables are flushed first.
 func (d *DB) Checkpoint(dir string) error {
 	if d.closed.Load() {
 		return ErrClosed
@@ -89,9 +93,8 @@ func (d *DB) Checkpoint(dir string) error {
 		}
 	}
 
-	tmp := dir + ".tmp"
-	_ = fs.RemoveAll(tmp)
-	if err := fs.MkdirAll(tmp, 0o755); err != nil {
+	tmp, err := vfsutil.MkdirTemp(fs, dir)
+	if err != nil {
 		return fmt.Errorf("Checkpoint: %w", err)
 	}
 	ok := false
@@ -122,13 +125,13 @@ func (d *DB) Checkpoint(dir string) error {
 	if err := d.checkpointManifest(tmp, v, visible, walNum, manifestNum, tempNum, lastSeq); err != nil {
 		return fmt.Errorf("Checkpoint: %w", err)
 	}
-	if err := fs.Rename(tmp, dir); err != nil {
+	if err := vfsutil.RenameNoReplace(fs, tmp, dir); err != nil {
+		if errors.Is(err, vfsutil.ErrExists) {
+			return base.InvalidArgumentErrorf("Checkpoint: %s already exists", dir)
+		}
 		return fmt.Errorf("Checkpoint: %w", err)
 	}
 	ok = true
-	if err := vfsutil.SyncDir(fs, fs.PathDir(dir)); err != nil {
-		return fmt.Errorf("Checkpoint: %w", err)
-	}
 	d.log.Infof("checkpoint %s: %d tables, seq %d", dir, v.NumFiles(), snap)
 	return nil
 }
@@ -162,8 +165,8 @@ func (d *DB) checkpointManifest(tmp string, v *manifest.Version, visible func(*m
 	if err := w.Close(); err != nil {
 		return err
 	}
-	if err := writeFileSynced(fs, makeFilename(fs, tmp, fileTypeOptions, tempNum+1),
-		"# Vigil options, written by Checkpoint\n"+d.opts.String()); err != nil {
+	if err := vfsutil.WriteFile(fs, makeFilename(fs, tmp, fileTypeOptions, tempNum+1),
+		[]byte("# Vigil options, written by Checkpoint\n"+d.opts.String())); err != nil {
 		return err
 	}
 	if err := tmpDir.Sync(); err != nil {
@@ -260,21 +263,4 @@ func copyBatches(fs vfs.FS, src string, limit int64, w *wal.Writer, lo, hi uint6
 			return err
 		}
 	}
-}
-
-// writeFileSynced creates name with content and syncs it.
-func writeFileSynced(fs vfs.FS, name, content string) error {
-	f, err := fs.Create(name)
-	if err != nil {
-		return err
-	}
-	if _, err := io.WriteString(f, content); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

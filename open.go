@@ -3,7 +3,6 @@ package vigil
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 
@@ -173,21 +172,9 @@ func (d *DB) abortOpen() {
 func (d *DB) writeOptionsFile() error {
 	num := d.vs.allocFileNum()
 	name := makeFilename(d.fs, d.dirname, fileTypeOptions, num)
-	f, err := d.fs.Create(name)
-	if err != nil {
-		return fmt.Errorf("vigil: creating %s: %w", name, err)
-	}
 	content := fmt.Sprintf("# Vigil options, written at open\n%s", d.opts.String())
-	if _, err := io.WriteString(f, content); err != nil {
-		f.Close()
-		return fmt.Errorf("vigil: writing %s: %w", name, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("vigil: syncing %s: %w", name, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("vigil: closing %s: %w", name, err)
+	if err := vfsutil.WriteFile(d.fs, name, []byte(content)); err != nil {
+		return fmt.Errorf("vigil: %w", err)
 	}
 	return d.dataDir.Sync()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/manifest"
+	"github.com/vigildb/vigil/internal/vfsutil"
 	"github.com/vigildb/vigil/wal"
 )
 
@@ -214,30 +215,14 @@ func (vs *versionSet) writeManifest(num, tempNum uint64, rec []byte) (*wal.Write
 	return w, nil
 }
 
-// setCurrentFile atomically points CURRENT at MANIFEST-num.
+// setCurrentFile atomically points CURRENT at MANIFEST-num, through the
+// temporary file tempNum (a number the version set allocated: no one else
+// holds it).
 func setCurrentFile(fs vfs.FS, dirname string, dataDir vfs.File, manifestNum, tempNum uint64) error {
 	tmp := makeFilename(fs, dirname, fileTypeTemp, tempNum)
-	f, err := fs.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("creating %s: %w", tmp, err)
-	}
 	content := fmt.Sprintf("MANIFEST-%06d\n", manifestNum)
-	if _, err := f.Write([]byte(content)); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("syncing %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", tmp, err)
-	}
-	if err := fs.Rename(tmp, makeFilename(fs, dirname, fileTypeCurrent, 0)); err != nil {
-		return fmt.Errorf("renaming %s to CURRENT: %w", tmp, err)
-	}
-	if err := dataDir.Sync(); err != nil {
-		return fmt.Errorf("syncing directory after updating CURRENT: %w", err)
+	if err := vfsutil.ReplaceFile(fs, tmp, makeFilename(fs, dirname, fileTypeCurrent, 0), []byte(content), dataDir); err != nil {
+		return fmt.Errorf("updating CURRENT: %w", err)
 	}
 	return nil
 }

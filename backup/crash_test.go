@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/cockroachdb/pebble/vfs/errorfs"
+	"github.com/vigildb/vigil"
 	"github.com/vigildb/vigil/internal/vfsutil"
 )
 
@@ -260,5 +261,88 @@ func TestCrashDuringDelete(t *testing.T) {
 		}
 		checkClean(t, where, e, list)
 		e.Close()
+	}
+}
+
+// TestCrashDuringRestore crashes Restore at each of its file-system writes
+// with a DB of someone else's at the target plus ".tmp" (the name the
+// temporary directory once had): afterwards that DB is intact, the target
+// is missing or holds the whole backup, and nothing but Restore's own
+// temporary directory is left. Restores onto an existing target of any
+// kind are refused before anything is written.
+func TestCrashDuringRestore(t *testing.T) {
+	for at := int64(0); ; at++ {
+		mem := vfs.NewStrictMem()
+		inj := &crasher{prefix: "/restore"}
+		fs := vfsutil.SyncDataAsSync(errorfs.Wrap(mem, inj))
+		db := openDB(t, fs, "/db")
+		w := newWriter(t, db, 7)
+		w.puts(80, 200)
+		w.flush()
+		w.puts(20, 200)
+		want := w.m.clone()
+		e, err := Open("/backups", &Options{FS: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, _, err := e.Create(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		other := openDB(t, fs, "/restore.tmp")
+		if err := other.Put([]byte("owner"), []byte("someone else"), vigil.Sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if at == 0 {
+			for _, target := range []string{"/restore.tmp", "/db", "/backups"} {
+				if err := e.Restore(info.ID, target); !errors.Is(err, vigil.ErrInvalidArgument) {
+					t.Fatalf("Restore to the existing %s = %v", target, err)
+				}
+			}
+		}
+
+		inj.at.Store(at)
+		inj.armed.Store(true)
+		err = e.Restore(info.ID, "/restore")
+		inj.armed.Store(false)
+		e.Close()
+		crashed := inj.crashed.Load()
+		if !crashed && err != nil {
+			t.Fatal(err)
+		}
+		mem.ResetToSyncedState()
+		where := fmt.Sprintf("crash at write %d of Restore", at)
+		if got := restoredContents(t, mem, "/restore.tmp"); len(got) != 1 || got["owner"] != "someone else" {
+			t.Fatalf("%s: /restore.tmp holds %v", where, got)
+		}
+		if exists(mem, "/restore") {
+			if d := diffModels(restoredContents(t, mem, "/restore"), want); d != "" {
+				t.Fatalf("%s: /restore:\n%s", where, d)
+			}
+		} else if !crashed {
+			t.Fatalf("%s: Restore succeeded and left no /restore", where)
+		}
+		names, err := mem.List("/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			switch {
+			case n == "db" || n == "backups" || n == "restore" || n == "restore.tmp":
+			case crashed && strings.HasPrefix(n, "restore"+vfsutil.TempSuffix):
+			default:
+				t.Fatalf("%s: / holds %q", where, n)
+			}
+		}
+		if !crashed {
+			t.Logf("Restore does %d file-system writes; crashed at each", at)
+			return
+		}
 	}
 }

@@ -53,11 +53,13 @@
 // bit anywhere in a backup, in any file including the meta file, is reported
 // as an error wrapping vigil.ErrCorruption that names the file. Restore
 // verifies every file before copying it and again while copying it, writes
-// the DB into the target plus ".tmp", opens that read-only and compares its
+// the DB into a directory of its own beside the target (the target plus
+// ".tmp-" and 16 random hex digits), opens that read-only and compares its
 // range digest and sequence number with those recorded at backup time, and
-// only then renames it to the target: it never produces a DB that differs
-// from the one backed up; it fails, naming what differs, and leaves no
-// target. Create does not re-read shared tables it reuses; Verify does.
+// only then renames it to the target, unless the target exists by then: it
+// never produces a DB that differs from the one backed up, nor replaces or
+// removes anything it did not create; it fails, naming what differs, and
+// leaves no target. Create does not re-read shared tables it reuses; Verify does.
 //
 // Delete removes the meta file first (durably), then the backup's private
 // files, then the shared tables no other backup lists. GC removes shared

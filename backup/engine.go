@@ -311,26 +311,7 @@ func (e *Engine) create(db *vigil.DB) (Info, CreateStats, error) {
 // and the directory synced.
 func (e *Engine) writeMeta(info *Info) error {
 	name := e.metaPath(info.ID)
-	tmp := name + tmpSuffix
-	f, err := e.fs.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(encodeMeta(info)); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := e.fs.Rename(tmp, name); err != nil {
-		return err
-	}
-	return vfsutil.SyncDir(e.fs, e.path(metaDir))
+	return vfsutil.ReplaceFile(e.fs, name+tmpSuffix, name, encodeMeta(info), nil)
 }
 
 // readMeta reads and decodes meta/<id>.
@@ -615,7 +596,9 @@ func checkFile(name string, f File, size, sum uint64) error {
 
 // Restore writes backup id as a DB in target, which must not exist. It
 // verifies every file first (as Verify does), copies them into target
-// plus ".tmp" checking each file's size and checksum again as it copies,
+// a directory of its own beside target (target plus ".tmp-" and 16 random
+// hex digits, which only this call creates and removes), checking each
+// file's size and checksum again as it copies,
 // syncs them, opens the copy read-only and checks that its range digest
 // and sequence number are the ones recorded at backup time, and only then
 // renames it to target. Any difference is an error wrapping
@@ -652,9 +635,8 @@ func (e *Engine) restore(id uint64, target string) error {
 	if e.afterVerify != nil {
 		e.afterVerify()
 	}
-	tmp := target + tmpSuffix
-	_ = fs.RemoveAll(tmp)
-	if err := fs.MkdirAll(tmp, 0o755); err != nil {
+	tmp, err := vfsutil.MkdirTemp(fs, target)
+	if err != nil {
 		return err
 	}
 	ok := false
@@ -684,11 +666,14 @@ func (e *Engine) restore(id uint64, target string) error {
 		return fmt.Errorf("%w: the restored DB has seq %d and digest %#016x (%d keys, %d bytes); backup %d recorded seq %d and digest %#016x (%d keys, %d bytes) in %s",
 			vigil.ErrCorruption, seq, digest.CRC64, digest.Keys, digest.Bytes, id, info.Seq, info.Digest.CRC64, info.Digest.Keys, info.Digest.Bytes, e.metaPath(id))
 	}
-	if err := fs.Rename(tmp, target); err != nil {
+	if err := vfsutil.RenameNoReplace(fs, tmp, target); err != nil {
+		if errors.Is(err, vfsutil.ErrExists) {
+			return fmt.Errorf("%w: %s already exists", vigil.ErrInvalidArgument, target)
+		}
 		return err
 	}
 	ok = true
-	return vfsutil.SyncDir(fs, fs.PathDir(target))
+	return nil
 }
 
 // Delete removes backup id: its meta file first (so that a crash leaves

@@ -1,7 +1,17 @@
 // Package vfsutil holds the small durability steps every part of Vigil
 // that writes files needs: syncing a directory's entries and a file's
-// contents by name. One definition, so that none of them forgets to close
-// the handle or to report the sync's error.
+// contents by name, writing a file synced, replacing one atomically
+// (write a temporary, sync, rename, sync the directory), and building a
+// directory under a temporary name of its own and publishing it without
+// replacing anything (MkdirTemp, RenameNoReplace). One definition, so that
+// none of them forgets to close a handle, to report a sync's error, or
+// removes what it did not create.
+//
+// RenameNoReplace is exclusive in the kernel on Linux (renameat2 with
+// RENAME_NOREPLACE); elsewhere, and on file systems other than
+// vfs.Default, it checks and renames under one mutex, which is exclusive
+// among the callers of one process (on POSIX systems a directory renamed
+// onto a non-empty one fails in the OS as well).
 package vfsutil
 
 import (

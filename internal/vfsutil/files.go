@@ -1,0 +1,150 @@
+package vfsutil
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/cockroachdb/pebble/vfs"
+)
+
+// The steps below are the only way Vigil creates a file or directory that
+// must appear whole or not at all. They follow one rule: no call removes
+// what it did not create. A temporary name is unique per call and created
+// exclusively, so that a file or directory someone else owns (a live DB
+// that happens to be called "snap.tmp") is never mistaken for a leftover;
+// and a rename onto a final name never replaces what is there.
+//
+// vfs.FS has no exclusive create and its Rename replaces its target (the
+// OS's on Linux replaces an empty directory; Pebble's MemFS replaces
+// anything), so exclusivity comes from two places: on vfs.Default, the
+// OS's own primitives (mkdir(2), and renameat2(RENAME_NOREPLACE) where the
+// kernel has it); on every file system, nameMu, which makes the check and
+// the change one step for every caller in this process. Two processes on
+// another vfs.FS (an in-memory one is only ever one process's) are beyond
+// it.
+var nameMu sync.Mutex
+
+// WriteFile creates name (truncating a file of that name), writes data,
+// syncs and closes it. The caller syncs the directory if the entry itself
+// must be durable. Errors name the file.
+func WriteFile(fs vfs.FS, name string, data []byte) error {
+	f, err := fs.Create(name)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", name, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("syncing %s: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", name, err)
+	}
+	return nil
+}
+
+// ReplaceFile makes name hold data, atomically: data is written to tmp and
+// synced, tmp is renamed over name, and the directory is synced (through
+// dir when the caller holds it open, else opened by name). A crash leaves
+// name as it was or holding data, and perhaps tmp. tmp must be a name only
+// the caller can hold (a file number it allocated, say): it is created
+// over whatever is there.
+func ReplaceFile(fs vfs.FS, tmp, name string, data []byte, dir vfs.File) error {
+	if err := WriteFile(fs, tmp, data); err != nil {
+		return err
+	}
+	if err := fs.Rename(tmp, name); err != nil {
+		return fmt.Errorf("renaming %s to %s: %w", tmp, name, err)
+	}
+	if dir == nil {
+		return SyncDir(fs, fs.PathDir(name))
+	}
+	if err := dir.Sync(); err != nil {
+		return fmt.Errorf("syncing directory of %s: %w", name, err)
+	}
+	return nil
+}
+
+// TempSuffix starts the suffix of every temporary directory MkdirTemp
+// creates: target + TempSuffix + 16 hex digits.
+const TempSuffix = ".tmp-"
+
+// MkdirTemp creates a new, empty directory beside target, named target
+// plus TempSuffix plus 16 random hex digits, and returns its name. It
+// creates target's parent if missing, never reuses a directory that
+// exists, and syncs nothing: the caller syncs what it writes and publishes
+// it with RenameNoReplace, or removes the directory (only it created it).
+func MkdirTemp(fs vfs.FS, target string) (string, error) {
+	if err := fs.MkdirAll(fs.PathDir(target), 0o755); err != nil {
+		return "", fmt.Errorf("creating the parent of %s: %w", target, err)
+	}
+	var r [8]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", err
+	}
+	name := target + TempSuffix + hex.EncodeToString(r[:])
+	nameMu.Lock()
+	defer nameMu.Unlock()
+	if fs == vfs.Default {
+		if err := os.Mkdir(name, 0o755); err != nil {
+			return "", fmt.Errorf("creating %s: %w", name, err)
+		}
+		return name, nil
+	}
+	if _, err := fs.Stat(name); err == nil {
+		return "", fmt.Errorf("creating %s: %w", name, os.ErrExist)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("creating %s: %w", name, err)
+	}
+	if err := fs.MkdirAll(name, 0o755); err != nil {
+		return "", fmt.Errorf("creating %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// ErrExists is returned by RenameNoReplace when its target exists.
+var ErrExists = errors.New("already exists")
+
+// RenameNoReplace renames from to to unless to exists, in which case it
+// returns an error wrapping ErrExists and changes nothing; then it syncs
+// to's directory. It is how a directory built under a MkdirTemp name is
+// published: two calls racing for one target cannot both succeed, and
+// neither replaces the other's result.
+func RenameNoReplace(fs vfs.FS, from, to string) error {
+	if err := renameNoReplace(fs, from, to); err != nil {
+		return err
+	}
+	return SyncDir(fs, fs.PathDir(to))
+}
+
+func renameNoReplace(fs vfs.FS, from, to string) error {
+	nameMu.Lock()
+	defer nameMu.Unlock()
+	if fs == vfs.Default {
+		if done, err := osRenameNoReplace(from, to); done {
+			if errors.Is(err, os.ErrExist) {
+				return fmt.Errorf("renaming %s: %s %w", from, to, ErrExists)
+			}
+			if err != nil {
+				return fmt.Errorf("renaming %s to %s: %w", from, to, err)
+			}
+			return nil
+		}
+	}
+	if _, err := fs.Stat(to); err == nil {
+		return fmt.Errorf("renaming %s: %s %w", from, to, ErrExists)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("renaming %s to %s: %w", from, to, err)
+	}
+	if err := fs.Rename(from, to); err != nil {
+		return fmt.Errorf("renaming %s to %s: %w", from, to, err)
+	}
+	return nil
+}
