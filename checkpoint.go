@@ -141,7 +141,10 @@ func (d *DB) Checkpoint(dir string) error {
 // OPTIONS file into tmp, and syncs tmp.
 func (d *DB) checkpointManifest(tmp string, v *manifest.Version, visible func(*manifest.FileMetadata) bool, walNum, manifestNum, tempNum, lastSeq uint64) error {
 	fs := d.fs
+	// A new DB, with an id of its own; its tables keep the identities
+	// they were written with.
 	e := &manifest.VersionEdit{Comparer: manifest.ComparerName}
+	e.SetDBID(base.NewRandomID())
 	e.SetLogNumber(walNum)
 	e.SetNextFileNum(tempNum + 1)
 	e.SetLastSeq(lastSeq)

@@ -66,6 +66,11 @@ type DB struct {
 	// userReads are the table reads' options of Get and the user's
 	// iterators (Options.SkipReadChecksums).
 	userReads sst.ReadOptions
+	// session is random per Open: with the DB's id and a file number it
+	// makes the identity of every table this Open writes (see
+	// base.TableIdentity), so that tables of two diverged copies of one
+	// DB (one restored from a backup, say) never share one.
+	session [16]byte
 
 	fileLock   io.Closer
 	dataDir    vfs.File

@@ -102,6 +102,10 @@ func (o ExternalWriterOptions) sstOptions() (sst.WriterOptions, error) {
 		BlockRestartInterval: o.BlockRestartInterval,
 		BloomBitsPerKey:      max(o.BloomBitsPerKey, 0),
 		External:             true,
+		// An identity of the writer's own: the DB that ingests the
+		// table records it, so that another table put in its place
+		// fails to open.
+		Identity: sst.Identity{Session: base.NewRandomID()},
 	}, nil
 }
 

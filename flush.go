@@ -254,6 +254,7 @@ func (d *DB) sstWriterOptions(fileNum uint64) sst.WriterOptions {
 		BlockRestartInterval: d.opts.BlockRestartInterval,
 		BloomBitsPerKey:      max(d.opts.BloomBitsPerKey, 0),
 		FileNum:              fileNum,
+		Identity:             sst.Identity{DB: d.vs.dbID, Session: d.session, FileNum: fileNum},
 	}
 }
 
@@ -385,6 +386,7 @@ func metaFromSST(fileNum uint64, sm *sst.Meta) *manifest.FileMetadata {
 		NumRangeDels: sm.NumRangeDels,
 		FileChecksum: sm.FileChecksum,
 		ChecksumType: sm.ChecksumType,
+		Identity:     sm.Identity,
 	}
 }
 

@@ -136,6 +136,9 @@ type ingestFile struct {
 	numRangeDels      uint64
 	fileChecksum      uint64
 	checksumType      checksum.Type
+	// identity is the one its properties hold (its writer's), which the
+	// MANIFEST records for it under its new number.
+	identity base.TableIdentity
 	// fileNum is its number in the DB directory once linked (or written).
 	fileNum uint64
 }
@@ -365,6 +368,7 @@ func (f *ingestFile) meta(seq uint64) *manifest.FileMetadata {
 		FileChecksum: f.fileChecksum,
 		ChecksumType: f.checksumType,
 		GlobalSeqNum: seq,
+		Identity:     f.identity,
 	}
 }
 
@@ -397,18 +401,9 @@ func (d *DB) loadExternalTables(op string, paths []string) ([]*ingestFile, error
 // at seqnum 0, one per user key, disjoint tombstones). Errors name the
 // file.
 func verifyExternalTable(fs vfs.FS, path string) (*ingestFile, error) {
-	file, err := fs.Open(path)
+	r, err := sst.OpenFile(fs, path, sst.ReaderOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, err)
-	}
-	st, err := file.Stat()
-	if err != nil {
-		file.Close()
-		return nil, fmt.Errorf("stat of %s: %w", path, err)
-	}
-	r, err := sst.Open(file, path, st.Size(), sst.ReaderOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err) // sst.Open closed the file
+		return nil, err
 	}
 	defer r.Close()
 	p := r.Properties()
@@ -423,8 +418,9 @@ func verifyExternalTable(fs vfs.FS, path string) (*ingestFile, error) {
 	}
 	return &ingestFile{
 		path: path, smallest: p.SmallestKey.Clone(), largest: p.LargestKey.Clone(),
-		size: uint64(st.Size()), numEntries: p.NumEntries, numDeletions: p.NumDeletions,
+		size: uint64(r.Size()), numEntries: p.NumEntries, numDeletions: p.NumDeletions,
 		numRangeDels: p.NumRangeDels, fileChecksum: p.FileChecksum, checksumType: p.ChecksumType,
+		identity: p.Identity,
 	}, nil
 }
 
@@ -492,7 +488,7 @@ func (d *DB) writeExciseTable(start, end []byte) (*ingestFile, error) {
 	}
 	return &ingestFile{
 		path: name, smallest: m.Smallest, largest: m.Largest, size: m.Size, numRangeDels: 1,
-		fileChecksum: m.FileChecksum, checksumType: m.ChecksumType, fileNum: num,
+		fileChecksum: m.FileChecksum, checksumType: m.ChecksumType, fileNum: num, identity: m.Identity,
 	}, nil
 }
 

@@ -40,6 +40,7 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 		fs:           fs,
 		cksum:        opts.ChecksumType.Resolve(),
 		userReads:    sst.ReadOptions{SkipChecksums: opts.SkipReadChecksums},
+		session:      base.NewRandomID(),
 		flushPending: make(chan struct{}, 1),
 		compactKick:  make(chan struct{}, 1),
 		closing:      make(chan struct{}),
@@ -99,6 +100,7 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 		}
 	} else {
 		d.vs.nextFileNum = 1
+		d.vs.dbID = base.NewRandomID()
 		v, _ := manifest.NewBuilder(nil).Build(d.vs.onObsolete)
 		v.Ref()
 		d.vs.current = v

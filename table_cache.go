@@ -168,32 +168,22 @@ func (c *tableCache) getSlow(f *manifest.FileMetadata) (*tableEntry, error) {
 	return e, nil
 }
 
+// open opens table f, checked against what the MANIFEST records of it
+// (size, identity, whole-file checksum): a file put in its place is
+// ErrCorruption here, for every reader alike.
 func (c *tableCache) open(f *manifest.FileMetadata) (*sst.Reader, error) {
 	d := c.d
 	name := makeFilename(d.fs, d.dirname, fileTypeTable, f.FileNum)
-	file, err := d.fs.Open(name)
-	if err != nil {
-		return nil, fmt.Errorf("opening table %s: %w", name, err)
-	}
-	st, err := file.Stat()
-	if err != nil {
-		file.Close()
-		return nil, fmt.Errorf("stat of table %s: %w", name, err)
-	}
-	if uint64(st.Size()) != f.Size {
-		file.Close()
-		return nil, fmt.Errorf("%w: table %s is %d bytes, the MANIFEST says %d", ErrCorruption, name, st.Size(), f.Size)
-	}
-	r, err := sst.Open(file, name, st.Size(), sst.ReaderOptions{
+	r, err := sst.OpenFile(d.fs, name, sst.ReaderOptions{
 		FileNum:             f.FileNum,
 		Cache:               d.blockCache,
 		CacheID:             c.nextCacheID.Add(1),
 		ParanoidCacheChecks: d.opts.ParanoidMemoryChecks,
 		GlobalSeqNum:        f.GlobalSeqNum,
+		Expect:              f.Expected(),
 	})
 	if err != nil {
-		// sst.Open closed the file.
-		return nil, fmt.Errorf("opening table %s: %w", name, err)
+		return nil, fmt.Errorf("opening table %06d: %w", f.FileNum, err)
 	}
 	return r, nil
 }

@@ -33,6 +33,10 @@ type versionSet struct {
 	// lastSeq: every batch at or below it is in an SST (WAL replay skips
 	// them). Ingested tables may hold larger seqnums (see ingest.go).
 	lastSeq uint64
+	// dbID is the DB's id (see base.TableIdentity), made when the DB was
+	// created and kept in the first record of every MANIFEST; set before
+	// Open returns and never changed.
+	dbID [16]byte
 
 	manifest     *wal.Writer
 	manifestNum  uint64
@@ -132,6 +136,9 @@ func (vs *versionSet) load() error {
 		if e.HasLastSeq {
 			vs.lastSeq = e.LastSeq
 		}
+		if e.HasDBID {
+			vs.dbID = e.DBID
+		}
 	}
 	if st := r.Stats(); st.TailDroppedBytes > 0 {
 		// A crash while an edit was appended: the edit was never acted
@@ -159,6 +166,11 @@ func (vs *versionSet) load() error {
 			// Recovery puts new seqnums above every table (finish).
 		}
 	}
+	if vs.dbID == [16]byte{} {
+		// A DB from before DB ids: it gets one now, which the next
+		// MANIFEST records. Its older tables keep their zero identity.
+		vs.dbID = base.NewRandomID()
+	}
 	if vs.manifestNum < num {
 		vs.manifestNum = num
 	}
@@ -171,6 +183,7 @@ func (vs *versionSet) load() error {
 // the first record of every new MANIFEST.
 func (vs *versionSet) snapshotEdit() *manifest.VersionEdit {
 	e := &manifest.VersionEdit{Comparer: manifest.ComparerName}
+	e.SetDBID(vs.dbID)
 	e.SetLogNumber(vs.logNumber)
 	e.SetNextFileNum(vs.nextFileNum)
 	e.SetLastSeq(vs.lastSeq)

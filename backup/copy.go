@@ -110,32 +110,15 @@ func (e *Engine) copyTable(src, dst string, t *manifest.FileMetadata) (uint64, e
 
 // tableChecksumEnd opens table name, which verifies the checksums of its
 // footer, index, metaindex, filter, range-del and properties blocks, checks
-// its checksum type and stored whole-file checksum against the MANIFEST's
-// entry t, and returns the offset of its properties block: where the range
+// its size, identity, checksum type and stored whole-file checksum against
+// the MANIFEST's entry t, and returns the offset of its properties block: where the range
 // of the whole-file checksum ends.
 func tableChecksumEnd(fs vfs.FS, name string, t *manifest.FileMetadata) (uint64, error) {
-	f, err := fs.Open(name)
+	r, err := sst.OpenFile(fs, name, sst.ReaderOptions{FileNum: t.FileNum, Expect: t.Expected()})
 	if err != nil {
 		return 0, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return 0, err
-	}
-	if uint64(st.Size()) != t.Size {
-		f.Close()
-		return 0, fmt.Errorf("%w: table %s is %d bytes, the MANIFEST says %d", vigil.ErrCorruption, name, st.Size(), t.Size)
-	}
-	r, err := sst.Open(f, name, st.Size(), sst.ReaderOptions{FileNum: t.FileNum})
-	if err != nil {
-		return 0, err // sst.Open closed f
 	}
 	defer r.Close()
-	if r.ChecksumType() != t.ChecksumType || r.Properties().FileChecksum != t.FileChecksum {
-		return 0, fmt.Errorf("%w: table %s: checksum type %s and whole-file checksum %#016x; the MANIFEST recorded %s and %#016x",
-			vigil.ErrCorruption, name, r.ChecksumType(), r.Properties().FileChecksum, t.ChecksumType, t.FileChecksum)
-	}
 	for _, b := range r.Layout() {
 		if b.Kind == sst.BlockKindProperties {
 			return b.Offset, nil

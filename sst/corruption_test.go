@@ -77,10 +77,51 @@ func TestGolden(t *testing.T) {
 	if built, _ := build(t, goldenOptions(checksum.Default, DefaultCompression), spec); !bytes.Equal(built, data) {
 		t.Fatal("a table written with the default checksum type and compression differs from golden-xxh3-snappy.sst")
 	}
+	// A table with an identity: the optional property is pinned too, and
+	// reads back as written; Open with Expect accepts it and refuses a
+	// table of any other identity, size or whole-file checksum.
+	id := Identity{DB: [16]byte{0xdb, 1, 2, 3}, Session: [16]byte{0x5e, 4, 5, 6}, FileNum: 7}
+	o := goldenOptions(checksum.Default, DefaultCompression)
+	o.Identity = id
+	withID, m := build(t, o, spec)
+	const idName = "testdata/golden-xxh3-snappy-identity.sst"
+	if *update {
+		writeTestdata(t, idName, withID)
+	}
+	if want := readFile(t, vfs.Default, idName); !bytes.Equal(withID, want) {
+		t.Fatalf("rebuilt table differs from %s: the on-disk format changed", idName)
+	}
+	if m.Identity != id {
+		t.Fatalf("Meta.Identity = %v, want %v", m.Identity, id)
+	}
+	want := Expected{Size: m.Size, Identity: id, FileChecksum: m.FileChecksum, ChecksumType: m.ChecksumType}
+	r := mustOpen(t, withID, ReaderOptions{FileNum: 7, Expect: &want})
+	if got := r.Properties().Identity; got != id {
+		t.Fatalf("Properties().Identity = %v, want %v", got, id)
+	}
+	r.Close()
+	for _, bad := range []func(e *Expected){
+		func(e *Expected) { e.Identity.FileNum = 8 },
+		func(e *Expected) { e.Identity.DB[15] ^= 1 },
+		func(e *Expected) { e.Identity.Session[0] ^= 1 },
+		func(e *Expected) { e.Identity = Identity{} },
+		func(e *Expected) { e.Size++ },
+		func(e *Expected) { e.FileChecksum ^= 1 },
+	} {
+		e := want
+		bad(&e)
+		if r, err := openBytes(withID, ReaderOptions{Expect: &e}); !errors.Is(err, base.ErrCorruption) {
+			if err == nil {
+				r.Close()
+			}
+			t.Fatalf("Open expecting %+v = %v, want ErrCorruption", e, err)
+		}
+	}
+
 	// A readable rendering of one golden table (layout and properties), so
 	// a reviewer sees what a format change changed, and Properties.String
 	// is pinned too.
-	r := mustOpen(t, data, ReaderOptions{FileNum: 7})
+	r = mustOpen(t, data, ReaderOptions{FileNum: 7})
 	defer r.Close()
 	var b strings.Builder
 	for _, blk := range r.Layout() {

@@ -193,6 +193,8 @@ func FuzzProperties(f *testing.F) {
 		LargestKey: base.MakeInternalKey([]byte("b"), 1, base.KindSet), ChecksumType: checksum.XXH3, Compression: NoCompression}
 	f.Add(encodeProperties(&p))
 	f.Add(encodeProperties(&Properties{ChecksumType: checksum.None, Compression: NoCompression})) // all zero
+	p.Identity = Identity{DB: [16]byte{1}, Session: [16]byte{2}, FileNum: 7}
+	f.Add(encodeProperties(&p)) // with the optional identity
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var p Properties
 		var err error

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vigildb/vigil/checksum"
+	"github.com/vigildb/vigil/internal/base"
 )
 
 // Compression is a block compression algorithm: the one type for the
@@ -154,6 +155,10 @@ type WriterOptions struct {
 	// range tombstones non-overlapping, and the properties mark the table
 	// external so that a reader can give its entries one global seqnum.
 	External bool
+	// Identity is the table's identity, stored in its properties (the
+	// DB sets its id, the session's and the file number; an external
+	// writer a session of its own). The zero identity is not stored.
+	Identity Identity
 
 	// BaseContext is the per-file context value mixed into every block
 	// checksum (see the package comment). 0, the normal setting, picks a
@@ -221,4 +226,24 @@ type ReaderOptions struct {
 	// properties do not mark it external. 0, the normal setting, reads the
 	// stored seqnums.
 	GlobalSeqNum uint64
+	// Expect, if not nil, is what the table's owner recorded of it; Open
+	// fails with ErrCorruption, naming both, unless the table matches.
+	Expect *Expected
+}
+
+// Identity names a table for good (see base.TableIdentity): the DB and
+// session that wrote it and its file number.
+type Identity = base.TableIdentity
+
+// Expected is what a DB's MANIFEST records of a table. Opening a table
+// with ReaderOptions.Expect checks the file against it, from the footer
+// and properties Open reads anyway: its size, its identity, its whole-file
+// checksum and checksum type. A table replaced by another of the same size
+// (another DB's, another number's, an older state's) is ErrCorruption at
+// open, for every reader alike.
+type Expected struct {
+	Size         uint64
+	Identity     Identity
+	FileChecksum uint64
+	ChecksumType checksum.Type
 }

@@ -51,6 +51,11 @@ type Properties struct {
 	// optional property "vigil.external" (uvarint 1); a table without it is
 	// byte for byte what it was before external tables existed.
 	External bool
+	// Identity names the table for good (see Identity). Stored only when
+	// not zero, as the optional property "vigil.identity" (the 40 bytes
+	// of base.TableIdentity.Append); tables written without one decode
+	// the zero identity.
+	Identity Identity
 	// FormatVersion comes from the footer (it is not stored in the block).
 	FormatVersion uint32
 }
@@ -153,6 +158,17 @@ var propFields = []propField{
 	},
 	uintProp("vigil.file.checksum", func(p *Properties) *uint64 { return &p.FileChecksum }),
 	uintProp("vigil.filter.size", func(p *Properties) *uint64 { return &p.FilterSize }),
+	{
+		name:     "vigil.identity",
+		optional: true,
+		present:  func(p *Properties) bool { return !p.Identity.IsZero() },
+		encode:   func(p *Properties, dst []byte) []byte { return p.Identity.Append(dst) },
+		decode: func(p *Properties, v []byte) bool {
+			id, ok := base.DecodeTableIdentity(v)
+			p.Identity = id
+			return ok && !id.IsZero()
+		},
+	},
 	uintProp("vigil.index.size", func(p *Properties) *uint64 { return &p.IndexSize }),
 	keyProp("vigil.largest.key", func(p *Properties) *InternalKey { return &p.LargestKey }),
 	uintProp("vigil.largest.seqnum", func(p *Properties) *uint64 { return &p.LargestSeq }),
@@ -244,6 +260,7 @@ func (p *Properties) String() string {
 	line("compression", "%s", p.Compression)
 	line("creation time", "%d (%s)", p.CreationTime, time.Unix(p.CreationTime, 0).UTC().Format(time.RFC3339))
 	line("file checksum", "0x%016x", p.FileChecksum)
+	line("identity", "%s", p.Identity)
 	line("entries", "%d", p.NumEntries)
 	line("deletions", "%d", p.NumDeletions)
 	line("range deletions", "%d", p.NumRangeDels)

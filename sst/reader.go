@@ -158,6 +158,26 @@ func Open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, error)
 	return r, err
 }
 
+// OpenFile opens the table at name on fs: Open with the file's size. With
+// o.Expect, a file of another size than expected fails before anything is
+// read. Errors name the file; on error nothing stays open.
+func OpenFile(fs vfs.FS, name string, o ReaderOptions) (*Reader, error) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("sst: opening %s: %w", name, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sst: stat of %s: %w", name, err)
+	}
+	if o.Expect != nil && uint64(st.Size()) != o.Expect.Size {
+		f.Close()
+		return nil, base.CorruptionErrorf("sst: table %s is %d bytes, the MANIFEST says %d", name, st.Size(), o.Expect.Size)
+	}
+	return Open(f, name, st.Size(), o)
+}
+
 // open is Open; it also returns the bytes Open read from the file plus the
 // sizes of the blocks it decompressed, which bound what it allocates (the
 // tests check that).
@@ -170,6 +190,10 @@ func open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, uint64
 	fr.size = uint64(size)
 	m, fr, err := fr.readMeta()
 	if err != nil {
+		f.Close()
+		return nil, m.decoded, err
+	}
+	if err := fr.checkExpected(o.Expect, &m.props); err != nil {
 		f.Close()
 		return nil, m.decoded, err
 	}
@@ -717,3 +741,23 @@ func (r *Reader) Close() error {
 	}
 	return nil
 }
+
+// checkExpected compares the table (its size and properties) with what its
+// owner recorded of it, if anything.
+func (r *fileReader) checkExpected(want *Expected, p *Properties) error {
+	switch {
+	case want == nil:
+		return nil
+	case r.size != want.Size:
+		return base.CorruptionErrorf("sst: %s is %d bytes, the MANIFEST says %d", r.fid, r.size, want.Size)
+	case p.Identity != want.Identity:
+		return base.CorruptionErrorf("sst: %s is not the table the MANIFEST names: the file is %s, the MANIFEST expects %s", r.fid, p.Identity, want.Identity)
+	case p.ChecksumType != want.ChecksumType || p.FileChecksum != want.FileChecksum:
+		return base.CorruptionErrorf("sst: %s is not the table the MANIFEST names: whole-file checksum %s %#016x, the MANIFEST recorded %s %#016x",
+			r.fid, p.ChecksumType, p.FileChecksum, want.ChecksumType, want.FileChecksum)
+	}
+	return nil
+}
+
+// Size returns the table's size in bytes, as given to Open.
+func (r *Reader) Size() uint64 { return r.size }

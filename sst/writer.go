@@ -39,6 +39,8 @@ type Meta struct {
 	// the package comment), 0 for checksum type None.
 	FileChecksum uint64
 	ChecksumType checksum.Type
+	// Identity is WriterOptions.Identity, as stored in the properties.
+	Identity Identity
 }
 
 // Writer builds one table, streaming it to a file: point entries with Add
@@ -459,6 +461,7 @@ func (w *Writer) Close() (*Meta, error) {
 		NumRangeDels: w.props.NumRangeDels,
 		FileChecksum: w.props.FileChecksum,
 		ChecksumType: w.o.ChecksumType,
+		Identity:     w.o.Identity,
 	}
 	return m, nil
 }
@@ -549,6 +552,7 @@ func (w *Writer) finish() {
 	p.CreationTime = w.created
 	p.FormatVersion = FormatVersion
 	p.External = w.o.External
+	p.Identity = w.o.Identity
 	p.SmallestSeq, p.LargestSeq = w.smallSeq, w.largeSeq
 	w.computeBounds()
 	if w.propsHandle, err = w.emit(encodeProperties(p), NoCompression); err != nil {

@@ -34,9 +34,18 @@ import (
 //	                 (FileMetadata.GlobalSeqNum, non-zero; the smallest and
 //	                 largest seqnums must equal it)
 //
-// A table without a global seqnum is written with tagNewFile, as before
-// ingestion existed, so MANIFESTs of DBs that never ingested are unchanged
-// and older MANIFESTs read as they did.
+//	tagNewFileIdentity
+//	                 the fields of tagNewFile, then the global seqnum
+//	                 (uvarint, 0: none, else as for tagNewFileGlobalSeq),
+//	                 then the table's identity (40 bytes, see
+//	                 base.TableIdentity): the DB, session and file number
+//	                 the table's properties must name
+//	tagDBID          the DB's id (16 bytes), in the first record of every
+//	                 MANIFEST
+//
+// A table with an identity is written with tagNewFileIdentity, one without
+// (written before identities existed) with tagNewFile or
+// tagNewFileGlobalSeq as before, so older MANIFESTs read as they did.
 const (
 	tagLogNumber        = 1
 	tagNextFileNum      = 2
@@ -45,6 +54,8 @@ const (
 	tagNewFile          = 5
 	tagComparer         = 6
 	tagNewFileGlobalSeq = 7
+	tagNewFileIdentity  = 8
+	tagDBID             = 9
 )
 
 // NumLevels is the number of LSM levels, L0 to L6.
@@ -80,8 +91,12 @@ type VersionEdit struct {
 	// below LogNumber.
 	LastSeq    uint64
 	HasLastSeq bool
-	Deleted    []DeletedFile
-	Added      []NewFile
+	// DBID is the DB's id (set if HasDBID): in the first record of a
+	// MANIFEST. The DB's tables carry it in their identities.
+	DBID    [16]byte
+	HasDBID bool
+	Deleted []DeletedFile
+	Added   []NewFile
 }
 
 // SetLogNumber sets the log number.
@@ -89,6 +104,9 @@ func (e *VersionEdit) SetLogNumber(n uint64) { e.LogNumber, e.HasLogNumber = n, 
 
 // SetNextFileNum sets the next file number.
 func (e *VersionEdit) SetNextFileNum(n uint64) { e.NextFileNum, e.HasNextFileNum = n, true }
+
+// SetDBID sets the DB's id.
+func (e *VersionEdit) SetDBID(id [16]byte) { e.DBID, e.HasDBID = id, true }
 
 // SetLastSeq sets the last sequence number.
 func (e *VersionEdit) SetLastSeq(n uint64) { e.LastSeq, e.HasLastSeq = n, true }
@@ -116,6 +134,10 @@ func (e *VersionEdit) Encode(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, tagLastSeq)
 		dst = binary.AppendUvarint(dst, e.LastSeq)
 	}
+	if e.HasDBID {
+		dst = binary.AppendUvarint(dst, tagDBID)
+		dst = append(dst, e.DBID[:]...)
+	}
 	for _, d := range e.Deleted {
 		dst = binary.AppendUvarint(dst, tagDeletedFile)
 		dst = binary.AppendUvarint(dst, uint64(d.Level))
@@ -124,7 +146,10 @@ func (e *VersionEdit) Encode(dst []byte) []byte {
 	for _, a := range e.Added {
 		m := a.Meta
 		tag := uint64(tagNewFile)
-		if m.GlobalSeqNum != 0 {
+		switch {
+		case !m.Identity.IsZero():
+			tag = tagNewFileIdentity
+		case m.GlobalSeqNum != 0:
 			tag = tagNewFileGlobalSeq
 		}
 		dst = binary.AppendUvarint(dst, tag)
@@ -140,8 +165,12 @@ func (e *VersionEdit) Encode(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, m.NumRangeDels)
 		dst = binary.LittleEndian.AppendUint64(dst, m.FileChecksum)
 		dst = append(dst, m.ChecksumType.Code())
-		if m.GlobalSeqNum != 0 {
+		switch tag {
+		case tagNewFileGlobalSeq:
 			dst = binary.AppendUvarint(dst, m.GlobalSeqNum)
+		case tagNewFileIdentity:
+			dst = binary.AppendUvarint(dst, m.GlobalSeqNum)
+			dst = m.Identity.Append(dst)
 		}
 	}
 	return dst
@@ -231,6 +260,13 @@ func DecodeVersionEdit(b []byte, where string) (*VersionEdit, error) {
 				return nil, err
 			}
 			e.HasNextFileNum = true
+		case tagDBID:
+			if len(b)-d.off < len(e.DBID) {
+				return nil, d.errorf("DB id: %d bytes left, need %d", len(b)-d.off, len(e.DBID))
+			}
+			copy(e.DBID[:], b[d.off:])
+			d.off += len(e.DBID)
+			e.HasDBID = true
 		case tagLastSeq:
 			if e.LastSeq, err = d.uvarint("last seqnum"); err != nil {
 				return nil, err
@@ -248,63 +284,10 @@ func DecodeVersionEdit(b []byte, where string) (*VersionEdit, error) {
 				return nil, err
 			}
 			e.Deleted = append(e.Deleted, df)
-		case tagNewFile, tagNewFileGlobalSeq:
-			nf := NewFile{Meta: &FileMetadata{}}
-			m := nf.Meta
-			if nf.Level, err = d.level(); err != nil {
+		case tagNewFile, tagNewFileGlobalSeq, tagNewFileIdentity:
+			nf, err := d.newFile(tag)
+			if err != nil {
 				return nil, err
-			}
-			fields := []struct {
-				dst  *uint64
-				name string
-			}{{&m.FileNum, "file number"}, {&m.Size, "file size"}}
-			for _, f := range fields {
-				if *f.dst, err = d.uvarint(f.name); err != nil {
-					return nil, err
-				}
-			}
-			if m.Smallest, err = d.ikey("smallest key"); err != nil {
-				return nil, err
-			}
-			if m.Largest, err = d.ikey("largest key"); err != nil {
-				return nil, err
-			}
-			fields = []struct {
-				dst  *uint64
-				name string
-			}{{&m.SmallestSeq, "smallest seqnum"}, {&m.LargestSeq, "largest seqnum"}, {&m.NumEntries, "entry count"},
-				{&m.NumDeletions, "deletion count"}, {&m.NumRangeDels, "range deletion count"}}
-			for _, f := range fields {
-				if *f.dst, err = d.uvarint(f.name); err != nil {
-					return nil, err
-				}
-			}
-			if len(b)-d.off < 9 {
-				return nil, d.errorf("new file %d: %d bytes left for checksum and type, need 9", m.FileNum, len(b)-d.off)
-			}
-			m.FileChecksum = binary.LittleEndian.Uint64(b[d.off:])
-			code := b[d.off+8]
-			m.ChecksumType = checksum.TypeFromCode(code)
-			d.off += 9
-			if !m.ChecksumType.Valid() {
-				return nil, d.errorf("new file %d: unknown checksum type %d", m.FileNum, code)
-			}
-			if m.Size > math.MaxInt64 {
-				return nil, d.errorf("new file %d: size %d out of range", m.FileNum, m.Size)
-			}
-			if tag == tagNewFileGlobalSeq {
-				if m.GlobalSeqNum, err = d.uvarint("global seqnum"); err != nil {
-					return nil, err
-				}
-				gs := m.GlobalSeqNum
-				switch {
-				case gs == 0 || gs > base.SeqNumMax:
-					return nil, d.errorf("new file %d: global seqnum %d out of range", m.FileNum, gs)
-				case m.SmallestSeq != gs || m.LargestSeq != gs:
-					return nil, d.errorf("new file %d: seqnums %d..%d differ from its global seqnum %d", m.FileNum, m.SmallestSeq, m.LargestSeq, gs)
-				case m.Smallest.SeqNum() != gs || (m.Largest.SeqNum() != gs && !m.LargestIsExclusive()):
-					return nil, d.errorf("new file %d: bounds %s..%s do not carry its global seqnum %d", m.FileNum, m.Smallest, m.Largest, gs)
-				}
 			}
 			e.Added = append(e.Added, nf)
 		default:
@@ -313,4 +296,90 @@ func DecodeVersionEdit(b []byte, where string) (*VersionEdit, error) {
 		}
 	}
 	return e, nil
+}
+
+// newFile decodes the fields of a new file after its tag (tagNewFile,
+// tagNewFileGlobalSeq or tagNewFileIdentity).
+func (d *editDecoder) newFile(tag uint64) (NewFile, error) {
+	nf := NewFile{Meta: &FileMetadata{}}
+	m := nf.Meta
+	var err error
+	if nf.Level, err = d.level(); err != nil {
+		return nf, err
+	}
+	fields := []struct {
+		dst  *uint64
+		name string
+	}{{&m.FileNum, "file number"}, {&m.Size, "file size"}}
+	for _, f := range fields {
+		if *f.dst, err = d.uvarint(f.name); err != nil {
+			return nf, err
+		}
+	}
+	if m.Smallest, err = d.ikey("smallest key"); err != nil {
+		return nf, err
+	}
+	if m.Largest, err = d.ikey("largest key"); err != nil {
+		return nf, err
+	}
+	fields = []struct {
+		dst  *uint64
+		name string
+	}{{&m.SmallestSeq, "smallest seqnum"}, {&m.LargestSeq, "largest seqnum"}, {&m.NumEntries, "entry count"},
+		{&m.NumDeletions, "deletion count"}, {&m.NumRangeDels, "range deletion count"}}
+	for _, f := range fields {
+		if *f.dst, err = d.uvarint(f.name); err != nil {
+			return nf, err
+		}
+	}
+	if len(d.b)-d.off < 9 {
+		return nf, d.errorf("new file %d: %d bytes left for checksum and type, need 9", m.FileNum, len(d.b)-d.off)
+	}
+	m.FileChecksum = binary.LittleEndian.Uint64(d.b[d.off:])
+	code := d.b[d.off+8]
+	m.ChecksumType = checksum.TypeFromCode(code)
+	d.off += 9
+	if !m.ChecksumType.Valid() {
+		return nf, d.errorf("new file %d: unknown checksum type %d", m.FileNum, code)
+	}
+	if m.Size > math.MaxInt64 {
+		return nf, d.errorf("new file %d: size %d out of range", m.FileNum, m.Size)
+	}
+	if tag == tagNewFile {
+		return nf, nil
+	}
+	if m.GlobalSeqNum, err = d.uvarint("global seqnum"); err != nil {
+		return nf, err
+	}
+	if gs := m.GlobalSeqNum; gs != 0 || tag == tagNewFileGlobalSeq {
+		if err := d.checkGlobalSeq(m); err != nil {
+			return nf, err
+		}
+	}
+	if tag == tagNewFileIdentity {
+		if len(d.b)-d.off < base.TableIdentityLen {
+			return nf, d.errorf("new file %d: %d bytes left for its identity, need %d", m.FileNum, len(d.b)-d.off, base.TableIdentityLen)
+		}
+		m.Identity, _ = base.DecodeTableIdentity(d.b[d.off : d.off+base.TableIdentityLen])
+		d.off += base.TableIdentityLen
+		if m.Identity.IsZero() {
+			return nf, d.errorf("new file %d: zero identity under the tag of a table with one", m.FileNum)
+		}
+	}
+	return nf, nil
+}
+
+// checkGlobalSeq checks an ingested table's global seqnum against its
+// bounds.
+func (d *editDecoder) checkGlobalSeq(m *FileMetadata) error {
+	gs := m.GlobalSeqNum
+	switch {
+	case gs == 0 || gs > base.SeqNumMax:
+		return d.errorf("new file %d: global seqnum %d out of range", m.FileNum, gs)
+	case m.SmallestSeq != gs || m.LargestSeq != gs:
+		return d.errorf("new file %d: seqnums %d..%d differ from its global seqnum %d", m.FileNum, m.SmallestSeq, m.LargestSeq, gs)
+	case m.Smallest.SeqNum() != gs || (m.Largest.SeqNum() != gs && !m.LargestIsExclusive()):
+		return d.errorf("new file %d: bounds %s..%s do not carry its global seqnum %d", m.FileNum, m.Smallest, m.Largest, gs)
+	}
+	return nil
 }

@@ -85,6 +85,8 @@ func FuzzVersionEdit(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{5, 0, 1, 2, 3})
 	f.Add(ingestedEdit().Encode(nil))
+	f.Add(identityEdit(0).Encode(nil))
+	f.Add(identityEdit(500).Encode(nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := DecodeVersionEdit(data, "fuzz")
 		if err != nil {
@@ -167,5 +169,67 @@ func TestVersionEditGlobalSeqChecks(t *testing.T) {
 		} else if !errors.Is(err, base.ErrCorruption) {
 			t.Fatalf("truncation at %d: %v", n, err)
 		}
+	}
+}
+
+var (
+	testDBID    = [16]byte{0xdb, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	testSession = [16]byte{0x5e, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+)
+
+// identityEdit is an edit with the DB's id and one table with an identity,
+// ingested at global seqnum gs unless gs is 0.
+func identityEdit(gs uint64) *VersionEdit {
+	e := ingestedEdit()
+	e.SetDBID(testDBID)
+	m := e.Added[0].Meta
+	m.Identity = base.TableIdentity{DB: testDBID, Session: testSession, FileNum: 12}
+	if gs == 0 {
+		m.GlobalSeqNum = 0
+	}
+	return e
+}
+
+// TestVersionEditIdentityGolden pins tag 9 (the DB's id) and tag 8 (a new
+// file with its identity, and a global seqnum that is 0 or not).
+func TestVersionEditIdentityGolden(t *testing.T) {
+	const id = "db0102030405060708090a0b0c0d0e0f" + "5e0102030405060708090a0b0c0d0e0f" + "000000000000000c"
+	for gs, tail := range map[uint64]string{0: "00", 500: "f403"} {
+		got := hex.EncodeToString(identityEdit(gs).Encode(nil))
+		want := "09" + "db0102030405060708090a0b0c0d0e0f" + // DB id
+			"08" + "06" + "0c" + "ac02" + // file L6 #12, 300 bytes, with identity
+			"09" + "62" + "01f4010000000000" + // smallest b#500,SET
+			"09" + "64" + "0fffffffffffffff" + // largest d#max,RANGEDEL
+			"f403" + "f403" + "03" + "01" + "01" + // seqs 500..500, 3 entries, 1 del, 1 rangedel
+			"0807060504030201" + "01" + // file checksum, crc32c
+			tail + id // global seqnum (0: none), identity
+		if got != want {
+			t.Fatalf("gs=%d: version edit encoding changed:\n got %s\nwant %s", gs, got, want)
+		}
+		d, err := DecodeVersionEdit(identityEdit(gs).Encode(nil), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := d.Added[0].Meta
+		if !d.HasDBID || d.DBID != testDBID || m.Identity != identityEdit(gs).Added[0].Meta.Identity || m.GlobalSeqNum != gs {
+			t.Fatalf("gs=%d: round trip: %+v, %+v", gs, d, m)
+		}
+		if string(d.Encode(nil)) != string(identityEdit(gs).Encode(nil)) {
+			t.Fatalf("gs=%d: re-encoding differs", gs)
+		}
+		full := identityEdit(gs).Encode(nil)
+		for n := 1; n < len(full); n++ {
+			if _, err := DecodeVersionEdit(full[:n], "test"); err == nil && n != 17 {
+				t.Fatalf("gs=%d: truncation at %d decodes", gs, n)
+			} else if err != nil && !errors.Is(err, base.ErrCorruption) {
+				t.Fatalf("gs=%d: truncation at %d: %v", gs, n, err)
+			}
+		}
+	}
+	// A zero identity under tag 8 is damage.
+	enc := identityEdit(0).Encode(nil)
+	clear(enc[len(enc)-base.TableIdentityLen:])
+	if _, err := DecodeVersionEdit(enc, "test"); !errors.Is(err, base.ErrCorruption) {
+		t.Fatalf("zero identity: %v", err)
 	}
 }

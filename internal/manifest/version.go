@@ -9,6 +9,7 @@ import (
 
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/sst"
 )
 
 // FileMetadata describes one live SST file. Immutable once the file is in a
@@ -39,7 +40,20 @@ type FileMetadata struct {
 	// and the bounds' seqnums equal it (the exclusive tombstone-end bound
 	// keeps SeqNumMax).
 	GlobalSeqNum uint64
-	refs         atomic.Int32 // versions holding the file
+	// Identity is the identity the table's properties hold (see
+	// base.TableIdentity), recorded when it was written or ingested;
+	// opening the table checks it. Zero for tables written before
+	// identities existed.
+	Identity base.TableIdentity
+	refs     atomic.Int32 // versions holding the file
+}
+
+// Expected is what the MANIFEST records of the file, for opening it with
+// sst.ReaderOptions.Expect: a table that is not this one (another DB's,
+// another number's, another state's, or merely the same size) then fails
+// to open with ErrCorruption naming both.
+func (m *FileMetadata) Expected() *sst.Expected {
+	return &sst.Expected{Size: m.Size, Identity: m.Identity, FileChecksum: m.FileChecksum, ChecksumType: m.ChecksumType}
 }
 
 // LargestIsExclusive reports whether the file's largest bound is a range
