@@ -58,7 +58,7 @@ func runKVBench(args []string, stdout, stderr io.Writer) error {
 	if err := cli.Parse(args); err != nil {
 		var ue *bench.UsageError
 		if errors.As(err, &ue) {
-			return usageError("kvbench: %s\nRun 'vigil kvbench --help' for usage", ue.Msg)
+			return usageError("%s", ue.Msg)
 		}
 		return err
 	}
@@ -74,7 +74,7 @@ func runKVBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		var ue *bench.UsageError
 		if errors.As(err, &ue) {
-			return usageError("kvbench: %s", ue.Msg)
+			return usageError("%s", ue.Msg)
 		}
 		return err
 	}

@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -43,10 +44,11 @@ whose every byte, in memory and on disk, is guarded by a checksum you choose.
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &exitError{code: 2, err: fmt.Errorf("%w\nRun '%s --help' for usage", err, c.CommandPath())}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{code: 2, err: err}
 	})
 	root.AddCommand(newVersionCmd(), newKVBenchCmd(), newSSTCmd(), newWALCmd(), newDBCmd(), newStressCmd(), newBackupCmd())
+	failLoudly(root)
 	return root
 }
 
@@ -74,15 +76,55 @@ func normalizeArgs(args []string) []string {
 	return out
 }
 
-func main() {
+// execute runs the CLI on args, writing to stdout and stderr, and returns
+// the exit status: 0 on success, 2 for a usage error (unknown command, bad
+// or missing argument or flag), 1 when the command ran and failed. An error
+// is printed as one message with one prefix.
+func execute(args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
-	root.SetArgs(normalizeArgs(os.Args[1:]))
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "vigil:", err)
-		var ee *exitError
-		if errors.As(err, &ee) {
-			os.Exit(ee.code)
-		}
-		os.Exit(1)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetArgs(normalizeArgs(args))
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return 0
 	}
+	if !errors.Is(err, errHelpShown) {
+		fmt.Fprintln(stderr, errorMessage(cmd, err))
+	}
+	return exitStatus(err)
+}
+
+// exitStatus is the exit status for err: an exitError's code, else 1.
+func exitStatus(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 1
+}
+
+// errorMessage is err as printed, with one prefix: a usage error names the
+// command it is about ("vigil db get: missing argument KEY"), other errors
+// begin "vigil: ". Library errors already begin "vigil: " (the text of
+// vigil.ErrInvalidArgument, ErrCorruption, ...), so that is not repeated.
+func errorMessage(cmd *cobra.Command, err error) string {
+	prefix := "vigil"
+	if exitStatus(err) == 2 {
+		prefix = cmd.CommandPath()
+	}
+	return prefix + ": " + withoutPrefix(err.Error())
+}
+
+// withoutPrefix returns msg without the "vigil: " that library error texts
+// begin with, for a message that puts its own prefix or context first.
+func withoutPrefix(msg string) string {
+	for strings.HasPrefix(msg, "vigil: ") {
+		msg = strings.TrimPrefix(msg, "vigil: ")
+	}
+	return msg
+}
+
+func main() {
+	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
 }

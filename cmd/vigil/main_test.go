@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,15 +20,12 @@ func run(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// exitCode is the exit status main gives for err.
 func exitCode(err error) int {
 	if err == nil {
 		return 0
 	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	return 1
+	return exitStatus(err)
 }
 
 func TestBadFlagsExitTwo(t *testing.T) {

@@ -23,7 +23,7 @@ func newWALCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := wal.RecoveryModeFromRocksDB(mode)
 			if err != nil {
-				return usageError("--wal_recovery_mode: %v", err)
+				return usageError("--wal_recovery_mode: %s", withoutPrefix(err.Error()))
 			}
 			f, err := vfs.Default.Open(args[0])
 			if err != nil {
@@ -50,7 +50,7 @@ func newWALCmd() *cobra.Command {
 			fmt.Fprintf(out, "%d records, %d bytes; dropped %d records, %d bytes; %d unwritten bytes (zero reserve) after the end\n",
 				st.Records, st.Bytes, st.DroppedRecords, st.DroppedBytes, st.UnwrittenBytes)
 			if err := r.Stopped(); err != nil {
-				return fmt.Errorf("log ends at a corruption: %w", err)
+				return fmt.Errorf("%w; the log ends there", err)
 			}
 			return nil
 		},
