@@ -233,13 +233,13 @@ func (it *Iterator) Next() bool {
 	if !it.forward {
 		// Turn around: re-seek past the current key.
 		it.forward = true
-		it.keyBuf = append(it.keyBuf[:0], it.key...)
+		it.saveKey(it.key)
 		it.iter.SeekGE(it.keyBuf)
 		return it.findNextEntry(it.keyBuf)
 	}
 	// Skip the rest of the current key's versions. The key must be saved:
 	// moving the underlying iterator may invalidate it.
-	it.keyBuf = append(it.keyBuf[:0], it.key...)
+	it.saveKey(it.key)
 	it.iter.Next()
 	return it.findNextEntry(it.keyBuf)
 }
@@ -251,11 +251,22 @@ func (it *Iterator) Prev() bool {
 	}
 	if it.forward {
 		it.forward = false
-		it.keyBuf = append(it.keyBuf[:0], it.key...)
+		it.saveKey(it.key)
 		it.iter.SeekLT(it.keyBuf)
 		return it.findPrevEntry(it.keyBuf)
 	}
 	return it.findPrevEntry(it.key)
+}
+
+// saveKey copies k into keyBuf. keyBuf is never nil after it, even for
+// the empty key: findNextEntry and findPrevEntry take nil for "no key",
+// and the empty key is a key (a nil copy of it made a forward scan return
+// the overwritten and deleted versions of "").
+func (it *Iterator) saveKey(k []byte) {
+	if it.keyBuf == nil {
+		it.keyBuf = make([]byte, 0, 64)
+	}
+	it.keyBuf = append(it.keyBuf[:0], k...)
 }
 
 // findNextEntry advances the underlying iterator from its position to the
@@ -292,7 +303,7 @@ func (it *Iterator) findNextEntry(skip []byte) bool {
 			return true
 		}
 		// Deleted: skip every older version of this key.
-		it.keyBuf = append(it.keyBuf[:0], k.UserKey...)
+		it.saveKey(k.UserKey)
 		skip = it.keyBuf
 		ok = iter.Next()
 	}
@@ -321,7 +332,7 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 			break
 		}
 		// Collect the group of this user key.
-		it.keyBuf = append(it.keyBuf[:0], k.UserKey...)
+		it.saveKey(k.UserKey)
 		group := it.keyBuf
 		found := false
 		var kind base.Kind

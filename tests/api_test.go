@@ -190,3 +190,73 @@ func TestNewNestedDirectoryIsDurable(t *testing.T) {
 		t.Fatalf("after a crash, the synced write in a new nested DB: Get = %q, %v", v, err)
 	}
 }
+
+// The empty key is a key like any other: a forward scan shows only its
+// newest version and none once it is deleted, in the memtable and in
+// tables, and turning around on it works. A nil copy of it once made
+// forward scans return every older version.
+func TestEmptyKeyVersions(t *testing.T) {
+	for _, flush := range []bool{false, true} {
+		t.Run(fmt.Sprintf("flush=%v", flush), func(t *testing.T) {
+			db, err := vigil.Open("db", &vigil.Options{FS: vfs.NewMem()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			scan := func(reverse bool) string {
+				t.Helper()
+				it, err := db.NewIter(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var b strings.Builder
+				ok := it.First()
+				if reverse {
+					ok = it.Last()
+				}
+				for ; ok; ok = map[bool]func() bool{false: it.Next, true: it.Prev}[reverse]() {
+					fmt.Fprintf(&b, "%q=%q ", it.Key(), it.Value())
+				}
+				if err := it.Close(); err != nil {
+					t.Fatal(err)
+				}
+				return b.String()
+			}
+			put := func(k, v string) {
+				if err := db.Put([]byte(k), []byte(v), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			put("", "v1")
+			put("", "v2")
+			put("a", "x")
+			if flush {
+				if err := db.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, want := scan(false), `""="v2" "a"="x" `; got != want {
+				t.Fatalf("forward scan %s, want %s", got, want)
+			}
+			if got, want := scan(true), `"a"="x" ""="v2" `; got != want {
+				t.Fatalf("reverse scan %s, want %s", got, want)
+			}
+			it, _ := db.NewIter(nil)
+			if !it.Last() || !it.Prev() || string(it.Key()) != "" || !it.Next() || string(it.Key()) != "a" || it.Next() {
+				t.Fatal("turning around on the empty key")
+			}
+			it.Close()
+			if err := db.Delete([]byte(""), nil); err != nil {
+				t.Fatal(err)
+			}
+			if flush {
+				if err := db.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, want := scan(false), `"a"="x" `; got != want {
+				t.Fatalf("forward scan after Delete(\"\") %s, want %s", got, want)
+			}
+		})
+	}
+}
