@@ -217,7 +217,7 @@ func (e *Engine) create(db *vigil.DB) (Info, CreateStats, error) {
 	// What the checkpoint holds: its sequence number and digest (from a
 	// read-only open, which checks its MANIFEST, WAL and every table
 	// block), its tables with their MANIFEST checksums, its other files.
-	seq, digest, err := dbDigest(e.fs, ckpt)
+	seq, digest, err := dbDigest(e.fs, ckpt, false)
 	if err != nil {
 		return Info{}, st, fmt.Errorf("reading the checkpoint: %w", err)
 	}
@@ -658,7 +658,7 @@ func (e *Engine) restore(id uint64, target string) error {
 	if err := vfsutil.SyncDir(fs, tmp); err != nil {
 		return err
 	}
-	seq, digest, err := dbDigest(fs, tmp)
+	seq, digest, err := dbDigest(fs, tmp, info.version == metaVersionLegacyDigest)
 	if err != nil {
 		return fmt.Errorf("opening the restored DB: %w", err)
 	}

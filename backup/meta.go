@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -12,11 +13,12 @@ import (
 	"github.com/vigildb/vigil/checksum"
 )
 
-// Meta file format, version 1 (pinned by testdata/meta-v1.golden):
+// Meta file format, version 2 (pinned by testdata/meta-v2.golden; version
+// 1, testdata/meta-v1.golden, has the same layout):
 //
 //	offset  size  field
 //	     0     8  magic "VIGILBKP"
-//	     8     4  format version (uint32 LE) = 1
+//	     8     4  format version (uint32 LE) = 2
 //	    12     …  body
 //	  n-8      8  CRC-64/Jones of bytes [0, n-8) (uint64 LE; checksum.Sum64(CRC64, …))
 //
@@ -27,6 +29,11 @@ import (
 //	file := kind (1 byte: 1 shared, 2 private) | name length uvarint (1..255)
 //	        | name | size uvarint | checksum (uint64 LE)
 //
+// The versions differ in the digest's format only: version 2 records
+// vigil.DB.Digest as it is, version 1 the digest of the builds before it
+// marked each pair (see checksum_range.go), which Restore recomputes for
+// such a backup (legacyDigest).
+//
 // Varints are minimal (a multi-byte varint never ends in a zero byte), so an
 // encoding is canonical: decoding and re-encoding give the same bytes. The
 // decoder checks the trailer first, then the magic and version, then every
@@ -35,9 +42,12 @@ import (
 
 const (
 	metaMagic   = "VIGILBKP"
-	metaVersion = 1
-	metaHeader  = len(metaMagic) + 4
-	metaTrailer = 8
+	metaVersion = 2
+	// metaVersionLegacyDigest is the version whose digest is of the
+	// earlier format.
+	metaVersionLegacyDigest = 1
+	metaHeader              = len(metaMagic) + 4
+	metaTrailer             = 8
 	// maxMetaSize bounds what a reader loads for one meta file.
 	maxMetaSize = 64 << 20
 	maxNameLen  = 255
@@ -68,6 +78,10 @@ type Info struct {
 	ChecksumType checksum.Type
 	// Files lists every file of the backup.
 	Files []File
+	// version is the meta file's format version (0: the current one, for
+	// an Info not read from a file); it says which digest format Digest
+	// is in.
+	version uint32
 }
 
 // File is one file of a backup.
@@ -179,7 +193,7 @@ func isHex(s string, n int) bool {
 func encodeMeta(info *Info) []byte {
 	b := make([]byte, 0, 64+len(info.Files)*64)
 	b = append(b, metaMagic...)
-	b = binary.LittleEndian.AppendUint32(b, metaVersion)
+	b = binary.LittleEndian.AppendUint32(b, cmp.Or(info.version, metaVersion))
 	b = binary.AppendUvarint(b, info.ID)
 	b = binary.AppendVarint(b, info.Created.UnixNano())
 	b = binary.AppendUvarint(b, info.Seq)
@@ -298,13 +312,14 @@ func decodeMeta(data []byte, name string) (*Info, error) {
 		d.fail("bad magic %q", data[:len(metaMagic)])
 		return nil, d.err
 	}
-	if v := binary.LittleEndian.Uint32(data[len(metaMagic):]); v != metaVersion {
+	v := binary.LittleEndian.Uint32(data[len(metaMagic):])
+	if v != metaVersion && v != metaVersionLegacyDigest {
 		d.off = len(metaMagic)
-		d.fail("unsupported format version %d (this build reads %d)", v, metaVersion)
+		d.fail("unsupported format version %d (this build reads %d and %d)", v, metaVersionLegacyDigest, metaVersion)
 		return nil, d.err
 	}
 	d.b, d.off = data[:n], metaHeader
-	info := &Info{}
+	info := &Info{version: v}
 	info.ID = d.uvarint("id")
 	if d.err == nil && info.ID == 0 {
 		d.fail("backup id 0")

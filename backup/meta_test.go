@@ -16,9 +16,11 @@ import (
 	"github.com/vigildb/vigil/checksum"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/meta-v1.golden and the fuzz seed corpus")
+var update = flag.Bool("update", false, "rewrite testdata/meta-v2.golden and the fuzz seed corpus")
 
-const goldenPath = "testdata/meta-v1.golden"
+// goldenPath is the current format's golden file; goldenV1Path the
+// version whose digest is of the first format (same layout).
+const goldenPath, goldenV1Path = "testdata/meta-v2.golden", "testdata/meta-v1.golden"
 
 func goldenInfo() *Info {
 	return &Info{
@@ -45,6 +47,7 @@ func equalInfo(a, b *Info) bool {
 	}
 	x, y := *a, *b
 	x.Created, y.Created = time.Time{}, time.Time{}
+	x.version, y.version = 0, 0
 	return reflect.DeepEqual(x, y)
 }
 
@@ -70,6 +73,21 @@ func TestMetaGolden(t *testing.T) {
 	}
 	if !equalInfo(info, goldenInfo()) {
 		t.Fatalf("decoded %+v\nwant %+v", info, goldenInfo())
+	}
+	// Version 1 still decodes, says so, and re-encodes as it was.
+	v1, err := os.ReadFile(goldenV1Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := decodeMeta(v1, goldenV1Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.version != metaVersionLegacyDigest || !equalInfo(old, goldenInfo()) || !sameBytes(encodeMeta(old), v1) {
+		t.Fatalf("version 1: decoded %+v (version %d)", old, old.version)
+	}
+	if len(v1) != len(golden) || !sameBytes(v1[:8], golden[:8]) || !sameBytes(v1[12:len(v1)-8], golden[12:len(golden)-8]) {
+		t.Fatal("versions 1 and 2 differ in more than the version number")
 	}
 	if info.Files[0].DBName() != "000012.sst" || info.Files[2].DBName() != "000014.log" {
 		t.Fatalf("DB names %q %q", info.Files[0].DBName(), info.Files[2].DBName())
@@ -142,8 +160,8 @@ func badMetas() map[string][]byte {
 	mod("empty name", func(in *Info) { in.Files[3].Name = "" })
 
 	b := encodeMeta(goldenInfo())
-	binary.LittleEndian.PutUint32(b[len(metaMagic):], 2)
-	m["version 2"] = resign(b)
+	binary.LittleEndian.PutUint32(b[len(metaMagic):], 3)
+	m["version 3"] = resign(b)
 	b = encodeMeta(goldenInfo())
 	b[0] = 'X'
 	m["magic"] = resign(b)
@@ -214,6 +232,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	golden := encodeMeta(goldenInfo())
 	seeds := map[string][]byte{
 		"golden":        golden,
+		"golden-v1":     readGoldenV1(t),
 		"truncated":     golden[:len(golden)/2],
 		"flipped":       func() []byte { b := append([]byte(nil), golden...); b[20] ^= 4; return b }(),
 		"header only":   golden[:metaHeader+metaTrailer],
@@ -229,4 +248,13 @@ func TestWriteFuzzCorpus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func readGoldenV1(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(goldenV1Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
