@@ -6,7 +6,6 @@ import (
 	"os"
 	"sync"
 
-	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/cache"
 	"github.com/vigildb/vigil/internal/lockfile"
@@ -55,7 +54,7 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 	}()
 
 	if !opts.ReadOnly {
-		if err := mkdirAllSynced(fs, dir); err != nil {
+		if err := vfsutil.MkdirAllSynced(fs, dir); err != nil {
 			return nil, fmt.Errorf("vigil: creating directory %s: %w", dir, err)
 		}
 	}
@@ -295,41 +294,4 @@ func (d *DB) removeLeftovers() {
 	d.obsoleteTables = nil // deleted by the scan
 	d.obsoleteMu.Unlock()
 	d.vs.obsoleteManifests = nil
-}
-
-// mkdirAllSynced creates dir and its missing parents and makes the new
-// path durable: it syncs the parent of every directory it created, from
-// the top down, and the parent of dir in any case (a new DB's directory
-// entry must survive a crash as its files do). A parent that cannot be
-// opened as a directory is skipped, as on file systems without directory
-// handles; a failed sync is an error.
-func mkdirAllSynced(fs vfs.FS, dir string) error {
-	var created []string
-	for p := dir; ; {
-		if _, err := fs.Stat(p); err == nil {
-			break
-		}
-		created = append(created, p)
-		parent := fs.PathDir(p)
-		if parent == "" || parent == p {
-			break
-		}
-		p = parent
-	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if len(created) == 0 {
-		created = []string{dir}
-	}
-	for i := len(created) - 1; i >= 0; i-- {
-		parent := fs.PathDir(created[i])
-		if parent == "" || parent == created[i] {
-			continue
-		}
-		if err := vfsutil.SyncDir(fs, parent); err != nil {
-			return err
-		}
-	}
-	return nil
 }

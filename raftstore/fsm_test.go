@@ -156,11 +156,7 @@ func TestFSMSnapshotRestore(t *testing.T) {
 		t.Fatalf("checksums %x (%v) and %x (%v)", a, err1, b, err2)
 	}
 	// No leftovers: the checkpoint was released, the old DB removed.
-	for _, d := range []string{"/data/fsm.incoming", "/data/fsm.old"} {
-		if _, err := dstFS.Stat(d); err == nil {
-			t.Errorf("%s left behind", d)
-		}
-	}
+	checkNoLeftovers(t, dstFS, "/data", "fsm")
 	if names, _ := src.fs.List("/fsm.snapshots"); len(names) != 0 {
 		t.Errorf("checkpoints left behind: %v", names)
 	}
@@ -211,46 +207,6 @@ func flipped(b []byte, i int) []byte {
 	c := bytes.Clone(b)
 	c[i] ^= 0x10
 	return c
-}
-
-// A crash in the middle of Restore's swap: the incoming directory is
-// complete and the DB directory was renamed away. OpenFSM finishes it.
-func TestFSMRecoversInterruptedRestore(t *testing.T) {
-	fs := vfs.NewMem()
-	src := openTestFSM(t, vfs.NewMem(), "/fsm")
-	src.Apply(putCmd(7, "restored", "yes"))
-	stream := persist(t, src)
-	src.Close()
-
-	f := openTestFSM(t, fs, "/fsm")
-	f.Apply(putCmd(1, "old", "x"))
-	f.Close()
-	if err := fs.MkdirAll("/fsm.incoming", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := readSnapshot(bytes.NewReader(stream), fs, "/fsm.incoming"); err != nil {
-		t.Fatal(err)
-	}
-	if err := fs.Rename("/fsm", "/fsm.old"); err != nil {
-		t.Fatal(err)
-	}
-	f = openTestFSM(t, fs, "/fsm")
-	checkGet(t, f, "restored", "yes")
-	checkGet(t, f, "old", "")
-	if f.AppliedIndex() != 7 {
-		t.Fatalf("AppliedIndex %d", f.AppliedIndex())
-	}
-	f.Close()
-	// With the DB directory still there, an incoming one is dropped.
-	if err := fs.MkdirAll("/fsm.incoming", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f = openTestFSM(t, fs, "/fsm")
-	defer f.Close()
-	checkGet(t, f, "restored", "yes")
-	if _, err := fs.Stat("/fsm.incoming"); err == nil {
-		t.Fatal("incoming directory left")
-	}
 }
 
 // failFS fails every file write once armed.

@@ -90,23 +90,68 @@ func MkdirTemp(fs vfs.FS, target string) (string, error) {
 		return "", err
 	}
 	name := target + TempSuffix + hex.EncodeToString(r[:])
+	if err := MkdirExclusive(fs, name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// MkdirExclusive creates directory name, whose parent exists, failing
+// (with an error wrapping os.ErrExist) if anything has that name: on
+// vfs.Default mkdir(2) refuses it, elsewhere a check under nameMu does.
+func MkdirExclusive(fs vfs.FS, name string) error {
 	nameMu.Lock()
 	defer nameMu.Unlock()
 	if fs == vfs.Default {
 		if err := os.Mkdir(name, 0o755); err != nil {
-			return "", fmt.Errorf("creating %s: %w", name, err)
+			return fmt.Errorf("creating %s: %w", name, err)
 		}
-		return name, nil
+		return nil
 	}
 	if _, err := fs.Stat(name); err == nil {
-		return "", fmt.Errorf("creating %s: %w", name, os.ErrExist)
+		return fmt.Errorf("creating %s: %w", name, os.ErrExist)
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("creating %s: %w", name, err)
+		return fmt.Errorf("creating %s: %w", name, err)
 	}
 	if err := fs.MkdirAll(name, 0o755); err != nil {
-		return "", fmt.Errorf("creating %s: %w", name, err)
+		return fmt.Errorf("creating %s: %w", name, err)
 	}
-	return name, nil
+	return nil
+}
+
+// MkdirAllSynced creates dir and its missing parents and makes the new
+// path durable: it syncs the parent of every directory it created, from
+// the top down, and the parent of dir in any case (a new DB's directory
+// entry must survive a crash as its files do). A failed sync is an error.
+func MkdirAllSynced(fs vfs.FS, dir string) error {
+	var created []string
+	for p := dir; ; {
+		if _, err := fs.Stat(p); err == nil {
+			break
+		}
+		created = append(created, p)
+		parent := fs.PathDir(p)
+		if parent == "" || parent == p {
+			break
+		}
+		p = parent
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	if len(created) == 0 {
+		created = []string{dir}
+	}
+	for i := len(created) - 1; i >= 0; i-- {
+		parent := fs.PathDir(created[i])
+		if parent == "" || parent == created[i] {
+			continue
+		}
+		if err := SyncDir(fs, parent); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ErrExists is returned by RenameNoReplace when its target exists.
