@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/vfs"
+	"github.com/vigildb/vigil/internal/vfsutil"
 )
 
 // The snapshot stream, version 1: the files of a Vigil checkpoint, one
@@ -291,26 +292,12 @@ func (s *snapReader) check(what string) error {
 
 // copyFile creates path with the next size bytes of the stream, synced.
 func (s *snapReader) copyFile(fs vfs.FS, path string, size int64) error {
-	f, err := fs.Create(path)
-	if err != nil {
-		return fmt.Errorf("creating %s: %w", path, err)
+	// The checksum sees each byte before the file does: a file may change
+	// the buffer it was handed (Pebble's MemFS does in race builds, to
+	// catch callers relying on it).
+	err := vfsutil.CopyToFile(fs, path, io.TeeReader(s.r, s.crc), size)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return corruptf("snapshot stream ends inside %s (%d bytes)", fs.PathBase(path), size)
 	}
-	// The checksum first: a file may change the buffer it was handed
-	// (Pebble's MemFS does in race builds, to catch callers relying on it).
-	w := io.MultiWriter(s.crc, f)
-	if _, err := io.CopyN(w, s.r, size); err != nil {
-		f.Close()
-		if errors.Is(err, io.EOF) {
-			return corruptf("snapshot stream ends inside %s (%d bytes)", fs.PathBase(path), size)
-		}
-		return fmt.Errorf("copying the stream into %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("syncing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", path, err)
-	}
-	return nil
+	return err
 }

@@ -1,10 +1,12 @@
 package vfsutil
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 
@@ -32,12 +34,21 @@ var nameMu sync.Mutex
 // syncs and closes it. The caller syncs the directory if the entry itself
 // must be durable. Errors name the file.
 func WriteFile(fs vfs.FS, name string, data []byte) error {
+	return CopyToFile(fs, name, bytes.NewReader(data), int64(len(data)))
+}
+
+// CopyToFile is WriteFile of the next n bytes of r. If r ends first, the
+// error wraps io.ErrUnexpectedEOF.
+func CopyToFile(fs vfs.FS, name string, r io.Reader, n int64) error {
 	f, err := fs.Create(name)
 	if err != nil {
 		return fmt.Errorf("creating %s: %w", name, err)
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := io.CopyN(f, r, n); err != nil {
 		f.Close()
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	if err := f.Sync(); err != nil {
