@@ -2,9 +2,11 @@ package stress
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/vigildb/vigil"
+	"github.com/vigildb/vigil/internal/vfsutil"
 )
 
 // Two operations at a low rate: an ingestion of an external table and a
@@ -156,7 +158,15 @@ func (w *worker) checkpointOp(db store) *Divergence {
 	dir := w.scratchName("checkpoint")
 	removeDir := func() {
 		_ = r.baseFS.RemoveAll(dir)
-		_ = r.baseFS.RemoveAll(dir + ".tmp")
+		// Checkpoint's own temporary directories (dir.tmp-<16 hex>),
+		// which a crash leaves and nothing else removes.
+		parent, base := r.baseFS.PathDir(dir), r.baseFS.PathBase(dir)
+		names, _ := r.baseFS.List(parent)
+		for _, n := range names {
+			if rest, ok := strings.CutPrefix(n, base+vfsutil.TempSuffix); ok && len(rest) == 16 {
+				_ = r.baseFS.RemoveAll(r.baseFS.PathJoin(parent, n))
+			}
+		}
 	}
 	// A killed child (kill mode) may have left one by the same name.
 	removeDir()
