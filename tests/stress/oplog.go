@@ -577,28 +577,13 @@ func decodeState(data []byte, name string) ([]kstate, []uint32, error) {
 	return states, next, nil
 }
 
-// writeState replaces the state file name atomically.
+// writeState replaces the state file name atomically (through name.tmp:
+// the runner's own directory, which only it writes).
 func writeState(fs vfs.FS, name string, states []kstate, next []uint32) error {
-	tmp := name + ".tmp"
-	f, err := fs.Create(tmp)
-	if err != nil {
+	if err := vfsutil.ReplaceFile(fs, name+".tmp", name, encodeState(states, next), nil); err != nil {
 		return fmt.Errorf("writing state file: %w", err)
 	}
-	if _, err := f.Write(encodeState(states, next)); err != nil {
-		f.Close()
-		return fmt.Errorf("writing state file %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("syncing state file %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("closing state file %s: %w", tmp, err)
-	}
-	if err := fs.Rename(tmp, name); err != nil {
-		return fmt.Errorf("renaming state file: %w", err)
-	}
-	return vfsutil.SyncDir(fs, fs.PathDir(name))
+	return nil
 }
 
 // readState reads and decodes the state file name.
