@@ -29,6 +29,20 @@
 //     slot, and a processor blocked in a system call keeps it there until
 //     the monitor notices.
 //
+// # Platforms
+//
+// The asynchronous sync is Linux AIO on amd64 and arm64 only (aio_linux.go:
+// the kernel's structures are laid out for a little-endian 64-bit machine).
+// Everywhere else (other Linux architectures, macOS, the BSDs, Windows),
+// and on a Linux kernel or sandbox without AIO, Sync and SyncData call the
+// file's own Sync or SyncData through Do: the call vfs.Default makes
+// anyway (fsync or fdatasync; F_FULLFSYNC on macOS; FlushFileBuffers on
+// Windows, where a directory's sync is a no-op in vfs.Default because
+// Windows cannot sync one), with its result. So durability and errors are
+// what the platform's file system gives, as without this package; the
+// fallback loses only that a blocked sync holds one of the processors Do
+// leaves to the background. Do and Yield are plain Go, the same everywhere.
+//
 // Concurrency: Sync, SyncData, Do and Yield are safe for concurrent use. A function run by
 // Do must not call Do (it would hold a slot while waiting for one).
 package bgsys

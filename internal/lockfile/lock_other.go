@@ -1,4 +1,4 @@
-//go:build !unix
+//go:build !unix && !windows
 
 package lockfile
 
@@ -9,7 +9,8 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 )
 
-// lockOS falls back to the vfs lock where neither OFD locks nor flock exist.
+// lockOS falls back to the vfs lock where the system offers no lock owned
+// by a file handle.
 func lockOS(name string) (io.Closer, error) { return vfs.Default.Lock(name) }
 
-func devIno(os.FileInfo) (dev, ino uint64, ok bool) { return 0, 0, false }
+func devIno(string, os.FileInfo) (dev, ino uint64, ok bool) { return 0, 0, false }

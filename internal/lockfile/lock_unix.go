@@ -31,7 +31,7 @@ func lockOS(name string) (*os.File, error) {
 
 // devIno returns the device and inode of a file: what identifies a
 // directory however its path is spelled.
-func devIno(st os.FileInfo) (dev, ino uint64, ok bool) {
+func devIno(_ string, st os.FileInfo) (dev, ino uint64, ok bool) {
 	s, ok := st.Sys().(*syscall.Stat_t)
 	if !ok {
 		return 0, 0, false

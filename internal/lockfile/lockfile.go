@@ -10,15 +10,25 @@
 //   - an in-process table of locked directories, keyed by what identifies
 //     the directory rather than how its path is spelled: device and inode
 //     for the operating system's file system (a symlink, a relative path,
-//     a trailing slash or a bind mount all name the same key), and the file
-//     system value plus the cleaned path for others (in-memory file
-//     systems in tests);
+//     a trailing slash or a bind mount all name the same key; on Windows
+//     the volume serial number and file index, so letter case, junctions
+//     and short names do too), and the file system value plus the cleaned
+//     path for others (in-memory file systems in tests);
 //   - on the operating system's file system, a lock owned by the open file
 //     description: an OFD lock (F_OFD_SETLK) on Linux, flock elsewhere on
-//     Unix. Another process is kept out, and so is this process through any
-//     other descriptor; only closing our own descriptor releases it. OFD
-//     locks conflict with classic POSIX locks, so a tool that locks LOCK the
-//     RocksDB way is kept out too. Other file systems use their FS.Lock.
+//     Unix (macOS, the BSDs: it belongs to the open file description as
+//     well), and on Windows the LOCK file opened with no sharing (share
+//     mode 0), which no other handle can open until ours is closed. Another
+//     process is kept out, and so is this process through any other
+//     descriptor; only closing our own descriptor releases it. On Linux
+//     OFD locks conflict with classic POSIX locks, so a tool that locks
+//     LOCK the RocksDB way is kept out too; on Windows RocksDB and Pebble
+//     open LOCK with no sharing as well, so the same holds there. Other
+//     file systems use their FS.Lock, as does the operating system's on
+//     platforms without any of these (js/wasm, plan9).
+//
+// So exclusivity is the same on every supported platform: one handle per
+// directory, across processes, released only by that handle's Close.
 //
 // Concurrency: Acquire and Lock.Close are safe for concurrent use.
 package lockfile
@@ -105,7 +115,7 @@ func identify(root vfs.FS, disk bool, dir string) (any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("lockfile: %w", err)
 		}
-		dev, ino, ok := devIno(st)
+		dev, ino, ok := devIno(dir, st)
 		if ok {
 			return diskKey{dev, ino}, nil
 		}

@@ -30,6 +30,36 @@
 //
 // Concurrency: Alloc, Free and the counters are safe for concurrent use;
 // see Allocator for its own contract.
+//
+// # Platforms
+//
+// What is above is Linux. Every platform keeps the same contract (a
+// zeroed buffer from Alloc, contents kept until Free, each buffer freed
+// once, Allocator's semantics); what differs is only where the memory
+// comes from and what is done for speed:
+//
+//   - Other Unix systems (macOS, FreeBSD, ...) map and unmap memory the
+//     same way (mmap, munmap, mprotect and madvise DONTNEED in invariants
+//     builds), but ask for no huge pages (adviseHuge does nothing: their
+//     superpages are not requested per mapping), and NewFaultAhead returns
+//     nil (there is no MADV_POPULATE_WRITE): the filler faults its pages
+//     itself, as on a Linux kernel before 5.14.
+//   - Windows reserves and commits memory with VirtualAlloc (committed
+//     pages are zeroed) and releases it with VirtualFree MEM_RELEASE, so
+//     freed memory goes back to the system at once there too. Invariants
+//     builds decommit a freed buffer (VirtualFree MEM_DECOMMIT): its pages
+//     are returned and any access faults, with the address range kept
+//     reserved so that it is never reused, as mprotect PROT_NONE and
+//     madvise DONTNEED do on Unix; the slab allocator's per-slot
+//     protections use VirtualProtect PAGE_NOACCESS. No large pages (they
+//     need the SeLockMemoryPrivilege privilege and are never paged out) and
+//     no FaultAhead.
+//   - Elsewhere (js/wasm, wasip1, plan9) the buffers come from the Go heap
+//     and freeing leaves them to the collector; invariants builds poison
+//     them but cannot make them fault.
+//
+// A mapping that fails falls back to the Go heap on every platform, so
+// these differences change memory use and latency, never results.
 package manual
 
 import (
@@ -39,6 +69,26 @@ import (
 
 // Poison is the byte freed buffers are filled with in invariants builds.
 const Poison = 0xdb
+
+// mapped records the buffers that osAlloc got from the operating system
+// (the fallback ones came from the Go heap and are left to the collector),
+// so that osFree and NewFaultAhead tell them apart. Empty on platforms
+// that allocate from the Go heap only.
+var mapped syncMap
+
+// hugeMin is the smallest buffer osAlloc asks transparent huge pages for
+// (adviseHuge: madvise MADV_HUGEPAGE on Linux, where most distributions
+// enable them only on request).
+// Why: a memtable arena is read at random, one node per skiplist step; with
+// 4 KiB pages a 64 MiB arena spans 16k pages, far more than the TLB holds,
+// so a random insert paid a TLB miss on top of the cache miss at nearly
+// every step. With 2 MiB pages the arena is 32 TLB entries. The cost is
+// memory: the page at the arena's fill point is backed whole, at most
+// 2 MiB more per arena being filled (arenas are filled from the start).
+// Smaller buffers are left alone (the block cache's 1 MiB slab chunks
+// could not hold a 2 MiB page anyway). It is also the smallest buffer
+// NewFaultAhead serves, on every platform.
+const hugeMin = 4 << 20
 
 var (
 	allocated atomic.Int64 // bytes currently allocated
