@@ -3,9 +3,7 @@ package vigil
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strings"
 	"sync"
 
 	"github.com/cockroachdb/pebble/vfs"
@@ -62,120 +60,38 @@ func (vs *versionSet) allocFileNum() uint64 {
 	return n
 }
 
-// load replays the MANIFEST named by CURRENT. A torn last record (a crash
-// while appending an edit, which was therefore never acted upon) is
-// tolerated; any other damage fails Open, because silently dropping an edit
-// could make live files look obsolete.
+// load replays the MANIFEST named by CURRENT (manifest.Load, which checks
+// CURRENT, the MANIFEST's header, every record and the initial one). A
+// torn last record (a crash while appending an edit, which was therefore
+// never acted upon) is tolerated; any other damage fails Open, because
+// silently dropping an edit could make live files look obsolete.
 func (vs *versionSet) load() error {
-	currentName := makeFilename(vs.fs, vs.dirname, fileTypeCurrent, 0)
-	f, err := vs.fs.Open(currentName)
+	st, err := manifest.Load(vs.fs, vs.dirname, wal.TolerateCorruptedTailRecords, vs.onObsolete)
 	if err != nil {
-		return fmt.Errorf("opening CURRENT: %w", err)
+		return err
 	}
-	content, err := io.ReadAll(io.LimitReader(f, 4096))
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("reading CURRENT: %w", err)
-	}
-	name := strings.TrimSuffix(string(content), "\n")
-	ft, num, ok := parseFilename(name)
-	if !ok || ft != fileTypeManifest || !strings.HasSuffix(string(content), "\n") {
-		return base.CorruptionErrorf("CURRENT: %q does not name a MANIFEST", content)
-	}
-	path := vs.fs.PathJoin(vs.dirname, name)
-	mf, err := vs.fs.Open(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			// CURRENT is replaced only after the MANIFEST it names is
-			// synced, and that MANIFEST is never deleted while CURRENT
-			// names it: a missing one is damage, not a crash.
-			return base.MarkCorruption(fmt.Errorf("CURRENT names %s, which does not exist: %w", name, err))
-		}
-		return fmt.Errorf("opening %s named by CURRENT: %w", name, err)
-	}
-	defer mf.Close()
-	r, err := wal.NewReader(mf, path, wal.TolerateCorruptedTailRecords)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", name, err)
-	}
-	// The MANIFEST's header carries its own number (RocksDB checks the
-	// same): a CURRENT pointing at the wrong file, or a file renamed.
-	if err := r.CheckLogNumber(num); err != nil {
-		return fmt.Errorf("reading %s named by CURRENT: %w", name, err)
-	}
-	b := manifest.NewBuilder(nil)
-	var haveNext, haveComparer bool
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", name, err)
-		}
-		e, err := manifest.DecodeVersionEdit(rec, path)
-		if err != nil {
-			return err
-		}
-		if e.Comparer != "" {
-			if e.Comparer != manifest.ComparerName {
-				return base.InvalidArgumentErrorf("%s: DB uses comparer %q, Vigil only knows %q", name, e.Comparer, manifest.ComparerName)
-			}
-			haveComparer = true
-		}
-		if err := b.Apply(e); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if e.HasLogNumber {
-			vs.logNumber = e.LogNumber
-		}
-		if e.HasNextFileNum {
-			vs.nextFileNum = e.NextFileNum
-			haveNext = true
-		}
-		if e.HasLastSeq {
-			vs.lastSeq = e.LastSeq
-		}
-		if e.HasDBID {
-			vs.dbID = e.DBID
-		}
-	}
-	if st := r.Stats(); st.TailDroppedBytes > 0 {
+	if n := st.Stats.TailDroppedBytes; n > 0 {
 		// A crash while an edit was appended: the edit was never acted
 		// upon, so the files it would have made obsolete are still here.
 		// Open checks that (every live table present, the WAL chain
 		// intact, see recovery.go) before trusting the shorter history.
-		vs.log.Infof("%s: dropped a torn last edit (%d bytes at offset %d)", name, st.TailDroppedBytes, r.Offset())
+		vs.log.Infof("%s: dropped a torn last edit (%d bytes)", st.ManifestName, n)
 	}
-	if !haveNext || !haveComparer {
-		return base.CorruptionErrorf("%s: no complete initial record (next file number or comparer missing)", name)
-	}
-	v, err := b.Build(vs.onObsolete)
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	for _, files := range v.Levels {
-		for _, f := range files {
-			if f.FileNum >= vs.nextFileNum {
-				return base.CorruptionErrorf("%s: file %06d is not below the next file number %d", name, f.FileNum, vs.nextFileNum)
-			}
-			// lastSeq stays what the edits say (WAL replay skips the
-			// batches at or below it), not the tables' largest seqnum:
-			// an ingested table, or a compaction output holding its
-			// entries, may be above batches that are only in a WAL.
-			// Recovery puts new seqnums above every table (finish).
-		}
-	}
+	// lastSeq stays what the edits say (WAL replay skips the batches at
+	// or below it), not the tables' largest seqnum: an ingested table, or
+	// a compaction output holding its entries, may be above batches that
+	// are only in a WAL. Recovery puts new seqnums above every table
+	// (finish).
+	vs.logNumber, vs.nextFileNum, vs.lastSeq, vs.dbID = st.LogNumber, st.NextFileNum, st.LastSeq, st.DBID
 	if vs.dbID == [16]byte{} {
 		// A DB from before DB ids: it gets one now, which the next
 		// MANIFEST records. Its older tables keep their zero identity.
 		vs.dbID = base.NewRandomID()
 	}
-	if vs.manifestNum < num {
-		vs.manifestNum = num
+	if vs.manifestNum < st.ManifestNum {
+		vs.manifestNum = st.ManifestNum
 	}
-	v.Ref()
-	vs.current = v
+	vs.current = st.Version
 	return nil
 }
 

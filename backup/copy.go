@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil"
@@ -72,7 +71,7 @@ func (e *Engine) copyFile(src, dst string, tap func(off uint64, p []byte)) (size
 // bytes written, and, by re-opening the copy, the checksums of the blocks
 // from the properties block on. It returns the copy's whole-file checksum.
 func (e *Engine) copyTable(src, dst string, t *manifest.FileMetadata) (uint64, error) {
-	propsOff, err := tableChecksumEnd(e.fs, src, t)
+	propsOff, _, err := tableChecksumEnd(e.fs, src, t)
 	if err != nil {
 		return 0, err
 	}
@@ -98,7 +97,7 @@ func (e *Engine) copyTable(src, dst string, t *manifest.FileMetadata) (uint64, e
 	if pd != nil && pd.Sum64() != t.FileChecksum {
 		return fail(fmt.Errorf("%w: copying table %s: whole-file checksum %#016x, the MANIFEST recorded %#016x", vigil.ErrCorruption, src, pd.Sum64(), t.FileChecksum))
 	}
-	end, err := tableChecksumEnd(e.fs, dst, t)
+	end, _, err := tableChecksumEnd(e.fs, dst, t)
 	if err != nil {
 		return fail(fmt.Errorf("re-reading the copy of %s: %w", src, err))
 	}
@@ -109,100 +108,32 @@ func (e *Engine) copyTable(src, dst string, t *manifest.FileMetadata) (uint64, e
 }
 
 // tableChecksumEnd opens table name, which verifies the checksums of its
-// footer, index, metaindex, filter, range-del and properties blocks, checks
-// its size, identity, checksum type and stored whole-file checksum against
-// the MANIFEST's entry t, and returns the offset of its properties block: where the range
-// of the whole-file checksum ends.
-func tableChecksumEnd(fs vfs.FS, name string, t *manifest.FileMetadata) (uint64, error) {
+// footer, index, metaindex, filter, range-del and properties blocks and
+// checks its size, identity, checksum type and stored whole-file checksum
+// against the MANIFEST's entry t; it returns the offset of its properties
+// block (where the range of the whole-file checksum ends) and its footer's
+// context value.
+func tableChecksumEnd(fs vfs.FS, name string, t *manifest.FileMetadata) (propsOff uint64, ctx uint32, err error) {
 	r, err := sst.OpenFile(fs, name, sst.ReaderOptions{FileNum: t.FileNum, Expect: t.Expected()})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer r.Close()
 	for _, b := range r.Layout() {
 		if b.Kind == sst.BlockKindProperties {
-			return b.Offset, nil
+			return b.Offset, r.BaseContext(), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: table %s has no properties block", vigil.ErrCorruption, name)
+	return 0, 0, fmt.Errorf("%w: table %s has no properties block", vigil.ErrCorruption, name)
 }
 
-// footerContext reads the random context value from the footer of table
-// name, checking the footer's magic and checksum.
-func footerContext(fs vfs.FS, name string) (uint32, error) {
-	f, err := fs.Open(name)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	if st.Size() < sst.FooterLen {
-		return 0, fmt.Errorf("%w: table %s is %d bytes, shorter than a footer", vigil.ErrCorruption, name, st.Size())
-	}
-	off := st.Size() - sst.FooterLen
-	var ft [sst.FooterLen]byte
-	if _, err := f.ReadAt(ft[:], off); err != nil {
-		return 0, fmt.Errorf("reading the footer of %s: %w", name, err)
-	}
-	t := checksum.TypeFromCode(ft[0])
-	ctx := binary.LittleEndian.Uint32(ft[5:])
-	want := checksum.Value(t, ft[:41]) + checksum.ContextModifier(ctx, uint64(off))
-	if binary.LittleEndian.Uint64(ft[45:]) != sst.Magic || !t.Valid() || ctx == 0 || binary.LittleEndian.Uint32(ft[41:]) != want {
-		return 0, fmt.Errorf("%w: table %s: bad footer", vigil.ErrCorruption, name)
-	}
-	return ctx, nil
-}
-
-// readTables returns the tables of the DB in dir from its MANIFEST, in
-// file-number order.
+// readTables returns the tables of the DB in dir from its MANIFEST (read
+// as Open reads it, but strictly: a checkpoint's MANIFEST has no torn
+// tail), in file-number order.
 func readTables(fs vfs.FS, dir string) ([]*manifest.FileMetadata, error) {
-	cur := fs.PathJoin(dir, "CURRENT")
-	f, err := fs.Open(cur)
+	v, err := manifest.ReadVersion(fs, dir, wal.AbsoluteConsistency)
 	if err != nil {
 		return nil, err
-	}
-	content, err := io.ReadAll(io.LimitReader(f, 4096))
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", cur, err)
-	}
-	name, ok := strings.CutSuffix(string(content), "\n")
-	if !ok || !strings.HasPrefix(name, "MANIFEST-") || !validPrivateName(name) {
-		return nil, fmt.Errorf("%w: %s: %q does not name a MANIFEST", vigil.ErrCorruption, cur, content)
-	}
-	path := fs.PathJoin(dir, name)
-	mf, err := fs.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer mf.Close()
-	r, err := wal.NewReader(mf, path, wal.AbsoluteConsistency)
-	if err != nil {
-		return nil, err
-	}
-	b := manifest.NewBuilder(nil)
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		e, err := manifest.DecodeVersionEdit(rec, path)
-		if err != nil {
-			return nil, err
-		}
-		if err := b.Apply(e); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	v, err := b.Build(nil)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var out []*manifest.FileMetadata
 	for _, files := range v.Levels {

@@ -236,7 +236,7 @@ func (e *Engine) create(db *vigil.DB) (Info, CreateStats, error) {
 	copied := 0
 	for _, t := range tables {
 		src := e.fs.PathJoin(ckpt, fmt.Sprintf("%06d.sst", t.FileNum))
-		ctx, err := footerContext(e.fs, src)
+		_, ctx, err := tableChecksumEnd(e.fs, src, t)
 		if err != nil {
 			return Info{}, st, err
 		}

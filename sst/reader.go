@@ -702,6 +702,12 @@ func (r *Reader) Properties() *Properties { return &r.props }
 // ChecksumType returns the checksum type from the footer.
 func (r *Reader) ChecksumType() checksum.Type { return r.t }
 
+// BaseContext returns the table's per-file context value from the footer
+// (mixed into every block checksum, see the package comment). With the
+// file number, size and whole-file checksum it tells two tables apart
+// without reading their data; backups name the tables they share by it.
+func (r *Reader) BaseContext() uint32 { return r.base }
+
 // Layout lists the table's blocks and footer in file order, for tools like
 // "vigil sst dump". The returned slice is shared: do not modify it. It is
 // built on the first call (about 56 bytes per data block, whose index entry
