@@ -1,9 +1,14 @@
-# Vigil's everyday targets. CI runs .ci/run, which runs the same commands.
+# Vigil's everyday targets.
 #
-#   make test     go test ./...            (the README's test command)
-#   make race     go test -race ./...      (as CI runs it)
-#   make lint     gofmt, go vet, staticcheck (pinned, installed by go install)
-#   make tidy     go mod tidy -diff        (fails if go.mod/go.sum are not tidy)
+#   make test     go test ./...            (the README's test command, quick)
+#   make race     go test -race -tags invariants -count=1 ./...  (as CI
+#                 runs it), then raftstore's race tests
+#   make lint     gofmt, go vet (linux and the five other platforms CI
+#                 vets), staticcheck (pinned, installed by go install)
+#   make tidy     go mod tidy -diff, every module
+#   make ci       .ci/run: exactly what CI runs, in order (lint, tidy,
+#                 race, bit-flip sweeps, kvbench and stress smoke runs,
+#                 bench/peers and raftstore)
 #   make bench    the Go benchmarks once, and a short kvbench run
 #   make stress   the soak runs below
 #
@@ -35,23 +40,34 @@ STRESS_FAULTS   ?= 0.002
 STRESS_DIR      ?= /tmp/vigil-stress-soak
 STRESS          := $(STRESS_BIN) stress --duration=$(STRESS_DURATION) --threads=$(STRESS_THREADS) --progress=30s
 
-.PHONY: test race lint tidy bench stress stress-bin stress-none stress-inprocess stress-kill stress-faults stress-corrupt
+PLATFORMS       ?= windows/amd64 darwin/arm64 darwin/amd64 freebsd/amd64 linux/arm64
+
+.PHONY: test race lint tidy ci bench stress stress-bin stress-none stress-inprocess stress-kill stress-faults stress-corrupt
 
 test:
 	$(GO) test ./...
 
 race:
-	$(GO) test -race ./...
+	$(GO) test -race -tags invariants -count=1 ./...
+	cd raftstore && $(GO) test -race -count=1 ./...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	for p in $(PLATFORMS); do GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet ./... || exit 1; \
+		(cd raftstore && GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet ./...) || exit 1; done
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VER)
 	$(GOBIN)/staticcheck ./...
+	cd bench/peers && $(GOBIN)/staticcheck ./...
+	cd raftstore && $(GO) vet ./... && $(GOBIN)/staticcheck ./...
 
 tidy:
 	$(GO) mod tidy -diff
 	cd bench/peers && $(GO) mod tidy -diff
+	cd raftstore && $(GO) mod tidy -diff
+
+ci:
+	bash .ci/run
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...

@@ -16,8 +16,8 @@ import (
 
 // compaction is one picked unit of work.
 type compaction struct {
-	level       int // input level; output is level+1
-	outputLevel int
+	level       int                         // input level
+	outputLevel int                         // level+1, or level itself for a manual bottom-level rewrite
 	inputs      [2][]*manifest.FileMetadata // [0] from level, [1] from outputLevel
 	reason      string
 	// noMove forbids the trivial move of a lone input (manual compactions

@@ -74,7 +74,7 @@ type DB struct {
 
 	fileLock   io.Closer
 	dataDir    vfs.File
-	log        eventLogger
+	log        infoLogger
 	events     *eventQueue
 	blockCache *cache.Cache
 	tableCache *tableCache

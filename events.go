@@ -6,34 +6,6 @@ import (
 	"time"
 )
 
-// Logger receives the DB's event log lines: opens, flushes, rotations,
-// compactions, stalls and errors. By default they go to the LOG file of the
-// DB directory; Options.Logger sends them elsewhere instead. Its methods
-// may be called from any goroutine, and must not call back into the DB.
-type Logger interface {
-	Infof(format string, args ...any)
-	Errorf(format string, args ...any)
-}
-
-// eventLogger is what the DB logs through: the LOG file (eventLog), the
-// user's Logger, or nothing (read-only).
-type eventLogger interface {
-	Logger
-	Close() error
-}
-
-// userLogger adapts a Logger.
-type userLogger struct{ Logger }
-
-func (userLogger) Close() error { return nil }
-
-// discardLogger logs nothing (read-only DBs write no LOG).
-type discardLogger struct{}
-
-func (discardLogger) Infof(string, ...any)  {}
-func (discardLogger) Errorf(string, ...any) {}
-func (discardLogger) Close() error          { return nil }
-
 // EventListener is told about the DB's background events, so that an
 // application can export them as metrics and alert on the ones that matter
 // (a corruption found, a background error that made the DB read-only).

@@ -10,7 +10,7 @@ import (
 )
 
 // TestMemtableTombstoneCache interleaves DeleteRanges, Puts and snapshots in
-// one memtable (so the tombstone cache is built, goes stale and is rebuilt)
+// one memtable (so its rangedel.Cache is built, goes stale and is rebuilt)
 // and checks Get and iterators, at the latest state and at every snapshot,
 // against a model.
 func TestMemtableTombstoneCache(t *testing.T) {
@@ -21,8 +21,8 @@ func TestMemtableTombstoneCache(t *testing.T) {
 // reads also go through tables' fragmented tombstones (L0 files, no
 // compaction), at the latest state and at snapshots older than them.
 // Flushing every 60 steps leaves few enough sources for the iterator to
-// check each one's fragments separately (tombSet parts); every 30 steps,
-// more than maxTombParts, so it merges them.
+// check each one's fragments separately (the parts of a rangedel.Set);
+// every 30 steps, more than rangedel's maxSetParts, so it merges them.
 func TestTableTombstoneFragments(t *testing.T) {
 	for _, every := range []int{30, 60} {
 		t.Run(fmt.Sprintf("flushEvery=%d", every), func(t *testing.T) { testTombstoneReads(t, every) })

@@ -88,7 +88,7 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 	case opts.ReadOnly:
 		d.log = discardLogger{}
 	default:
-		d.log = openEventLog(fs, dir)
+		d.log = openInfoLog(fs, dir)
 	}
 	d.events = newEventQueue()
 	d.vs = versionSet{fs: fs, dirname: dir, dataDir: d.dataDir, cksum: d.cksum, log: d.log, onObsolete: d.onObsoleteTables,

@@ -202,7 +202,7 @@ type Options struct {
 	// DisableAutomaticCompactions turns background compactions off; Compact
 	// still works. For tests and benchmarks that control the LSM shape.
 	DisableAutomaticCompactions bool
-	// Logger receives the event log instead of the LOG file. Default: the
+	// Logger receives the info log instead of the LOG file. Default: the
 	// LOG file of the DB directory (none when ReadOnly).
 	Logger Logger
 	// EventListener is told about flushes, compactions, WAL switches,

@@ -30,7 +30,7 @@ func init() {
 // that entry's user-key bytes and value bytes in the arena, and whether the
 // entry is a range tombstone (valueBytes is then its end key). It reports
 // whether an entry was found. Reads use a checked copy of a memtable's range
-// tombstones (see memtable_tombstones.go), so a flip in a tombstone's arena
+// tombstones (see rangedel.Cache), so a flip in a tombstone's arena
 // bytes does not reach reads at all; flush validation and DB.Verify catch it.
 func (d *DB) memtableEntryKind(key []byte, fn func(keyBytes, valueBytes []byte, rangeDel bool)) bool {
 	rs := d.loadReadState()

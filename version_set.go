@@ -22,7 +22,7 @@ type versionSet struct {
 	dirname string
 	dataDir vfs.File
 	cksum   checksum.Type
-	log     eventLogger
+	log     infoLogger
 
 	current     *manifest.Version
 	nextFileNum uint64

@@ -30,7 +30,7 @@ func (l *recordingLogger) Errorf(f string, a ...any) {
 }
 
 // The listener hears flushes, compactions, WAL switches and the corruption
-// a read finds; Options.Logger gets the event log instead of the LOG file.
+// a read finds; Options.Logger gets the info log instead of the LOG file.
 func TestEventListenerAndLogger(t *testing.T) {
 	fs := vfs.NewMem()
 	var mu sync.Mutex

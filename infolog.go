@@ -8,7 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 )
 
-// eventLog writes the human-readable LOG file of a DB directory: opens,
+// infoLog writes the human-readable LOG file of a DB directory: opens,
 // flushes, rotations, compactions, stalls and errors, one timestamped line
 // each. It is for people debugging a DB, not for recovery; failures to write
 // it are ignored after the first (which is remembered).
@@ -19,7 +19,7 @@ import (
 // count is written once the writer catches up.
 //
 // Safe for concurrent use.
-type eventLog struct {
+type infoLog struct {
 	mu      sync.Mutex
 	cond    sync.Cond
 	f       vfs.File
@@ -33,25 +33,25 @@ type eventLog struct {
 // maxPendingLog bounds the LOG lines waiting for the writer.
 const maxPendingLog = 1 << 20
 
-// openEventLog moves an existing LOG to LOG.old and starts a new one. A nil
+// openInfoLog moves an existing LOG to LOG.old and starts a new one. A nil
 // fs or read-only DB gets a log that discards everything.
-func openEventLog(fs vfs.FS, dir string) *eventLog {
+func openInfoLog(fs vfs.FS, dir string) *infoLog {
 	name := makeFilename(fs, dir, fileTypeInfoLog, 0)
 	if _, err := fs.Stat(name); err == nil {
 		_ = fs.Rename(name, fs.PathJoin(dir, "LOG.old"))
 	}
 	f, err := fs.Create(name)
 	if err != nil {
-		return &eventLog{err: err}
+		return &infoLog{err: err}
 	}
-	l := &eventLog{f: f, done: make(chan struct{})}
+	l := &infoLog{f: f, done: make(chan struct{})}
 	l.cond.L = &l.mu
 	go l.writer()
 	return l
 }
 
 // Infof logs one event.
-func (l *eventLog) Infof(format string, args ...any) {
+func (l *infoLog) Infof(format string, args ...any) {
 	if l == nil {
 		return
 	}
@@ -59,14 +59,14 @@ func (l *eventLog) Infof(format string, args ...any) {
 }
 
 // Errorf logs one error event.
-func (l *eventLog) Errorf(format string, args ...any) {
+func (l *infoLog) Errorf(format string, args ...any) {
 	if l == nil {
 		return
 	}
 	l.write("ERROR", format, args...)
 }
 
-func (l *eventLog) write(level, format string, args ...any) {
+func (l *infoLog) write(level, format string, args ...any) {
 	line := fmt.Sprintf("%s %-5s %s\n", time.Now().UTC().Format("2006/01/02-15:04:05.000000"), level, fmt.Sprintf(format, args...))
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -82,7 +82,7 @@ func (l *eventLog) write(level, format string, args ...any) {
 }
 
 // writer hands queued lines to the file until Close.
-func (l *eventLog) writer() {
+func (l *infoLog) writer() {
 	defer close(l.done)
 	var buf []byte
 	for {
@@ -119,7 +119,7 @@ func (l *eventLog) writer() {
 }
 
 // Close writes what is queued, syncs and closes the log.
-func (l *eventLog) Close() error {
+func (l *infoLog) Close() error {
 	if l == nil {
 		return nil
 	}
@@ -135,3 +135,33 @@ func (l *eventLog) Close() error {
 	_ = l.f.Sync()
 	return l.f.Close()
 }
+
+// Logger receives the DB's info log lines (RocksDB's name for its LOG):
+// opens, flushes, rotations, compactions, stalls and errors, for people
+// reading them. (EventListener, not this, is for programs reacting to
+// events.) By default they go to the LOG file of the
+// DB directory; Options.Logger sends them elsewhere instead. Its methods
+// may be called from any goroutine, and must not call back into the DB.
+type Logger interface {
+	Infof(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+// infoLogger is what the DB logs through: the LOG file (infoLog), the
+// user's Logger, or nothing (read-only).
+type infoLogger interface {
+	Logger
+	Close() error
+}
+
+// userLogger adapts a Logger.
+type userLogger struct{ Logger }
+
+func (userLogger) Close() error { return nil }
+
+// discardLogger logs nothing (read-only DBs write no LOG).
+type discardLogger struct{}
+
+func (discardLogger) Infof(string, ...any)  {}
+func (discardLogger) Errorf(string, ...any) {}
+func (discardLogger) Close() error          { return nil }
