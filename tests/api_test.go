@@ -153,8 +153,18 @@ func TestHas(t *testing.T) {
 				t.Fatalf("%s: Has(%s) = %v, %v; want %v", when, k, got, err, want)
 			}
 		}
+		// AllocsPerRun counts every goroutine's allocations, and the DB's
+		// background goroutines (a flush's closing syncs, the LOG writer)
+		// may allocate meanwhile: Has allocates only if every one of a few
+		// measurements says so.
 		key := []byte("a")
-		if n := testing.AllocsPerRun(20, func() { _, _ = db.Has(key) }); n > 0 {
+		n := 0.0
+		for try := 0; try < 5; try++ {
+			if n = testing.AllocsPerRun(20, func() { _, _ = db.Has(key) }); n == 0 {
+				break
+			}
+		}
+		if n > 0 {
 			t.Fatalf("%s: Has of a 1 MiB value allocates %.0f times", when, n)
 		}
 	}
