@@ -113,64 +113,24 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 	}
 
 	var mem *memTableEntry
-	var stallStart time.Time
-	var stallReason string
-	for {
-		d.commitMu.Lock()
-		if d.closed.Load() {
-			d.commitMu.Unlock()
-			return ErrClosed
-		}
-		// Again under commitMu: a rotation that failed while we waited for
-		// it leaves the old memtable with room but its WAL closed.
-		if err := d.writable(); err != nil {
-			d.commitMu.Unlock()
-			return err
-		}
-		var reason string
-		var err error
-		mem, reason, err = d.makeRoomForWrite(b.memSize)
-		if err != nil {
-			d.commitMu.Unlock()
-			return err
-		}
-		if reason == "" {
-			break
-		}
-		// Stall without commitMu, so that Flush, Compact and Close (which
-		// take it) can still run and clear the stall or end it.
+	room := func() (stall string, err error) {
+		mem, stall, err = d.makeRoomForWrite(b.memSize)
+		return stall, err
+	}
+	if err := d.enterCommit(room, d.rotationClearedLocked); err != nil {
+		return err
+	}
+	n := uint64(b.count)
+	slot, err := d.sequence(n, func(seq uint64) []byte {
+		b.setSeqNum(seq)
+		mem.lastSeq.Store(seq + n - 1)
+		return b.data
+	})
+	if err != nil {
 		d.commitMu.Unlock()
-		if stallReason == "" {
-			stallStart, stallReason = time.Now(), reason
-			d.log.Infof("write stall: %s", reason)
-			d.emitStall(true, StallInfo{Reason: reason})
-		}
-		if err := d.waitForStall(); err != nil {
-			d.endStall(stallStart, stallReason)
-			return err
-		}
-	}
-	if stallReason != "" {
-		d.endStall(stallStart, stallReason)
-	}
-	seq := d.nextSeq
-	d.nextSeq += uint64(b.count)
-	b.setSeqNum(seq)
-	mem.lastSeq.Store(d.nextSeq - 1)
-	var walEnd int64
-	walW := d.walW
-	if !d.opts.DisableWAL {
-		var err error
-		walEnd, err = walW.WriteRecord(b.data)
-		if err != nil {
-			d.commitMu.Unlock()
-			return d.walFailed(err)
-		}
-		d.stats.walBytes.Add(int64(len(b.data)))
-		d.stats.walRecords.Add(1)
+		return d.walFailed(err)
 	}
 	mem.writers.add()
-	ticket := d.pub.enqueue(seq + uint64(b.count) - 1)
 	d.commitMu.Unlock()
 	if h := d.testingHooks; h != nil && h.beforeApply != nil {
 		h.beforeApply()
@@ -182,21 +142,10 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 		// batch's seqnums become visible, so no reader sees half a batch;
 		// the WAL holds the whole batch for the next Open.
 		mem.poison(applyErr)
+		syncWAL = false
 	}
 	mem.writers.done()
-	var syncErr error
-	if applyErr == nil && syncWAL {
-		// Durable first, visible second. Concurrent synced writers share
-		// one fsync (group commit in package wal).
-		syncErr = walW.SyncTo(walEnd)
-	}
-	if syncErr != nil {
-		// The batch may not be durable: it must never become visible, nor
-		// anything after it (visibility is a prefix of the commit order).
-		d.pub.fail(ticket)
-		return d.walFailed(syncErr)
-	}
-	if err := d.pub.publish(ticket, &d.visibleSeq); err != nil {
+	if err := d.finishCommit(slot, syncWAL); err != nil {
 		return err
 	}
 	if applyErr != nil {
@@ -206,6 +155,102 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 		return applyErr
 	}
 	return nil
+}
+
+// The steps every commit takes (Apply, a large batch, an ingestion), in
+// order: enterCommit (commitMu, once the write fits, stalling until it
+// does), sequence (seqnums, the WAL record, the publish ticket, still under
+// commitMu), then, without locks, the path's own work (a memtable insert;
+// nothing for a large batch; a flush and a MANIFEST edit for an ingestion)
+// and finishCommit (the WAL synced if asked, then visible in seqnum order).
+
+// commitSlot is a commit's place once sequenced: its first seqnum, its
+// publish ticket, and the end of its WAL record (walW nil without a WAL).
+type commitSlot struct {
+	seq, ticket uint64
+	walW        *wal.Writer
+	walEnd      int64
+}
+
+// enterCommit returns with commitMu held once room, called under it, says
+// the write fits (""), or with an error, without commitMu. Otherwise room
+// returned the reason to stall: enterCommit releases commitMu (so that
+// Flush, Compact and Close, which take it, can clear the stall or end it),
+// waits until cleared (called under d.mu) holds, and tries again. A stall
+// is logged, counted and reported to the EventListener once, however many
+// rounds it takes. This is the one stall loop of the write path.
+func (d *DB) enterCommit(room func() (stall string, err error), cleared func() bool) error {
+	var stallStart time.Time
+	var stallReason string
+	defer func() {
+		if stallReason != "" {
+			d.endStall(stallStart, stallReason)
+		}
+	}()
+	for {
+		d.commitMu.Lock()
+		// Checked again under commitMu: a rotation that failed while we
+		// waited leaves the old memtable with room but its WAL closed.
+		if err := d.writable(); err != nil {
+			d.commitMu.Unlock()
+			return err
+		}
+		reason, err := room()
+		if err != nil {
+			d.commitMu.Unlock()
+			return err
+		}
+		if reason == "" {
+			return nil
+		}
+		d.commitMu.Unlock()
+		if stallReason == "" {
+			stallStart, stallReason = time.Now(), reason
+			d.log.Infof("write stall: %s", reason)
+			d.emitStall(true, StallInfo{Reason: reason})
+		}
+		if err := d.waitStalled(cleared); err != nil {
+			return err
+		}
+	}
+}
+
+// sequence takes the next n seqnums for a commit, appends the WAL record
+// encode builds for the first of them (unless the WAL is disabled) and
+// takes the commit's publish ticket. commitMu is held, so WAL order is
+// seqnum order and tickets follow both. On a WAL write failure nothing is
+// enqueued and the WAL's error is returned: the caller makes the DB
+// read-only with walFailed (or walFailedLocked, holding d.mu).
+func (d *DB) sequence(n uint64, encode func(seq uint64) []byte) (commitSlot, error) {
+	s := commitSlot{seq: d.nextSeq}
+	d.nextSeq += n
+	rec := encode(s.seq)
+	if !d.opts.DisableWAL {
+		s.walW = d.walW
+		var err error
+		if s.walEnd, err = s.walW.WriteRecord(rec); err != nil {
+			return commitSlot{}, err
+		}
+		d.stats.walBytes.Add(int64(len(rec)))
+		d.stats.walRecords.Add(1)
+	}
+	s.ticket = d.pub.enqueue(s.seq + n - 1)
+	return s, nil
+}
+
+// finishCommit makes a sequenced commit durable if sync asks (concurrent
+// synced writers share one fsync: group commit, in package wal), then
+// visible, after every commit before it. Durable first, visible second: a
+// commit whose sync failed never becomes visible, nor does anything after
+// it (visibility is a prefix of the commit order).
+func (d *DB) finishCommit(s commitSlot, sync bool) error {
+	if sync && s.walW != nil {
+		if err := s.walW.SyncTo(s.walEnd); err != nil {
+			d.pub.fail(s.ticket)
+			return d.walFailed(err)
+		}
+	}
+	return d.pub.publish(s.ticket, &d.visibleSeq)
 }
 
 // writeDelay is the schedule of slowed-down writes: each write reserves its
@@ -256,17 +301,9 @@ func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
 	if err != nil {
 		return err
 	}
-	var stallStart time.Time
-	var stallReason string
 	var need int
-	for {
-		d.commitMu.Lock()
-		if err := d.writable(); err != nil {
-			d.commitMu.Unlock()
-			fb.Release()
-			return err
-		}
-		d.mu.Lock()
+	room := func() (string, error) {
+		d.mu.Lock() // kept on success
 		// The batch takes a place in the immutable list, and so does the
 		// mutable memtable if it holds anything.
 		need = 1
@@ -277,69 +314,71 @@ func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
 		switch {
 		case len(d.imm)+need > max(d.opts.MaxImmutableMemtables, need):
 			reason = fmt.Sprintf("too many immutable memtables for a large batch (%d, MaxImmutableMemtables=%d)", len(d.imm), d.opts.MaxImmutableMemtables)
-		case len(d.vs.current.Levels[0]) >= d.opts.L0StopWritesTrigger:
+		case d.l0Stopped():
 			reason = d.stallReasonLocked()
 		case !d.walReadyLocked():
 			// The batch ends its WAL (see below): the next must be ready.
 			d.maybePrepareWALLocked()
 			reason = stallNoSpareWAL
 		}
-		if reason == "" {
-			break
+		if reason != "" {
+			d.maybeScheduleFlushLocked()
+			d.maybeScheduleCompactionLocked()
+			d.mu.Unlock()
 		}
-		d.maybeScheduleFlushLocked()
-		d.maybeScheduleCompactionLocked()
-		d.mu.Unlock()
-		d.commitMu.Unlock()
-		if stallReason == "" {
-			stallStart, stallReason = time.Now(), reason
-			d.log.Infof("write stall: %s", reason)
-			d.emitStall(true, StallInfo{Reason: reason})
-		}
-		if err := d.waitForFlushableRoom(need); err != nil {
-			d.endStall(stallStart, stallReason)
-			fb.Release()
-			return err
-		}
+		return reason, nil
+	}
+	cleared := func() bool {
+		return len(d.imm)+need <= max(d.opts.MaxImmutableMemtables, need) && !d.l0Stopped() && d.walReadyLocked()
+	}
+	if err := d.enterCommit(room, cleared); err != nil {
+		fb.Release()
+		return err
 	}
 	// d.mu and commitMu are held.
-	if stallReason != "" {
-		d.endStall(stallStart, stallReason)
+	slot, err := d.queueFlushable(b, fb, need)
+	d.mu.Unlock()
+	d.commitMu.Unlock()
+	if err != nil {
+		return err
 	}
-	// The batch's WAL ends with it: later writes go to the next WAL, in a
-	// new mutable memtable, so that once the batch is flushed its WAL (as
-	// large as the batch) is obsolete and deleted, not replayed at every
-	// reopen until the memtable after it is flushed too. Without a WAL a
-	// new memtable is needed only if the mutable one holds data.
+	return d.finishCommit(slot, syncWAL)
+}
+
+// queueFlushable sequences the large batch b (as fb) and puts it in the
+// immutable list, need being 2 if the mutable memtable goes there first.
+// d.mu and commitMu are held; on error fb is released.
+//
+// The batch's WAL ends with it: later writes go to the next WAL, in a new
+// mutable memtable, so that once the batch is flushed its WAL (as large as
+// the batch) is obsolete and deleted, not replayed at every reopen until
+// the memtable after it is flushed too. Without a WAL a new memtable is
+// needed only if the mutable one holds data.
+func (d *DB) queueFlushable(b *Batch, fb *flushableBatch, need int) (commitSlot, error) {
 	var mt *memtable.MemTable
 	if need == 2 || !d.opts.DisableWAL {
+		var err error
 		if mt, err = d.newMemTable(d.memtableSizeFor(0)); err != nil {
-			d.mu.Unlock()
-			d.commitMu.Unlock()
 			fb.Release()
-			return err
+			return commitSlot{}, err
 		}
 	}
-	seq := d.nextSeq
-	d.nextSeq += uint64(b.count)
-	b.setSeqNum(seq)
-	fb.setSeq(seq)
-	var walEnd int64
-	walW, batchLog, memLog := d.walW, d.walNum, d.walNum
-	if !d.opts.DisableWAL {
-		walEnd, err = walW.WriteRecord(b.data)
-		if err == nil {
-			d.stats.walBytes.Add(int64(len(b.data)))
-			d.stats.walRecords.Add(1)
-			memLog, err = d.switchWALLocked()
+	batchLog, memLog := d.walNum, d.walNum
+	slot, err := d.sequence(uint64(b.count), func(seq uint64) []byte {
+		b.setSeqNum(seq)
+		fb.setSeq(seq)
+		return b.data
+	})
+	if err == nil && !d.opts.DisableWAL {
+		if memLog, err = d.switchWALLocked(); err != nil {
+			d.pub.fail(slot.ticket) // never visible: its WAL did not close
 		}
-		if err != nil {
-			d.mu.Unlock()
-			d.commitMu.Unlock()
-			fb.Release()
-			releaseMemTable(mt, &d.stats.memtableBytes)
-			return d.walFailed(err)
-		}
+	}
+	if err != nil {
+		err = d.walFailedLocked(err)
+		fb.Release()
+		releaseMemTable(mt, &d.stats.memtableBytes)
+		return commitSlot{}, err
 	}
 	old := d.mem
 	if mt != nil {
@@ -357,29 +396,9 @@ func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
 		// hold it keep their own references.
 		old.unref()
 	}
-	d.log.Infof("large batch of %d records (%d bytes) queued for flush as a table, seqs %d..%d", b.count, len(b.data), seq, seq+uint64(b.count)-1)
+	d.log.Infof("large batch of %d records (%d bytes) queued for flush as a table, seqs %d..%d", b.count, len(b.data), slot.seq, slot.seq+uint64(b.count)-1)
 	d.maybeScheduleFlushLocked()
-	ticket := d.pub.enqueue(seq + uint64(b.count) - 1)
-	d.mu.Unlock()
-	d.commitMu.Unlock()
-
-	if syncWAL {
-		if err := walW.SyncTo(walEnd); err != nil {
-			d.pub.fail(ticket)
-			return d.walFailed(err)
-		}
-	}
-	return d.pub.publish(ticket, &d.visibleSeq)
-}
-
-// waitForFlushableRoom waits, without commitMu, until need more entries
-// fit the immutable list, L0 is below the stop trigger and the next WAL is
-// ready.
-func (d *DB) waitForFlushableRoom(need int) error {
-	return d.waitStalled(func() bool {
-		return len(d.imm)+need <= max(d.opts.MaxImmutableMemtables, need) && len(d.vs.current.Levels[0]) < d.opts.L0StopWritesTrigger &&
-			d.walReadyLocked()
-	})
+	return slot, nil
 }
 
 // endStall records a write stall that began at start.
@@ -423,8 +442,13 @@ func (d *DB) SyncWAL() error {
 // may now miss acknowledged writes, so the DB stops accepting more.
 func (d *DB) walFailed(err error) error {
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.walFailedLocked(err)
+}
+
+// walFailedLocked is walFailed with d.mu held.
+func (d *DB) walFailedLocked(err error) error {
 	d.setBackgroundErrorLocked(err, "WAL write")
-	d.mu.Unlock()
 	return fmt.Errorf("%w: WAL write failed: %w", ErrReadOnly, err)
 }
 
@@ -490,26 +514,36 @@ func (d *DB) makeRoomForWrite(memSize int) (*memTableEntry, string, error) {
 	}
 }
 
+// The stall policy. A write stops (stalls) while its memtable cannot be
+// had: too many immutable memtables wait for a flush, L0 holds
+// L0StopWritesTrigger files or more, or the next WAL is not ready. Between
+// L0SlowdownWritesTrigger and the stop it is slowed (slowDown). These are
+// the only checks; every path asks them through the functions below.
+
+// l0Stopped reports whether L0 holds enough files to stop writes. d.mu is
+// held.
+func (d *DB) l0Stopped() bool { return len(d.vs.current.Levels[0]) >= d.opts.L0StopWritesTrigger }
+
 // stallReasonLocked says why a rotation must wait, or "" if it need not.
 // d.mu is held.
 func (d *DB) stallReasonLocked() string {
 	switch {
 	case len(d.imm) >= d.opts.MaxImmutableMemtables:
 		return fmt.Sprintf("too many immutable memtables (%d, MaxImmutableMemtables=%d)", len(d.imm), d.opts.MaxImmutableMemtables)
-	case len(d.vs.current.Levels[0]) >= d.opts.L0StopWritesTrigger:
+	case d.l0Stopped():
 		return fmt.Sprintf("too many L0 files (%d, L0StopWritesTrigger=%d)", len(d.vs.current.Levels[0]), d.opts.L0StopWritesTrigger)
 	}
 	return ""
 }
 
+// rotationClearedLocked reports whether a rotation no longer needs to
+// wait: a stall of makeRoomForWrite has cleared. d.mu is held.
+func (d *DB) rotationClearedLocked() bool { return d.stallReasonLocked() == "" && d.walReadyLocked() }
+
 // waitForStall waits, without commitMu, until the stall that stopped a
 // write has cleared. It returns an error if the DB closed or stopped by a
 // background error meanwhile.
-func (d *DB) waitForStall() error {
-	return d.waitStalled(func() bool {
-		return d.stallReasonLocked() == "" && d.walReadyLocked()
-	})
-}
+func (d *DB) waitForStall() error { return d.waitStalled(d.rotationClearedLocked) }
 
 // waitStalled is the one stall wait: a stalled writer (counted in
 // Metrics.Stall.Waiting) waits under d.mu's condition until cleared (called

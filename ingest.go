@@ -15,7 +15,6 @@ import (
 	"github.com/vigildb/vigil/internal/vfsutil"
 	"github.com/vigildb/vigil/memtable"
 	"github.com/vigildb/vigil/sst"
-	"github.com/vigildb/vigil/wal"
 )
 
 // Ingestion: external tables (written by ExternalWriter) join the LSM
@@ -258,10 +257,11 @@ func (d *DB) ingest(op string, paths []string, excise bool, start, end []byte) (
 	if excise {
 		nseq = 2
 	}
-	seq, ticket, walW, walEnd, wait, err := d.ingestTakeSeqnums(spans, nseq)
+	slot, wait, err := d.ingestTakeSeqnums(spans, nseq)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	seq, ticket := slot.seq, slot.ticket
 	// From here the seqnums are taken: every path ends the gate and
 	// publishes or fails the ticket, or writers behind wait forever.
 	// failTicket says the ingestion may be (or must be treated as) part of
@@ -291,8 +291,8 @@ func (d *DB) ingest(op string, paths []string, excise bool, start, end []byte) (
 		}
 	}
 	// Step 5: the WAL holds everything before the ingestion.
-	if walW != nil {
-		if err := walW.SyncTo(walEnd); err != nil && !errors.Is(err, base.ErrClosed) {
+	if slot.walW != nil {
+		if err := slot.walW.SyncTo(slot.walEnd); err != nil && !errors.Is(err, base.ErrClosed) {
 			failTicket = true // stays invisible with everything after
 			return d.walFailed(err)
 		}
@@ -559,38 +559,32 @@ func memtableOverlaps(e *memTableEntry, spans []keySpan) (bool, error) {
 // WAL, takes a publisher ticket and sets the flush gate (d.ingestSeq).
 // wait is the newest memtable that overlaps the spans, which must be
 // flushed before the edit (nil if none). compactionMu is held.
-func (d *DB) ingestTakeSeqnums(spans []keySpan, n uint64) (seq, ticket uint64, walW *wal.Writer, walEnd int64, wait *memTableEntry, err error) {
-	for {
-		d.commitMu.Lock()
-		if err := d.writable(); err != nil {
-			d.commitMu.Unlock()
-			return 0, 0, nil, 0, nil, err
-		}
+func (d *DB) ingestTakeSeqnums(spans []keySpan, n uint64) (slot commitSlot, wait *memTableEntry, err error) {
+	var newest *memTableEntry
+	room := func() (string, error) {
 		// d.mem changes only under commitMu, so rs.mem is d.mem; the
 		// reference keeps the immutable ones alive while we read them.
 		rs := d.loadReadState()
 		if rs == nil {
-			d.commitMu.Unlock()
-			return 0, 0, nil, 0, nil, ErrClosed
+			return "", ErrClosed
 		}
 		// Flush order: the immutables oldest first, then the mutable one.
 		order := append(slices.Clone(rs.imms), rs.mem)
 		slices.Reverse(order[:len(order)-1])
-		var newest *memTableEntry
+		newest = nil
 		for _, e := range order {
 			e.writers.wait()
 			over, err := memtableOverlaps(e, spans)
 			if err != nil {
 				rs.unref()
-				d.commitMu.Unlock()
-				return 0, 0, nil, 0, nil, d.memCorruption(err)
+				return "", d.memCorruption(err)
 			}
 			if over {
 				newest = e
 			}
 		}
 		rs.unref()
-		d.mu.Lock()
+		d.mu.Lock() // kept on success
 		if newest != nil && newest == d.mem {
 			// A write into the spans came in since step 3: rotate, and
 			// flush it while the seqnums are held.
@@ -598,38 +592,32 @@ func (d *DB) ingestTakeSeqnums(spans []keySpan, n uint64) (seq, ticket uint64, w
 				if !errors.Is(err, errNoSpareWAL) {
 					d.setBackgroundErrorLocked(err, "memtable rotation")
 					d.mu.Unlock()
-					d.commitMu.Unlock()
-					return 0, 0, nil, 0, nil, err
+					return "", err
 				}
 				d.mu.Unlock()
-				d.commitMu.Unlock()
-				if err := d.waitForStall(); err != nil {
-					return 0, 0, nil, 0, nil, err
-				}
-				continue
+				return stallNoSpareWAL, nil
 			}
 		}
-		seq = d.nextSeq
-		d.nextSeq += n
-		d.mem.lastSeq.Store(d.nextSeq - 1)
-		if !d.opts.DisableWAL {
-			walW = d.walW
-			if walEnd, err = walW.WriteRecord(encodeWALIngest(seq, seq+n-1)); err != nil {
-				d.mu.Unlock()
-				d.commitMu.Unlock()
-				return 0, 0, nil, 0, nil, d.walFailed(err)
-			}
-			d.stats.walRecords.Add(1)
-		}
-		ticket = d.pub.enqueue(seq + n - 1)
-		d.ingestSeq = seq
-		if newest != nil {
-			d.maybeScheduleFlushLocked()
-		}
-		d.mu.Unlock()
-		d.commitMu.Unlock()
-		return seq, ticket, walW, walEnd, newest, nil
+		return "", nil
 	}
+	if err := d.enterCommit(room, d.rotationClearedLocked); err != nil {
+		return commitSlot{}, nil, err
+	}
+	// commitMu and d.mu are held.
+	defer d.commitMu.Unlock()
+	defer d.mu.Unlock()
+	slot, err = d.sequence(n, func(seq uint64) []byte {
+		d.mem.lastSeq.Store(seq + n - 1)
+		return encodeWALIngest(seq, seq+n-1)
+	})
+	if err != nil {
+		return commitSlot{}, nil, d.walFailedLocked(err)
+	}
+	d.ingestSeq = slot.seq
+	if newest != nil {
+		d.maybeScheduleFlushLocked()
+	}
+	return slot, newest, nil
 }
 
 // waitFlushed waits until memtable e is flushed (the flush goroutine takes
