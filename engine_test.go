@@ -166,7 +166,7 @@ func testTables(t testing.TB, fs vfs.FS, input string) []*manifest.FileMetadata 
 // (one per line), iterated as one, within optional bounds, opening each
 // table only when the iteration reaches it.
 func TestLevelIter(t *testing.T) {
-	var d *DB
+	var tc *tableCache
 	var files []*manifest.FileMetadata
 	datadriven.RunTest(t, "testdata/level_iter", func(t *testing.T, td *datadriven.TestData) string {
 		switch td.Cmd {
@@ -175,8 +175,7 @@ func TestLevelIter(t *testing.T) {
 			if err := fs.MkdirAll("db", 0o755); err != nil {
 				t.Fatal(err)
 			}
-			d = &DB{dirname: "db", fs: fs, opts: (&Options{FS: fs}).EnsureDefaults()}
-			d.tableCache = newTableCache(d, 100)
+			tc = newTableCache(tableCacheOptions{fs: fs, dirname: "db"}, 100)
 			files = testTables(t, fs, td.Input)
 			var b strings.Builder
 			for _, f := range files {
@@ -194,13 +193,13 @@ func TestLevelIter(t *testing.T) {
 			if upper != "" {
 				hi = []byte(upper)
 			}
-			before := d.tableCache.hits() + d.tableCache.misses.Load()
-			it := newLevelIter(d, files, lo, hi, sst.ReadOptions{})
+			before := tc.hits() + tc.misses.Load()
+			it := newLevelIter(tc, files, lo, hi, sst.ReadOptions{})
 			out := runIterOps(t, it, td.Input)
 			if err := it.Close(); err != nil {
 				t.Fatal(err)
 			}
-			gets := d.tableCache.hits() + d.tableCache.misses.Load() - before
+			gets := tc.hits() + tc.misses.Load() - before
 			return out + fmt.Sprintf("tables read: %d\n", gets)
 		}
 		t.Fatalf("unknown command %q", td.Cmd)

@@ -132,7 +132,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 			}
 			continue
 		}
-		children = append(children, newLevelIter(d, files, it.lower, it.upper, ro))
+		children = append(children, newLevelIter(d.tableCache, files, it.lower, it.upper, ro))
 	}
 	it.tombs = tombs.Set(snap)
 	it.iter = newMergingIter(children)

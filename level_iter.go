@@ -14,7 +14,7 @@ import (
 //
 // Not safe for concurrent use.
 type levelIter struct {
-	d            *DB
+	tables       *tableCache
 	files        []*manifest.FileMetadata
 	lower, upper []byte
 	ro           sst.ReadOptions
@@ -24,8 +24,8 @@ type levelIter struct {
 	err          error
 }
 
-func newLevelIter(d *DB, files []*manifest.FileMetadata, lower, upper []byte, ro sst.ReadOptions) *levelIter {
-	return &levelIter{d: d, files: files, lower: lower, upper: upper, ro: ro, idx: -1}
+func newLevelIter(tables *tableCache, files []*manifest.FileMetadata, lower, upper []byte, ro sst.ReadOptions) *levelIter {
+	return &levelIter{tables: tables, files: files, lower: lower, upper: upper, ro: ro, idx: -1}
 }
 
 // inBounds reports whether file i may hold keys within the iterator bounds.
@@ -50,7 +50,7 @@ func (l *levelIter) open(i int) bool {
 		return true
 	}
 	l.closeFile()
-	h, err := l.d.tableCache.get(l.files[i])
+	h, err := l.tables.get(l.files[i])
 	if err != nil {
 		l.err = err
 		return false

@@ -116,7 +116,8 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 	case opts.BlockCacheSize > 0:
 		d.blockCache = cache.New(opts.BlockCacheSize)
 	}
-	d.tableCache = newTableCache(d, opts.MaxOpenFiles)
+	d.tableCache = newTableCache(tableCacheOptions{fs: fs, dirname: dir, blockCache: d.blockCache,
+		paranoidCacheChecks: opts.ParanoidMemoryChecks}, opts.MaxOpenFiles)
 
 	if err := d.replayWALs(); err != nil {
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/vigildb/vigil/internal/cache"
 	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/internal/rangedel"
 	"github.com/vigildb/vigil/sst"
@@ -28,7 +30,7 @@ import (
 // reader, and a count that reached zero is never raised again (get's
 // tryRef), so a closed reader is never handed out.
 type tableCache struct {
-	d        *DB
+	tableCacheOptions
 	capacity int
 
 	// entries maps a file number to its *tableEntry; read without mu.
@@ -72,12 +74,24 @@ type tableEntry struct {
 	pos int
 }
 
-func newTableCache(d *DB, capacity int) *tableCache {
+// tableCacheOptions are what the table cache opens tables with: the DB's
+// file system and directory, its block cache (nil: none) and whether
+// cached blocks are re-verified on every hit.
+type tableCacheOptions struct {
+	fs                  vfs.FS
+	dirname             string
+	blockCache          *cache.Cache
+	paranoidCacheChecks bool
+}
+
+// newTableCache returns a cache of at most capacity open tables (less a
+// few, for the other files a DB keeps open).
+func newTableCache(o tableCacheOptions, capacity int) *tableCache {
 	// Leave room for the WALs, MANIFEST, LOG and directory handles.
 	if capacity > 64 {
 		capacity -= 10
 	}
-	return &tableCache{d: d, capacity: capacity}
+	return &tableCache{tableCacheOptions: o, capacity: capacity}
 }
 
 // tryRef takes a reference unless the count already reached zero (the
@@ -172,13 +186,12 @@ func (c *tableCache) getSlow(f *manifest.FileMetadata) (*tableEntry, error) {
 // (size, identity, whole-file checksum): a file put in its place is
 // ErrCorruption here, for every reader alike.
 func (c *tableCache) open(f *manifest.FileMetadata) (*sst.Reader, error) {
-	d := c.d
-	name := makeFilename(d.fs, d.dirname, fileTypeTable, f.FileNum)
-	r, err := sst.OpenFile(d.fs, name, sst.ReaderOptions{
+	name := makeFilename(c.fs, c.dirname, fileTypeTable, f.FileNum)
+	r, err := sst.OpenFile(c.fs, name, sst.ReaderOptions{
 		FileNum:             f.FileNum,
-		Cache:               d.blockCache,
+		Cache:               c.blockCache,
 		CacheID:             c.nextCacheID.Add(1),
-		ParanoidCacheChecks: d.opts.ParanoidMemoryChecks,
+		ParanoidCacheChecks: c.paranoidCacheChecks,
 		GlobalSeqNum:        f.GlobalSeqNum,
 		Expect:              f.Expected(),
 	})

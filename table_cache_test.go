@@ -19,15 +19,12 @@ func newTestTableCache(t *testing.T, capacity, n int) (*tableCache, []*manifest.
 	if err := fs.MkdirAll("db", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d := &DB{dirname: "db", fs: fs, opts: (&Options{FS: fs}).EnsureDefaults()}
 	var b strings.Builder
 	for i := 0; i < n; i++ {
 		fmt.Fprintf(&b, "k%03d#1,SET=v%d\n", i, i)
 	}
 	files := testTables(t, fs, b.String())
-	c := newTableCache(d, capacity)
-	d.tableCache = c
-	return c, files
+	return newTableCache(tableCacheOptions{fs: fs, dirname: "db"}, capacity), files
 }
 
 // cached lists the file numbers the cache holds, in ring order.
