@@ -1,6 +1,7 @@
 package vigil
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
 	"time"
@@ -75,7 +76,7 @@ func (d *DB) compactionLoop() {
 			d.mu.Lock()
 			var c *compaction
 			if d.bgErr == nil && !d.opts.DisableAutomaticCompactions {
-				c = d.pickCompactionLocked()
+				c = d.picker.pick(d.vs.current)
 			}
 			d.mu.Unlock()
 			if c == nil {
@@ -89,6 +90,51 @@ func (d *DB) compactionLoop() {
 			}
 		}
 	}
+}
+
+// Compact compacts every level's files overlapping [start, end] (nil for
+// unbounded) down to the bottom-most level that holds data, rewrites that
+// level's files in the range in place (dropping versions no snapshot needs
+// and tombstones with nothing below them), and waits. It flushes the
+// memtable first, so all data in the range ends up compacted. The steps
+// are the policy's (compactionPolicy.manual).
+func (d *DB) Compact(start, end []byte) error {
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	if start != nil && end != nil && bytes.Compare(start, end) > 0 {
+		return base.InvalidArgumentErrorf("Compact: start %s > end %s", base.HexKey(start), base.HexKey(end))
+	}
+	if err := d.Flush(); err != nil {
+		return err
+	}
+	d.compactionMu.Lock()
+	defer d.compactionMu.Unlock()
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	prevOutput := -1 // output level of the previous step
+	for level := 0; level < manifest.NumLevels; level++ {
+		d.mu.Lock()
+		if d.bgErr != nil {
+			err := d.bgErr
+			d.mu.Unlock()
+			return fmt.Errorf("%w: %w", ErrReadOnly, err)
+		}
+		c, done := d.picker.manual(d.vs.current, level, start, end, prevOutput)
+		d.mu.Unlock()
+		if done {
+			break
+		}
+		if c == nil {
+			continue
+		}
+		if err := d.runCompaction(c); err != nil {
+			return err
+		}
+		prevOutput = c.outputLevel
+	}
+	return nil
 }
 
 // runCompaction executes c and installs its result. compactionMu is held.

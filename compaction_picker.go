@@ -11,8 +11,9 @@ import (
 )
 
 // Compaction picking: what to compact next (the level with the highest
-// score), what a manual Compact of a key range compacts, and the trivial
-// move that needs no merging. compaction.go runs what is picked here.
+// score), what each step of a manual Compact of a key range compacts, and
+// the trivial move that needs no merging. compaction.go runs what is
+// picked here; nothing here touches the DB.
 
 // compaction is one picked unit of work.
 type compaction struct {
@@ -38,30 +39,68 @@ func (c *compaction) String() string {
 	return fmt.Sprintf("L%d %v + L%d %v (%s)", c.level, nums(c.inputs[0]), c.outputLevel, nums(c.inputs[1]), c.reason)
 }
 
+// compactionPolicy decides what to compact: the seam a new policy plugs
+// into. The DB calls it under d.mu with the current version; it may keep
+// state of its own between calls (round-robin pointers), and must not do
+// I/O.
+type compactionPolicy interface {
+	// scores returns each level's compaction score (>= 1: due).
+	scores(v *manifest.Version) [manifest.NumLevels]float64
+	// pick returns the next background compaction, or nil.
+	pick(v *manifest.Version) *compaction
+	// manual returns the step of a manual compaction of [start, end] at
+	// level, prevOutput being the previous step's output level (-1 for
+	// none): the compaction to run, or nil to go on to the next level;
+	// done once no level below holds data.
+	manual(v *manifest.Version, level int, start, end []byte, prevOutput int) (c *compaction, done bool)
+}
+
+// pickerOptions are the options the leveled picker reads.
+type pickerOptions struct {
+	l0Trigger       int
+	lbaseMaxBytes   int64
+	levelMultiplier int
+}
+
+// leveledPicker is Vigil's policy, RocksDB's leveled compaction: L0 by
+// file count, L1..L5 by size over a target that grows by LevelMultiplier
+// per level; within a level the files are taken round-robin.
+//
+// Concurrency: not safe for concurrent use (the DB calls it under d.mu).
+// Invariant: pointer[l] is nil or the largest user key of the last file
+// picked from level l.
+type leveledPicker struct {
+	o       pickerOptions
+	pointer [manifest.NumLevels][]byte
+}
+
+func newLeveledPicker(o *Options) *leveledPicker {
+	return &leveledPicker{o: pickerOptions{l0Trigger: o.L0CompactionTrigger, lbaseMaxBytes: o.LBaseMaxBytes, levelMultiplier: o.LevelMultiplier}}
+}
+
 // levelMaxBytes is the target size of level (1..6).
-func (d *DB) levelMaxBytes(level int) uint64 {
-	m := uint64(d.opts.LBaseMaxBytes)
+func (p *leveledPicker) levelMaxBytes(level int) uint64 {
+	m := uint64(p.o.lbaseMaxBytes)
 	for l := 1; l < level; l++ {
-		m *= uint64(d.opts.LevelMultiplier)
+		m *= uint64(p.o.levelMultiplier)
 	}
 	return m
 }
 
-// levelScores returns the compaction score of each level: for L0 the file
-// count over the trigger, for L1..L5 the size over the target. L6 has none.
-func (d *DB) levelScores(v *manifest.Version) [manifest.NumLevels]float64 {
+// scores: for L0 the file count over the trigger, for L1..L5 the size over
+// the target. L6 has none.
+func (p *leveledPicker) scores(v *manifest.Version) [manifest.NumLevels]float64 {
 	var s [manifest.NumLevels]float64
-	s[0] = float64(len(v.Levels[0])) / float64(d.opts.L0CompactionTrigger)
+	s[0] = float64(len(v.Levels[0])) / float64(p.o.l0Trigger)
 	for l := 1; l < manifest.NumLevels-1; l++ {
-		s[l] = float64(v.LevelSize(l)) / float64(d.levelMaxBytes(l))
+		s[l] = float64(v.LevelSize(l)) / float64(p.levelMaxBytes(l))
 	}
 	return s
 }
 
-// pickCompactionLocked chooses the level with the highest score >= 1.
-func (d *DB) pickCompactionLocked() *compaction {
-	v := d.vs.current
-	scores := d.levelScores(v)
+// pick chooses the level with the highest score >= 1.
+func (p *leveledPicker) pick(v *manifest.Version) *compaction {
+	scores := p.scores(v)
 	// The highest score >= 1 wins; on a tie the upper level does, so L0
 	// (whose backlog stalls writes) goes first.
 	best, bestScore := -1, 0.0
@@ -75,24 +114,66 @@ func (d *DB) pickCompactionLocked() *compaction {
 	}
 	reason := fmt.Sprintf("score %.2f", bestScore)
 	if best == 0 {
-		return d.newCompaction(v, 0, slices.Clone(v.Levels[0]), reason)
+		return newCompaction(v, 0, slices.Clone(v.Levels[0]), reason)
 	}
 	files := v.Levels[best]
 	// Round-robin: the first file after the last compacted key.
 	i := 0
-	if ptr := d.compactPointer[best]; ptr != nil {
+	if ptr := p.pointer[best]; ptr != nil {
 		i = sort.Search(len(files), func(i int) bool { return bytes.Compare(files[i].Smallest.UserKey, ptr) > 0 })
 		if i == len(files) {
 			i = 0
 		}
 	}
-	d.compactPointer[best] = slices.Clone(files[i].Largest.UserKey)
-	return d.newCompaction(v, best, []*manifest.FileMetadata{files[i]}, reason)
+	p.pointer[best] = slices.Clone(files[i].Largest.UserKey)
+	return newCompaction(v, best, []*manifest.FileMetadata{files[i]}, reason)
+}
+
+// manual: every level's files overlapping the range go down to the
+// deepest level that holds data, which is then rewritten in place
+// (dropping versions no snapshot needs and tombstones with nothing below).
+func (p *leveledPicker) manual(v *manifest.Version, level int, start, end []byte, prevOutput int) (*compaction, bool) {
+	last := 0 // the deepest level holding data
+	for l := manifest.NumLevels - 1; l > 0; l-- {
+		if len(v.Levels[l]) > 0 {
+			last = l
+			break
+		}
+	}
+	if level > last && !(level == 1 && last == 0) {
+		return nil, true
+	}
+	inputs := v.Overlaps(level, start, end)
+	if len(inputs) == 0 {
+		return nil, false
+	}
+	var c *compaction
+	switch {
+	case level == 0:
+		// L0 files overlap one another: take all that overlap the
+		// range's closure, to keep newer-over-older order.
+		c = newCompaction(v, 0, expandL0(v.Levels[0], inputs), "manual")
+		c.noMove = true
+	case level < last:
+		c = newCompaction(v, level, inputs, "manual")
+		c.noMove = true
+	case prevOutput == level:
+		// The previous step merged everything in range into this
+		// bottom level already.
+		return nil, false
+	default:
+		// The bottom level: rewrite it in place, which drops what no
+		// snapshot needs and the tombstones.
+		c = &compaction{level: level, outputLevel: level, reason: "manual, bottom level in place", noMove: true}
+		c.inputs[0] = inputs
+		c.smallest, c.largest = keyRange(inputs)
+	}
+	return c, false
 }
 
 // newCompaction adds to level's inputs the overlapping files of the next
 // level.
-func (d *DB) newCompaction(v *manifest.Version, level int, inputs []*manifest.FileMetadata, reason string) *compaction {
+func newCompaction(v *manifest.Version, level int, inputs []*manifest.FileMetadata, reason string) *compaction {
 	c := &compaction{level: level, outputLevel: level + 1, reason: reason}
 	c.inputs[0] = inputs
 	c.smallest, c.largest = keyRange(inputs)
@@ -113,82 +194,6 @@ func keyRange(files []*manifest.FileMetadata) (smallest, largest []byte) {
 		}
 	}
 	return smallest, largest
-}
-
-// Compact compacts every level's files overlapping [start, end] (nil for
-// unbounded) down to the bottom-most level that holds data, rewrites that
-// level's files in the range in place (dropping versions no snapshot needs
-// and tombstones with nothing below them), and waits. It flushes the
-// memtable first, so all data in the range ends up compacted.
-func (d *DB) Compact(start, end []byte) error {
-	if d.closed.Load() {
-		return ErrClosed
-	}
-	if start != nil && end != nil && bytes.Compare(start, end) > 0 {
-		return base.InvalidArgumentErrorf("Compact: start %s > end %s", base.HexKey(start), base.HexKey(end))
-	}
-	if err := d.Flush(); err != nil {
-		return err
-	}
-	d.compactionMu.Lock()
-	defer d.compactionMu.Unlock()
-	if d.closed.Load() {
-		return ErrClosed
-	}
-	prevOutput := -1 // output level of the previous step
-	for level := 0; level < manifest.NumLevels; level++ {
-		d.mu.Lock()
-		if d.bgErr != nil {
-			err := d.bgErr
-			d.mu.Unlock()
-			return fmt.Errorf("%w: %w", ErrReadOnly, err)
-		}
-		v := d.vs.current
-		last := 0 // the deepest level holding data
-		for l := manifest.NumLevels - 1; l > 0; l-- {
-			if len(v.Levels[l]) > 0 {
-				last = l
-				break
-			}
-		}
-		if level > last && !(level == 1 && last == 0) {
-			d.mu.Unlock()
-			break
-		}
-		inputs := v.Overlaps(level, start, end)
-		if len(inputs) == 0 {
-			d.mu.Unlock()
-			continue
-		}
-		var c *compaction
-		switch {
-		case level == 0:
-			// L0 files overlap one another: take all that overlap the
-			// range's closure, to keep newer-over-older order.
-			c = d.newCompaction(v, 0, expandL0(v.Levels[0], inputs), "manual")
-			c.noMove = true
-		case level < last:
-			c = d.newCompaction(v, level, inputs, "manual")
-			c.noMove = true
-		case prevOutput == level:
-			// The previous step merged everything in range into this
-			// bottom level already.
-			d.mu.Unlock()
-			continue
-		default:
-			// The bottom level: rewrite it in place, which drops what no
-			// snapshot needs and the tombstones.
-			c = &compaction{level: level, outputLevel: level, reason: "manual, bottom level in place", noMove: true}
-			c.inputs[0] = inputs
-			c.smallest, c.largest = keyRange(inputs)
-		}
-		d.mu.Unlock()
-		if err := d.runCompaction(c); err != nil {
-			return err
-		}
-		prevOutput = c.outputLevel
-	}
-	return nil
 }
 
 // disjoint reports whether no two files' key ranges overlap.

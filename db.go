@@ -125,9 +125,8 @@ type DB struct {
 	flushing     bool
 	// compactionMu serializes compactions, background and manual.
 	compactionMu sync.Mutex
-	// compactPointer[l] is the largest key of the last file compacted out of
-	// level l, for round-robin picking (d.mu).
-	compactPointer [manifest.NumLevels][]byte
+	// picker decides what to compact (d.mu).
+	picker compactionPolicy
 	// wals are the numbers of the WALs this DB has, oldest first: those
 	// replayed at Open and those created since; deleteObsoleteFiles removes
 	// the ones below the log number (d.mu).

@@ -211,7 +211,8 @@ func TestLevelIter(t *testing.T) {
 // level by level ("L<n> num:smallest-largest@size ..."), options, and the
 // compactions picked from it in turn (round-robin within a level).
 func TestCompactionPicker(t *testing.T) {
-	var d *DB
+	var p *leveledPicker
+	var v *manifest.Version
 	datadriven.RunTest(t, "testdata/compaction_picker", func(t *testing.T, td *datadriven.TestData) string {
 		switch td.Cmd {
 		case "define":
@@ -219,7 +220,7 @@ func TestCompactionPicker(t *testing.T) {
 			td.MaybeScanArgs(t, "l0-trigger", &o.L0CompactionTrigger)
 			td.MaybeScanArgs(t, "lbase", &o.LBaseMaxBytes)
 			o.L0StopWritesTrigger = max(o.L0CompactionTrigger, 12)
-			d = &DB{opts: o.EnsureDefaults()}
+			p = newLeveledPicker(o.EnsureDefaults())
 			e := &manifest.VersionEdit{}
 			for _, line := range strings.Split(strings.TrimSpace(td.Input), "\n") {
 				f := strings.Fields(line)
@@ -232,12 +233,11 @@ func TestCompactionPicker(t *testing.T) {
 			if err := b.Apply(e); err != nil {
 				t.Fatal(err)
 			}
-			v, err := b.Build(nil)
-			if err != nil {
+			var err error
+			if v, err = b.Build(nil); err != nil {
 				t.Fatal(err)
 			}
-			d.vs.current = v
-			scores := d.levelScores(v)
+			scores := p.scores(v)
 			var out strings.Builder
 			for l := 0; l < manifest.NumLevels-1; l++ {
 				if len(v.Levels[l]) > 0 {
@@ -246,7 +246,7 @@ func TestCompactionPicker(t *testing.T) {
 			}
 			return out.String()
 		case "pick":
-			c := d.pickCompactionLocked()
+			c := p.pick(v)
 			if c == nil {
 				return "none\n"
 			}
@@ -255,6 +255,35 @@ func TestCompactionPicker(t *testing.T) {
 				move = " (trivial move)"
 			}
 			return c.String() + move + "\n"
+		case "manual":
+			// The steps of a manual compaction of [start, end], as Compact
+			// takes them, assuming each runs: its output level feeds the
+			// next step's prevOutput (the version does not change here).
+			var start, end string
+			td.MaybeScanArgs(t, "start", &start)
+			td.MaybeScanArgs(t, "end", &end)
+			var lo, hi []byte
+			if start != "" {
+				lo = []byte(start)
+			}
+			if end != "" {
+				hi = []byte(end)
+			}
+			var out strings.Builder
+			prev := -1
+			for level := 0; level < manifest.NumLevels; level++ {
+				c, done := p.manual(v, level, lo, hi, prev)
+				if done {
+					fmt.Fprintf(&out, "L%d: done\n", level)
+					break
+				}
+				if c == nil {
+					continue
+				}
+				fmt.Fprintf(&out, "%s\n", c)
+				prev = c.outputLevel
+			}
+			return out.String()
 		}
 		t.Fatalf("unknown command %q", td.Cmd)
 		return ""

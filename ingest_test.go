@@ -973,7 +973,7 @@ func TestIngestRecoveryKeepsUnflushedWrites(t *testing.T) {
 			if want := map[bool]int{false: 2, true: 3}[disableWAL]; len(v.Levels[0]) != want {
 				t.Fatalf("L0 holds %d tables, want %d", len(v.Levels[0]), want)
 			}
-			c := db.newCompaction(v, 0, slices.Clone(v.Levels[0]), "test")
+			c := newCompaction(v, 0, slices.Clone(v.Levels[0]), "test")
 			c.noMove = true
 			db.mu.Unlock()
 			err = db.runCompaction(c)

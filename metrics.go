@@ -148,7 +148,7 @@ func (d *DB) Metrics() *Metrics {
 	m := &Metrics{}
 	d.mu.Lock()
 	v := d.vs.current
-	scores := d.levelScores(v)
+	scores := d.picker.scores(v)
 	for l := range m.Levels {
 		m.Levels[l] = LevelMetrics{NumFiles: len(v.Levels[l]), Size: v.LevelSize(l), Score: scores[l]}
 	}

@@ -36,6 +36,7 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 	d := &DB{
 		dirname:      dir,
 		opts:         opts,
+		picker:       newLeveledPicker(opts),
 		fs:           fs,
 		cksum:        opts.ChecksumType.Resolve(),
 		userReads:    sst.ReadOptions{SkipChecksums: opts.SkipReadChecksums},
