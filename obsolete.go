@@ -1,0 +1,129 @@
+package vigil
+
+import (
+	"errors"
+	"os"
+
+	"github.com/vigildb/vigil/internal/manifest"
+)
+
+// Obsolete files: tables no version references, WALs below the log
+// number, MANIFESTs replaced by newer ones, and the leftovers of a crash
+// (temporary files, tables no MANIFEST names). They are deleted here, and
+// only here, off the commit path and never under d.mu during the I/O.
+
+// onObsoleteTables is called (from version.unref, possibly on a reader's
+// goroutine) with files no version references any more.
+func (d *DB) onObsoleteTables(files []*manifest.FileMetadata) {
+	d.obsoleteMu.Lock()
+	d.obsoleteTables = append(d.obsoleteTables, files...)
+	d.obsoleteMu.Unlock()
+	select {
+	case d.compactKick <- struct{}{}:
+	default:
+	}
+}
+
+// deleteObsoleteFiles deletes the tables no version references any more,
+// the WALs below the log number and the MANIFESTs replaced since the last
+// call. It decides under d.mu, from what the DB tracks (no directory scan),
+// and removes the files without it: no file I/O under the DB mutex.
+// Read-only DBs delete nothing. d.mu must not be held.
+func (d *DB) deleteObsoleteFiles() {
+	if d.opts.ReadOnly {
+		return
+	}
+	d.obsoleteMu.Lock()
+	tables := d.obsoleteTables
+	d.obsoleteTables = nil
+	d.obsoleteMu.Unlock()
+	d.mu.Lock()
+	var wals []uint64
+	keep := d.wals[:0]
+	for _, n := range d.wals {
+		if n < d.vs.logNumber && n != d.walNum && d.keepWALs == 0 {
+			wals = append(wals, n)
+		} else {
+			keep = append(keep, n)
+		}
+	}
+	d.wals = keep
+	wals = append(wals, d.unusedWALs...)
+	d.unusedWALs = nil
+	manifests := d.vs.obsoleteManifests
+	d.vs.obsoleteManifests = nil
+	d.mu.Unlock()
+
+	for _, f := range tables {
+		d.tableCache.evict(f.FileNum)
+		d.removeObsolete(makeFilename(d.fs, d.dirname, fileTypeTable, f.FileNum))
+	}
+	for _, n := range wals {
+		d.removeObsolete(makeFilename(d.fs, d.dirname, fileTypeLog, n))
+	}
+	for _, n := range manifests {
+		d.removeObsolete(makeFilename(d.fs, d.dirname, fileTypeManifest, n))
+	}
+}
+
+func (d *DB) removeObsolete(path string) {
+	if err := d.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		d.log.Errorf("deleting obsolete file %s: %v", path, err)
+	} else {
+		d.log.Infof("deleted obsolete file %s", path)
+	}
+}
+
+// removeLeftovers is Open's cleanup, the one directory scan: tables no
+// version references (a flush or compaction that crashed before its
+// MANIFEST edit), WALs below the log number, MANIFESTs but the live one,
+// OPTIONS files but the newest, and temp files. Open calls it before any
+// background work starts, without d.mu.
+func (d *DB) removeLeftovers() {
+	if d.opts.ReadOnly {
+		return
+	}
+	names, err := d.fs.List(d.dirname)
+	if err != nil {
+		d.log.Errorf("listing %s: %v", d.dirname, err)
+		return
+	}
+	live := make(map[uint64]bool)
+	for _, files := range d.vs.current.Levels {
+		for _, f := range files {
+			live[f.FileNum] = true
+		}
+	}
+	var newestOptions uint64
+	for _, n := range names {
+		if ft, num, ok := parseFilename(n); ok && ft == fileTypeOptions && num > newestOptions {
+			newestOptions = num
+		}
+	}
+	for _, n := range names {
+		ft, num, ok := parseFilename(n)
+		if !ok {
+			continue
+		}
+		obsolete := false
+		switch ft {
+		case fileTypeLog:
+			obsolete = num < d.vs.logNumber && num != d.walNum
+		case fileTypeManifest:
+			obsolete = num < d.vs.manifestNum
+		case fileTypeOptions:
+			obsolete = num < newestOptions
+		case fileTypeTemp:
+			obsolete = true
+		case fileTypeTable:
+			obsolete = !live[num]
+		}
+		if obsolete {
+			d.removeObsolete(d.fs.PathJoin(d.dirname, n))
+		}
+	}
+	d.obsoleteMu.Lock()
+	d.obsoleteTables = nil // deleted by the scan
+	d.obsoleteMu.Unlock()
+	d.vs.obsoleteManifests = nil
+}
