@@ -193,33 +193,15 @@ func (d *DB) ingest(op string, paths []string, excise bool, start, end []byte) (
 	if err != nil {
 		return err
 	}
-	var exciseSpan keySpan
-	if excise {
-		exciseSpan = keySpan{start: start, end: end, endExcl: true}
-		for _, f := range files {
-			if s := spanOf(f.smallest, f.largest); bytes.Compare(s.start, start) < 0 || !s.before(keySpan{start: end, end: end}) {
-				return base.InvalidArgumentErrorf("%s: %s holds keys %s outside the excised range %s", op, f.path, s, exciseSpan)
-			}
-		}
-	}
-	if len(files) == 0 && !excise {
-		return nil
-	}
-	// The spans the memtables must not hold keys of.
-	var spans []keySpan
-	if excise {
-		spans = []keySpan{exciseSpan}
-	} else {
-		for _, f := range files {
-			spans = append(spans, spanOf(f.smallest, f.largest))
-		}
+	spans, err := ingestSpans(op, files, excise, start, end)
+	if err != nil || len(spans) == 0 {
+		return err
 	}
 
 	// Step 2: into the DB directory. From here on, a failure removes what
 	// was linked (until the MANIFEST edit, which may be durable even when
 	// it fails: then the files stay, and Open sorts it out).
-	var tomb *ingestFile
-	linked, err := d.linkExternalTables(op, files)
+	linked, tomb, err := d.ingestLink(op, files, excise, start, end)
 	defer func() {
 		if err != nil && linked != nil {
 			for _, f := range linked {
@@ -229,15 +211,6 @@ func (d *DB) ingest(op string, paths []string, excise bool, start, end []byte) (
 	}()
 	if err != nil {
 		return err
-	}
-	if excise {
-		if tomb, err = d.writeExciseTable(start, end); err != nil {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-		linked = append(linked, tomb)
-	}
-	if err := d.dataDir.Sync(); err != nil {
-		return fmt.Errorf("%s: syncing directory %s: %w", op, d.dirname, err)
 	}
 
 	// Step 3: flush memtables holding keys of the spans (without a WAL,
@@ -269,21 +242,9 @@ func (d *DB) ingest(op string, paths []string, excise bool, start, end []byte) (
 	// become visible then.
 	published, failTicket := false, false
 	defer func() {
-		if published {
-			return
+		if !published {
+			d.ingestAbandon(ticket, failTicket || errors.Is(err, errIngestUncertain))
 		}
-		d.mu.Lock()
-		d.ingestSeq = 0
-		d.stallCond.Broadcast()
-		d.mu.Unlock()
-		if failTicket || errors.Is(err, errIngestUncertain) {
-			// The MANIFEST edit may be durable, or the WAL failed:
-			// nothing after the ingestion may become visible before a
-			// reopen says.
-			d.pub.fail(ticket)
-			return
-		}
-		_ = d.pub.publish(ticket, &d.visibleSeq)
 	}()
 	if wait != nil {
 		if err := d.waitFlushed(wait); err != nil {
@@ -299,14 +260,93 @@ func (d *DB) ingest(op string, paths []string, excise bool, start, end []byte) (
 	}
 	// Step 6: one edit for every file.
 	fileSeq := seq + nseq - 1
+	desc, err := d.ingestEdit(op, files, tomb, seq, fileSeq)
+	if err == nil || errors.Is(err, errIngestUncertain) {
+		linked = nil // the edit is (or may be) durable: the files stay
+	}
+	if err != nil {
+		return err
+	}
+
+	// Step 7: visible.
+	published = true
+	if err := d.pub.publish(ticket, &d.visibleSeq); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	d.log.Infof("%s of %d file(s) at seq %d in %v: %v", op, len(files), fileSeq, time.Since(began), desc)
+	return nil
+}
+
+// ingestLink is step 2: the files into the DB directory under new numbers
+// (and, excising, the table of the range tombstone), the directory synced.
+// It returns what it placed even on error, for the caller to remove.
+func (d *DB) ingestLink(op string, files []*ingestFile, excise bool, start, end []byte) (linked []*ingestFile, tomb *ingestFile, err error) {
+	if linked, err = d.linkExternalTables(op, files); err != nil {
+		return linked, nil, err
+	}
+	if excise {
+		if tomb, err = d.writeExciseTable(start, end); err != nil {
+			return linked, nil, fmt.Errorf("%s: %w", op, err)
+		}
+		linked = append(linked, tomb)
+	}
+	if err := d.dataDir.Sync(); err != nil {
+		return linked, tomb, fmt.Errorf("%s: syncing directory %s: %w", op, d.dirname, err)
+	}
+	return linked, tomb, nil
+}
+
+// ingestAbandon ends an ingestion that took seqnums (ticket) and will not
+// publish them: the flush gate opens, and the ticket is published empty,
+// or, if the ingestion may be (or must be treated as) part of the recovered
+// state while it is not visible (uncertain: the MANIFEST edit may be
+// durable, or the WAL failed), failed, so that nothing after it becomes
+// visible before a reopen says.
+func (d *DB) ingestAbandon(ticket uint64, uncertain bool) {
+	d.mu.Lock()
+	d.ingestSeq = 0
+	d.stallCond.Broadcast()
+	d.mu.Unlock()
+	if uncertain {
+		d.pub.fail(ticket)
+		return
+	}
+	_ = d.pub.publish(ticket, &d.visibleSeq)
+}
+
+// ingestSpans checks an excising ingestion's files against the excised
+// range and returns the spans the memtables must not hold keys of (none:
+// nothing to ingest).
+func ingestSpans(op string, files []*ingestFile, excise bool, start, end []byte) ([]keySpan, error) {
+	if excise {
+		exciseSpan := keySpan{start: start, end: end, endExcl: true}
+		for _, f := range files {
+			if s := spanOf(f.smallest, f.largest); bytes.Compare(s.start, start) < 0 || !s.before(keySpan{start: end, end: end}) {
+				return nil, base.InvalidArgumentErrorf("%s: %s holds keys %s outside the excised range %s", op, f.path, s, exciseSpan)
+			}
+		}
+		return []keySpan{exciseSpan}, nil
+	}
+	var spans []keySpan
+	for _, f := range files {
+		spans = append(spans, spanOf(f.smallest, f.largest))
+	}
+	return spans, nil
+}
+
+// ingestEdit is step 6: one MANIFEST edit placing the excise tombstone's
+// table (tomb, if any, at seq) and every file (at fileSeq), each at the
+// deepest level it fits; then the flush gate opens. It returns the
+// placement, for the LOG. An error wrapping errIngestUncertain means the
+// edit may be durable: the DB is read-only then.
+func (d *DB) ingestEdit(op string, files []*ingestFile, tomb *ingestFile, seq, fileSeq uint64) ([]string, error) {
 	var placed []manifest.NewFile
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.bgErr != nil {
-		bg := d.bgErr
-		d.mu.Unlock()
-		return fmt.Errorf("%s: %w: %w", op, ErrReadOnly, bg)
+		return nil, fmt.Errorf("%s: %w: %w", op, ErrReadOnly, d.bgErr)
 	}
-	err = d.vs.logAndApplyFunc(func(v *manifest.Version) (*manifest.VersionEdit, error) {
+	err := d.vs.logAndApplyFunc(func(v *manifest.Version) (*manifest.VersionEdit, error) {
 		placed = placed[:0]
 		if tomb != nil {
 			m := tomb.meta(seq)
@@ -320,11 +360,8 @@ func (d *DB) ingest(op string, paths []string, excise bool, start, end []byte) (
 	})
 	if err != nil {
 		d.setBackgroundErrorLocked(err, op+": MANIFEST update")
-		d.mu.Unlock()
-		linked = nil // the edit may be durable: the files stay
-		return fmt.Errorf("%s: %w: %w", op, errIngestUncertain, err)
+		return nil, fmt.Errorf("%s: %w: %w", op, errIngestUncertain, err)
 	}
-	linked = nil
 	d.ingestSeq = 0
 	d.updateReadStateLocked()
 	d.stallCond.Broadcast()
@@ -334,15 +371,7 @@ func (d *DB) ingest(op string, paths []string, excise bool, start, end []byte) (
 	for _, p := range placed {
 		desc = append(desc, fmt.Sprintf("%06d.sst to L%d", p.Meta.FileNum, p.Level))
 	}
-	d.mu.Unlock()
-
-	// Step 7: visible.
-	published = true
-	if err := d.pub.publish(ticket, &d.visibleSeq); err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	d.log.Infof("%s of %d file(s) at seq %d in %v: %v", op, len(files), fileSeq, time.Since(began), desc)
-	return nil
+	return desc, nil
 }
 
 // errIngestUncertain marks an ingestion whose MANIFEST edit failed: it may
