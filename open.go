@@ -19,9 +19,8 @@ import (
 // the WALs left by the last run according to WALRecoveryMode, flushes what
 // they held to L0, and starts a new WAL.
 //
-// (Open is one long function on purpose: it reads as the ordered list of
-// those steps, each a call or a few lines, and the error path of every step
-// must undo exactly the steps before it, which abortOpen does.)
+// Each step is a call, and the error path of every step undoes exactly
+// the steps before it, which abortOpen does.
 func Open(dir string, opts *Options) (db *DB, err error) {
 	if opts == nil {
 		opts = &Options{}
@@ -30,20 +29,7 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	fs := opts.FS
-	d := &DB{
-		dirname:      dir,
-		opts:         opts,
-		picker:       newLeveledPicker(opts),
-		fs:           fs,
-		cksum:        opts.ChecksumType.Resolve(),
-		userReads:    sst.ReadOptions{SkipChecksums: opts.SkipReadChecksums},
-		session:      base.NewRandomID(),
-		flushPending: make(chan struct{}, 1),
-		compactKick:  make(chan struct{}, 1),
-		closing:      make(chan struct{}),
-	}
-	d.stallCond = sync.NewCond(&d.mu)
+	d := newDB(dir, opts)
 	// On failure, release what was taken, in reverse.
 	defer func() {
 		if err != nil {
@@ -51,73 +37,14 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 			db = nil
 		}
 	}()
-
-	if !opts.ReadOnly {
-		if err := vfsutil.MkdirAllSynced(fs, dir); err != nil {
-			return nil, fmt.Errorf("vigil: creating directory %s: %w", dir, err)
-		}
-	}
-	if opts.ReadOnly {
-		if _, err := fs.Stat(dir); err != nil {
-			return nil, base.InvalidArgumentErrorf("DB %s does not exist (ReadOnly open needs an existing DB): %v", dir, err)
-		}
-	}
-	if d.dataDir, err = fs.OpenDir(dir); err != nil {
-		return nil, fmt.Errorf("vigil: opening directory %s: %w", dir, err)
-	}
-	lockName := makeFilename(fs, dir, fileTypeLock, 0)
-	lock, err := lockfile.Acquire(fs, dir, lockName)
+	exists, err := d.lockDir()
 	if err != nil {
-		return nil, fmt.Errorf("vigil: cannot lock %s (is the DB open in another process or another DB handle?): %w", lockName, err)
+		return nil, err
 	}
-	d.fileLock = lock
-	exists, err := dbExists(fs, dir)
-	if err != nil {
-		return nil, fmt.Errorf("vigil: %w", err)
+	if err := d.loadVersions(exists); err != nil {
+		return nil, err
 	}
-	switch {
-	case exists && opts.ErrorIfExists:
-		return nil, base.InvalidArgumentErrorf("DB %s already exists (ErrorIfExists)", dir)
-	case !exists && opts.ReadOnly:
-		return nil, base.InvalidArgumentErrorf("DB %s does not exist (ReadOnly open needs an existing DB)", dir)
-	}
-	switch {
-	case opts.Logger != nil:
-		d.log = userLogger{opts.Logger}
-	case opts.ReadOnly:
-		d.log = discardLogger{}
-	default:
-		d.log = openInfoLog(fs, dir)
-	}
-	d.events = newEventQueue()
-	d.vs = versionSet{fs: fs, dirname: dir, dataDir: d.dataDir, cksum: d.cksum, log: d.log, onObsolete: d.onObsoleteTables,
-		mu: &d.mu, cond: sync.NewCond(&d.mu)}
-	if exists {
-		if err := d.vs.load(); err != nil {
-			return nil, fmt.Errorf("vigil: opening %s: %w", dir, err)
-		}
-	} else {
-		d.vs.nextFileNum = 1
-		d.vs.dbID = base.NewRandomID()
-		v, _ := manifest.NewBuilder(nil).Build(d.vs.onObsolete)
-		v.Ref()
-		d.vs.current = v
-	}
-	d.log.Infof("opening %s (exists=%v): next file %d, last seq %d, log number %d\n%s%s",
-		dir, exists, d.vs.nextFileNum, d.vs.lastSeq, d.vs.logNumber, opts.String(), d.vs.current)
-
-	switch {
-	case opts.MemoryBudget > 0 && opts.BlockCacheSize > 0:
-		// One limit for memtables and cache: the cache starts with the
-		// whole budget and shrinks as memtables take their share.
-		d.blockCache = cache.New(opts.MemoryBudget)
-		d.stats.memtableBytes.budget, d.stats.memtableBytes.cache = opts.MemoryBudget, d.blockCache
-	case opts.BlockCacheSize > 0:
-		d.blockCache = cache.New(opts.BlockCacheSize)
-	}
-	d.tableCache = newTableCache(tableCacheOptions{fs: fs, dirname: dir, blockCache: d.blockCache,
-		paranoidCacheChecks: opts.ParanoidMemoryChecks}, opts.MaxOpenFiles)
-
+	d.openCaches()
 	if err := d.replayWALs(); err != nil {
 		return nil, err
 	}
@@ -132,15 +59,121 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 	d.removeLeftovers()
 	d.log.Infof("opened %s: visible seq %d\n%s", dir, d.visibleSeq.Load(), d.vs.current)
 	if !opts.ReadOnly {
-		d.bgWG.Add(2)
-		go d.flushLoop()
-		go d.compactionLoop()
-		d.mu.Lock()
-		d.maybeScheduleCompactionLocked()
-		d.maybePrepareWALLocked()
-		d.mu.Unlock()
+		d.startBackground()
 	}
 	return d, nil
+}
+
+// newDB is the DB of Open's options (defaulted and valid), before it has
+// touched the file system.
+func newDB(dir string, opts *Options) *DB {
+	d := &DB{
+		dirname:      dir,
+		opts:         opts,
+		picker:       newLeveledPicker(opts),
+		fs:           opts.FS,
+		cksum:        opts.ChecksumType.Resolve(),
+		userReads:    sst.ReadOptions{SkipChecksums: opts.SkipReadChecksums},
+		session:      base.NewRandomID(),
+		flushPending: make(chan struct{}, 1),
+		compactKick:  make(chan struct{}, 1),
+		closing:      make(chan struct{}),
+	}
+	d.stallCond = sync.NewCond(&d.mu)
+	return d
+}
+
+// lockDir creates the DB's directory (durably, unless ReadOnly), opens it
+// and takes its LOCK, and reports whether a DB is there, refusing an
+// existing one with ErrorIfExists and a missing one with ReadOnly.
+func (d *DB) lockDir() (exists bool, err error) {
+	fs, dir, opts := d.fs, d.dirname, d.opts
+	if !opts.ReadOnly {
+		if err := vfsutil.MkdirAllSynced(fs, dir); err != nil {
+			return false, fmt.Errorf("vigil: creating directory %s: %w", dir, err)
+		}
+	} else if _, err := fs.Stat(dir); err != nil {
+		return false, base.InvalidArgumentErrorf("DB %s does not exist (ReadOnly open needs an existing DB): %v", dir, err)
+	}
+	if d.dataDir, err = fs.OpenDir(dir); err != nil {
+		return false, fmt.Errorf("vigil: opening directory %s: %w", dir, err)
+	}
+	lockName := makeFilename(fs, dir, fileTypeLock, 0)
+	lock, err := lockfile.Acquire(fs, dir, lockName)
+	if err != nil {
+		return false, fmt.Errorf("vigil: cannot lock %s (is the DB open in another process or another DB handle?): %w", lockName, err)
+	}
+	d.fileLock = lock
+	if exists, err = dbExists(fs, dir); err != nil {
+		return false, fmt.Errorf("vigil: %w", err)
+	}
+	switch {
+	case exists && opts.ErrorIfExists:
+		return false, base.InvalidArgumentErrorf("DB %s already exists (ErrorIfExists)", dir)
+	case !exists && opts.ReadOnly:
+		return false, base.InvalidArgumentErrorf("DB %s does not exist (ReadOnly open needs an existing DB)", dir)
+	}
+	return exists, nil
+}
+
+// loadVersions starts the info log and the version set: the MANIFEST's
+// state for an existing DB, an empty LSM with a new DB id otherwise.
+func (d *DB) loadVersions(exists bool) error {
+	fs, dir, opts := d.fs, d.dirname, d.opts
+	switch {
+	case opts.Logger != nil:
+		d.log = userLogger{opts.Logger}
+	case opts.ReadOnly:
+		d.log = discardLogger{}
+	default:
+		d.log = openInfoLog(fs, dir)
+	}
+	d.events = newEventQueue()
+	d.vs = versionSet{fs: fs, dirname: dir, dataDir: d.dataDir, cksum: d.cksum, log: d.log, onObsolete: d.onObsoleteTables,
+		mu: &d.mu, cond: sync.NewCond(&d.mu)}
+	if exists {
+		if err := d.vs.load(); err != nil {
+			return fmt.Errorf("vigil: opening %s: %w", dir, err)
+		}
+	} else {
+		d.vs.nextFileNum = 1
+		d.vs.dbID = base.NewRandomID()
+		v, _ := manifest.NewBuilder(nil).Build(d.vs.onObsolete)
+		v.Ref()
+		d.vs.current = v
+	}
+	d.log.Infof("opening %s (exists=%v): next file %d, last seq %d, log number %d\n%s%s",
+		dir, exists, d.vs.nextFileNum, d.vs.lastSeq, d.vs.logNumber, opts.String(), d.vs.current)
+	return nil
+}
+
+// openCaches makes the block cache (sized by BlockCacheSize, or sharing
+// MemoryBudget with the memtables) and the table cache.
+func (d *DB) openCaches() {
+	opts := d.opts
+	switch {
+	case opts.MemoryBudget > 0 && opts.BlockCacheSize > 0:
+		// One limit for memtables and cache: the cache starts with the
+		// whole budget and shrinks as memtables take their share.
+		d.blockCache = cache.New(opts.MemoryBudget)
+		d.stats.memtableBytes.budget, d.stats.memtableBytes.cache = opts.MemoryBudget, d.blockCache
+	case opts.BlockCacheSize > 0:
+		d.blockCache = cache.New(opts.BlockCacheSize)
+	}
+	d.tableCache = newTableCache(tableCacheOptions{fs: d.fs, dirname: d.dirname, blockCache: d.blockCache,
+		paranoidCacheChecks: opts.ParanoidMemoryChecks}, opts.MaxOpenFiles)
+}
+
+// startBackground starts the flush and compaction goroutines and schedules
+// what the opened state already calls for.
+func (d *DB) startBackground() {
+	d.bgWG.Add(2)
+	go d.flushLoop()
+	go d.compactionLoop()
+	d.mu.Lock()
+	d.maybeScheduleCompactionLocked()
+	d.maybePrepareWALLocked()
+	d.mu.Unlock()
 }
 
 // abortOpen releases what a failed Open had taken.
