@@ -46,52 +46,12 @@ func (d *DB) Checkpoint(dir string) error {
 			return fmt.Errorf("Checkpoint: flush: %w", err)
 		}
 	}
-	// The consistent point: the visible seqnum, the current version (its
-	// tables stay while we hold it) and the WALs at or above the log
-	// number, which deleteObsoleteFiles keeps while we copy them.
-	d.commitMu.Lock()
-	if d.closed.Load() {
-		d.commitMu.Unlock()
-		return ErrClosed
+	p, err := d.checkpointPoint()
+	if err != nil {
+		return err
 	}
-	walW := d.walW
-	// Every batch at or below snap is in the WALs up to walW's current
-	// end. Past it walW is being written while it is read (and, being
-	// written over its zero reserve, can show data after bytes not yet
-	// written), so the copy reads it only up to here.
-	var liveWAL uint64
-	var liveEnd int64
-	if walW != nil {
-		liveWAL, liveEnd = walW.LogNumber(), walW.Size()
-	}
-	d.mu.Lock()
-	snap := d.visibleSeq.Load()
-	v := d.vs.current
-	v.Ref()
-	logNum, lastSeq, nextFile := d.vs.logNumber, d.vs.lastSeq, d.vs.nextFileNum
-	var wals []uint64
-	for _, n := range d.wals {
-		if n >= logNum {
-			wals = append(wals, n)
-		}
-	}
-	d.keepWALs++
-	d.mu.Unlock()
-	d.commitMu.Unlock()
-	defer func() {
-		v.Unref()
-		d.mu.Lock()
-		d.keepWALs--
-		d.mu.Unlock()
-	}()
-	// Every batch at or below snap was appended to the WAL before it became
-	// visible: hand the appended bytes to the file so that reading it sees
-	// them.
-	if walW != nil {
-		if err := walW.Flush(); err != nil && !errors.Is(err, base.ErrClosed) {
-			return fmt.Errorf("Checkpoint: %w", err)
-		}
-	}
+	defer p.release(d)
+	snap, v := p.snap, p.v
 
 	tmp, err := vfsutil.MkdirTemp(fs, dir)
 	if err != nil {
@@ -118,11 +78,11 @@ func (d *DB) Checkpoint(dir string) error {
 			}
 		}
 	}
-	walNum, manifestNum, tempNum := nextFile, nextFile+1, nextFile+2
-	if err := d.checkpointWAL(tmp, walNum, wals, liveWAL, liveEnd, lastSeq, snap); err != nil {
+	walNum, manifestNum, tempNum := p.nextFile, p.nextFile+1, p.nextFile+2
+	if err := d.checkpointWAL(tmp, walNum, p.wals, p.liveWAL, p.liveEnd, p.lastSeq, snap); err != nil {
 		return fmt.Errorf("Checkpoint: %w", err)
 	}
-	if err := d.checkpointManifest(tmp, v, visible, walNum, manifestNum, tempNum, lastSeq); err != nil {
+	if err := d.checkpointManifest(tmp, v, visible, walNum, manifestNum, tempNum, p.lastSeq); err != nil {
 		return fmt.Errorf("Checkpoint: %w", err)
 	}
 	if err := vfsutil.RenameNoReplace(fs, tmp, dir); err != nil {
@@ -134,6 +94,70 @@ func (d *DB) Checkpoint(dir string) error {
 	ok = true
 	d.log.Infof("checkpoint %s: %d tables, seq %d", dir, v.NumFiles(), snap)
 	return nil
+}
+
+// checkpointAt is a checkpoint's consistent point: the visible seqnum, the
+// current version (its tables stay while it is referenced), the version
+// set's numbers, and the WALs at or above the log number, which
+// deleteObsoleteFiles keeps while they are copied (keepWALs).
+type checkpointAt struct {
+	snap                      uint64
+	v                         *manifest.Version
+	logNum, lastSeq, nextFile uint64
+	wals                      []uint64
+	liveWAL                   uint64 // the WAL being written, read up to liveEnd
+	liveEnd                   int64
+}
+
+// checkpointPoint takes the consistent point under commitMu (no commit in
+// flight) and d.mu, and hands every batch at or below it to the WAL file so
+// that reading the WALs sees them. The caller releases it.
+func (d *DB) checkpointPoint() (*checkpointAt, error) {
+	d.commitMu.Lock()
+	if d.closed.Load() {
+		d.commitMu.Unlock()
+		return nil, ErrClosed
+	}
+	walW := d.walW
+	p := &checkpointAt{}
+	// Every batch at or below snap is in the WALs up to walW's current
+	// end. Past it walW is being written while it is read (and, being
+	// written over its zero reserve, can show data after bytes not yet
+	// written), so the copy reads it only up to here.
+	if walW != nil {
+		p.liveWAL, p.liveEnd = walW.LogNumber(), walW.Size()
+	}
+	d.mu.Lock()
+	p.snap = d.visibleSeq.Load()
+	p.v = d.vs.current
+	p.v.Ref()
+	p.logNum, p.lastSeq, p.nextFile = d.vs.logNumber, d.vs.lastSeq, d.vs.nextFileNum
+	for _, n := range d.wals {
+		if n >= p.logNum {
+			p.wals = append(p.wals, n)
+		}
+	}
+	d.keepWALs++
+	d.mu.Unlock()
+	d.commitMu.Unlock()
+	// Every batch at or below snap was appended to the WAL before it became
+	// visible: hand the appended bytes to the file so that reading it sees
+	// them.
+	if walW != nil {
+		if err := walW.Flush(); err != nil && !errors.Is(err, base.ErrClosed) {
+			p.release(d)
+			return nil, fmt.Errorf("Checkpoint: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// release gives back the point's version and WALs.
+func (p *checkpointAt) release(d *DB) {
+	p.v.Unref()
+	d.mu.Lock()
+	d.keepWALs--
+	d.mu.Unlock()
 }
 
 // checkpointManifest writes the checkpoint's MANIFEST (the visible tables of
