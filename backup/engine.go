@@ -15,6 +15,7 @@ import (
 	"github.com/vigildb/vigil"
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/lockfile"
+	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/internal/vfsutil"
 )
 
@@ -232,22 +233,39 @@ func (e *Engine) create(db *vigil.DB) (Info, CreateStats, error) {
 	sort.Strings(names)
 	info := Info{ID: id, Created: created, Seq: seq, Digest: digest, ChecksumType: fileChecksumType}
 
-	// Tables into shared/.
+	if err := e.copyShared(ds, ckpt, tables, &info, &st); err != nil {
+		return Info{}, st, err
+	}
+	if err := e.copyPrivate(ckpt, names, &info, &st); err != nil {
+		return Info{}, st, err
+	}
+
+	// The commit point.
+	if err := e.writeMeta(&info); err != nil {
+		return Info{}, st, err
+	}
+	return info, st, nil
+}
+
+// copyShared copies the checkpoint's tables into shared/, or reuses the
+// copy another backup made (the same name: number, size, whole-file
+// checksum, footer context), adding each to info.
+func (e *Engine) copyShared(ds *dirState, ckpt string, tables []*manifest.FileMetadata, info *Info, st *CreateStats) error {
 	copied := 0
 	for _, t := range tables {
 		src := e.fs.PathJoin(ckpt, fmt.Sprintf("%06d.sst", t.FileNum))
 		_, ctx, err := tableChecksumEnd(e.fs, src, t)
 		if err != nil {
-			return Info{}, st, err
+			return err
 		}
 		name := sharedName(t.FileNum, t.Size, t.FileChecksum, ctx)
 		if known, ok := ds.shared[name]; ok {
 			fi, err := e.fs.Stat(e.path(sharedDir, name))
 			if err != nil {
-				return Info{}, st, fmt.Errorf("%w: shared table %s, listed by backup %d: %w", vigil.ErrCorruption, e.path(sharedDir, name), known.by, err)
+				return fmt.Errorf("%w: shared table %s, listed by backup %d: %w", vigil.ErrCorruption, e.path(sharedDir, name), known.by, err)
 			}
 			if uint64(fi.Size()) != known.f.Size {
-				return Info{}, st, fmt.Errorf("%w: shared table %s, listed by backup %d, is %d bytes, its meta says %d", vigil.ErrCorruption, e.path(sharedDir, name), known.by, fi.Size(), known.f.Size)
+				return fmt.Errorf("%w: shared table %s, listed by backup %d, is %d bytes, its meta says %d", vigil.ErrCorruption, e.path(sharedDir, name), known.by, fi.Size(), known.f.Size)
 			}
 			info.Files = append(info.Files, known.f)
 			st.SharedReused++
@@ -257,10 +275,10 @@ func (e *Engine) create(db *vigil.DB) (Info, CreateStats, error) {
 		dst := e.path(sharedDir, name)
 		sum, err := e.copyTable(src, dst+tmpSuffix, t)
 		if err != nil {
-			return Info{}, st, err
+			return err
 		}
 		if err := e.fs.Rename(dst+tmpSuffix, dst); err != nil {
-			return Info{}, st, err
+			return err
 		}
 		info.Files = append(info.Files, File{Shared: true, Name: name, Size: t.Size, Checksum: sum})
 		st.SharedCopied++
@@ -269,42 +287,38 @@ func (e *Engine) create(db *vigil.DB) (Info, CreateStats, error) {
 	}
 	if copied > 0 {
 		if err := vfsutil.SyncDir(e.fs, e.path(sharedDir)); err != nil {
-			return Info{}, st, err
+			return err
 		}
 	}
+	return nil
+}
 
-	// CURRENT, MANIFEST, WAL, OPTIONS into private/<id>/.
-	pdir := e.path(privateDir, strconv.FormatUint(id, 10))
+// copyPrivate copies the checkpoint's other files (CURRENT, MANIFEST, WAL,
+// OPTIONS) into private/<id>/, adding each to info.
+func (e *Engine) copyPrivate(ckpt string, names []string, info *Info, st *CreateStats) error {
+	pdir := e.path(privateDir, strconv.FormatUint(info.ID, 10))
 	if err := e.fs.RemoveAll(pdir); err != nil {
-		return Info{}, st, err
+		return err
 	}
 	if err := e.fs.MkdirAll(pdir, 0o755); err != nil {
-		return Info{}, st, err
+		return err
 	}
 	if err := vfsutil.SyncDir(e.fs, e.path(privateDir)); err != nil {
-		return Info{}, st, err
+		return err
 	}
 	for _, n := range names {
 		if !validPrivateName(n) {
-			continue // tables (above), and the LOCK of the read-only open
+			continue // tables (copyShared), and the LOCK of the read-only open
 		}
 		size, sum, err := e.copyFile(e.fs.PathJoin(ckpt, n), e.fs.PathJoin(pdir, n), nil)
 		if err != nil {
-			return Info{}, st, err
+			return err
 		}
 		info.Files = append(info.Files, File{Name: n, Size: size, Checksum: sum})
 		st.PrivateFiles++
 		st.PrivateBytes += size
 	}
-	if err := vfsutil.SyncDir(e.fs, pdir); err != nil {
-		return Info{}, st, err
-	}
-
-	// The commit point.
-	if err := e.writeMeta(&info); err != nil {
-		return Info{}, st, err
-	}
-	return info, st, nil
+	return vfsutil.SyncDir(e.fs, pdir)
 }
 
 // writeMeta writes meta/<id> atomically: a temporary file, synced, renamed,
