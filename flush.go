@@ -187,6 +187,33 @@ func (d *DB) flushOne() (did bool, err error) {
 		d.emitFlush(FlushInfo{LogNum: e.logNum, FileNum: fileNum, Duration: time.Since(start), Err: err})
 		return false, err
 	}
+	if err := d.vs.logAndApply(d.flushEditLocked(e, meta)); err != nil {
+		// The edit may or may not be durable (a failed sync says nothing
+		// about what reached the disk), so the new table stays: if the
+		// edit is lost, the next Open deletes it as an orphan.
+		d.setBackgroundErrorLocked(err, "flush: MANIFEST update")
+		return false, err
+	}
+	d.imm = d.imm[1:]
+	d.updateReadStateLocked()
+	e.unref() // the list's reference: readers still holding it keep it
+	close(e.flushed)
+	d.flushedLocked(e, meta, time.Since(start))
+	// The old WAL and any tables freed by the new read state go now, but
+	// not under d.mu (Flush waiters wake on the broadcast below, after it).
+	d.mu.Unlock()
+	d.deleteObsoleteFiles()
+	d.mu.Lock()
+	d.maybeScheduleFlushLocked()
+	d.maybeScheduleCompactionLocked()
+	d.stallCond.Broadcast()
+	return true, nil
+}
+
+// flushEditLocked is the MANIFEST edit that installs the flush of e (into
+// table meta, nil if it held nothing): the log number moves past e's WAL
+// and the last seqnum up to e's. d.mu is held.
+func (d *DB) flushEditLocked(e *memTableEntry, meta *manifest.FileMetadata) *manifest.VersionEdit {
 	edit := &manifest.VersionEdit{}
 	if !d.opts.DisableWAL {
 		next := d.mem.logNum
@@ -208,18 +235,12 @@ func (d *DB) flushOne() (did bool, err error) {
 	if last > 0 {
 		edit.SetLastSeq(last)
 	}
-	if err := d.vs.logAndApply(edit); err != nil {
-		// The edit may or may not be durable (a failed sync says nothing
-		// about what reached the disk), so the new table stays: if the
-		// edit is lost, the next Open deletes it as an orphan.
-		d.setBackgroundErrorLocked(err, "flush: MANIFEST update")
-		return false, err
-	}
-	d.imm = d.imm[1:]
-	d.updateReadStateLocked()
-	e.unref() // the list's reference: readers still holding it keep it
-	close(e.flushed)
-	dur := time.Since(start)
+	return edit
+}
+
+// flushedLocked counts, reports (EventListener) and logs the flush of e
+// into meta (nil: it held nothing) that took dur. d.mu is held.
+func (d *DB) flushedLocked(e *memTableEntry, meta *manifest.FileMetadata, dur time.Duration) {
 	d.stats.flushes.Add(1)
 	d.stats.flushNanos.Add(int64(dur))
 	info := FlushInfo{LogNum: e.logNum, Duration: dur}
@@ -227,22 +248,13 @@ func (d *DB) flushOne() (did bool, err error) {
 		info.FileNum, info.Entries, info.Bytes = meta.FileNum, meta.NumEntries+meta.NumRangeDels, meta.Size
 	}
 	d.emitFlush(info)
-	if meta != nil {
-		d.stats.flushBytes.Add(int64(meta.Size))
-		d.log.Infof("flushed memtable (WAL %06d) to %06d.sst: %d entries, %d bytes, %v; L0 has %d files",
-			e.logNum, meta.FileNum, meta.NumEntries+meta.NumRangeDels, meta.Size, dur, len(d.vs.current.Levels[0]))
-	} else {
+	if meta == nil {
 		d.log.Infof("flushed empty memtable (WAL %06d)", e.logNum)
+		return
 	}
-	// The old WAL and any tables freed by the new read state go now, but
-	// not under d.mu (Flush waiters wake on the broadcast below, after it).
-	d.mu.Unlock()
-	d.deleteObsoleteFiles()
-	d.mu.Lock()
-	d.maybeScheduleFlushLocked()
-	d.maybeScheduleCompactionLocked()
-	d.stallCond.Broadcast()
-	return true, nil
+	d.stats.flushBytes.Add(int64(meta.Size))
+	d.log.Infof("flushed memtable (WAL %06d) to %06d.sst: %d entries, %d bytes, %v; L0 has %d files",
+		e.logNum, meta.FileNum, meta.NumEntries+meta.NumRangeDels, meta.Size, dur, len(d.vs.current.Levels[0]))
 }
 
 // sstWriterOptions are the table options for new files.
