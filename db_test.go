@@ -469,8 +469,8 @@ func TestReadersRacingClose(t *testing.T) {
 		if _, err := db.newIter(nil, db.visibleSeq.Load(), sst.ReadOptions{}); !errors.Is(err, ErrClosed) {
 			t.Fatalf("newIter after the closed check = %v, want ErrClosed", err)
 		}
-		if private.MemtableEntryForTesting(db, []byte("k050"), func(_, _ []byte) {}) {
-			t.Fatal("MemtableEntryForTesting found an entry after Close")
+		if private.MemtableEntryBytes(db, []byte("k050"), func(_, _ []byte) {}) {
+			t.Fatal("MemtableEntryBytes found an entry after Close")
 		}
 		db.forEachMemtableArena(func([]byte) { t.Fatal("arena after Close") })
 	}

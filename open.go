@@ -8,6 +8,7 @@ import (
 	"github.com/vigildb/vigil/internal/cache"
 	"github.com/vigildb/vigil/internal/lockfile"
 	"github.com/vigildb/vigil/internal/manifest"
+	"github.com/vigildb/vigil/internal/private"
 	"github.com/vigildb/vigil/internal/vfsutil"
 	"github.com/vigildb/vigil/sst"
 )
@@ -160,7 +161,7 @@ func (d *DB) openCaches() {
 	case opts.BlockCacheSize > 0:
 		d.blockCache = cache.New(opts.BlockCacheSize)
 	}
-	d.tableCache = newTableCache(tableCacheOptions{fs: d.fs, dirname: d.dirname, blockCache: d.blockCache,
+	d.tableCache = newTableCache(tableCacheOptions{fs: d.fs, dirname: d.dirname, blockCache: private.WrapBlockCache(d.blockCache).(*sst.Cache),
 		paranoidCacheChecks: opts.ParanoidMemoryChecks}, opts.MaxOpenFiles)
 }
 

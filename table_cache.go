@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/vfs"
-	"github.com/vigildb/vigil/internal/cache"
 	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/internal/rangedel"
 	"github.com/vigildb/vigil/sst"
@@ -80,7 +79,7 @@ type tableEntry struct {
 type tableCacheOptions struct {
 	fs                  vfs.FS
 	dirname             string
-	blockCache          *cache.Cache
+	blockCache          *sst.Cache
 	paranoidCacheChecks bool
 }
 

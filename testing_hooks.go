@@ -22,7 +22,7 @@ func init() {
 		return db.(*DB).memtableEntryKind(key, fn)
 	}
 	private.ForEachMemtableArena = func(db any, fn func([]byte)) { db.(*DB).forEachMemtableArena(fn) }
-	private.ForEachCachedBlock = func(db any, fn func([]byte)) { db.(*DB).blockCache.ForEachForTesting(fn) }
+	private.ForEachCachedBlock = func(db any, fn func([]byte)) { db.(*DB).blockCache.ForEachBlock(fn) }
 }
 
 // memtableEntryKind finds the newest entry of key in the memtables (mutable

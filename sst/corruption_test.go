@@ -431,14 +431,14 @@ func TestParanoidCacheChecks(t *testing.T) {
 	spec := fixedSpec(100)
 	data, _ := build(t, testWriterOptions(checksum.XXH3, SnappyCompression, 4096), spec)
 	c := newTestCache()
-	r := mustOpen(t, data, ReaderOptions{Cache: c, CacheID: 3, ParanoidCacheChecks: true})
+	r := mustOpen(t, data, ReaderOptions{Cache: wrapCache(c), CacheID: 3, ParanoidCacheChecks: true})
 	defer r.Close()
 	key := spec.points[10].key.UserKey
 	if _, _, _, found, err := r.Get(key, base.SeqNumMax); !found || err != nil {
 		t.Fatalf("Get: %v %v", found, err)
 	}
 	flipped := 0
-	c.ForEachForTesting(func(d []byte) { d[len(d)/2] ^= 0x04; flipped++ })
+	c.ForEachBlock(func(d []byte) { d[len(d)/2] ^= 0x04; flipped++ })
 	if flipped == 0 {
 		t.Fatal("nothing cached")
 	}
@@ -466,7 +466,7 @@ func TestChecksumTypesSideBySide(t *testing.T) {
 	var readers []*Reader
 	for ct := checksum.Default; ct < checksum.NumTypes; ct++ {
 		data, _ := build(t, testWriterOptions(ct, SnappyCompression, 512), spec)
-		readers = append(readers, mustOpen(t, data, ReaderOptions{Cache: c, CacheID: uint64(ct) + 1, ParanoidCacheChecks: true}))
+		readers = append(readers, mustOpen(t, data, ReaderOptions{Cache: wrapCache(c), CacheID: uint64(ct) + 1, ParanoidCacheChecks: true}))
 	}
 	for _, r := range readers {
 		for _, e := range spec.points {
@@ -511,12 +511,12 @@ func TestParanoidCacheChecksRandomFlips(t *testing.T) {
 	spec := fixedSpec(2000)
 	data, _ := build(t, testWriterOptions(checksum.XXH3, SnappyCompression, 1024), spec)
 	c := newTestCache()
-	r := mustOpen(t, data, ReaderOptions{Cache: c, CacheID: 3, ParanoidCacheChecks: true})
+	r := mustOpen(t, data, ReaderOptions{Cache: wrapCache(c), CacheID: 3, ParanoidCacheChecks: true})
 	defer r.Close()
 	rng := newRand(42)
 	detected := 0
 	for round := 0; round < 30; round++ {
-		c.ForEachForTesting(func(d []byte) {
+		c.ForEachBlock(func(d []byte) {
 			if rng.IntN(4) == 0 {
 				d[rng.IntN(len(d))] ^= 1 << rng.IntN(8)
 			}

@@ -56,7 +56,7 @@ func TestExternalTableGlobalSeqNum(t *testing.T) {
 			for _, c := range []bool{false, true} {
 				o := ReaderOptions{GlobalSeqNum: gs}
 				if c {
-					o.Cache, o.CacheID = newTestCache(), 1
+					o.Cache, o.CacheID = wrapCache(newTestCache()), 1
 				}
 				r := mustOpen(t, data, o)
 				if !r.Properties().External || r.GlobalSeqNum() != gs {

@@ -142,7 +142,7 @@ func FuzzOpen(f *testing.F) {
 // the next, and the fuzzer would see new coverage (hit counts) every time.
 func fuzzCached(t *testing.T, data []byte) {
 	c := cache.New(1 << 20)
-	r, err := Open(vfs.NewMemFile(data), "t.sst", int64(len(data)), ReaderOptions{Cache: c, CacheID: 1, ParanoidCacheChecks: true})
+	r, err := Open(vfs.NewMemFile(data), "t.sst", int64(len(data)), ReaderOptions{Cache: wrapCache(c), CacheID: 1, ParanoidCacheChecks: true})
 	if err != nil {
 		t.Fatalf("second Open: %v", err)
 	}

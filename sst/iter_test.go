@@ -69,7 +69,7 @@ func TestIterAgainstModel(t *testing.T) {
 		o := testWriterOptions(checksum.XXH3, shape.c, shape.blockSize)
 		o.BlockRestartInterval = shape.restart
 		data, _ := build(t, o, spec)
-		for _, ro := range []ReaderOptions{{}, {Cache: newTestCache(), CacheID: 9}} {
+		for _, ro := range []ReaderOptions{{}, {Cache: wrapCache(newTestCache()), CacheID: 9}} {
 			r := mustOpen(t, data, ro)
 			for round := 0; round < 20; round++ {
 				var lower, upper []byte
@@ -151,7 +151,7 @@ func TestIterBoundsSkipBlocks(t *testing.T) {
 	}
 	data, _ := build(t, testWriterOptions(checksum.XXH3, NoCompression, 256), spec)
 	c := newTestCache()
-	r := mustOpen(t, data, ReaderOptions{Cache: c, CacheID: 1})
+	r := mustOpen(t, data, ReaderOptions{Cache: wrapCache(c), CacheID: 1})
 	defer r.Close()
 	it := r.NewIter([]byte("k01000"), []byte("k01010"))
 	got := collect(t, it, true)

@@ -28,7 +28,7 @@ func TestGetDoesNotAllocate(t *testing.T) {
 			o := testWriterOptions(ct, SnappyCompression, 4096)
 			o.BloomBitsPerKey = bloom
 			data, _ := build(t, o, spec)
-			r := mustOpen(t, data, ReaderOptions{Cache: newTestCache(), CacheID: 1, ParanoidCacheChecks: true})
+			r := mustOpen(t, data, ReaderOptions{Cache: wrapCache(newTestCache()), CacheID: 1, ParanoidCacheChecks: true})
 			present, absent := spec.points[500].key.UserKey, []byte("key00500x")
 			r.Get(present, base.SeqNumMax) // warm the cache
 			r.Get(absent, base.SeqNumMax)
@@ -68,7 +68,7 @@ func TestIterDoesNotAllocate(t *testing.T) {
 	}
 	spec := fixedSpec(2000)
 	data, _ := build(t, testWriterOptions(checksum.XXH3, SnappyCompression, 1024), spec)
-	for _, ro := range []ReaderOptions{{Cache: newTestCache(), CacheID: 1}, {}} {
+	for _, ro := range []ReaderOptions{{Cache: wrapCache(newTestCache()), CacheID: 1}, {}} {
 		r := mustOpen(t, data, ro)
 		mid := []byte("key01000")
 		scan := func() {
@@ -101,7 +101,7 @@ func TestConcurrentReaders(t *testing.T) {
 	spec := fixedSpec(3000)
 	data, _ := build(t, testWriterOptions(checksum.CRC32c, SnappyCompression, 512), spec)
 	c := cache.New(16 << 10)
-	r := mustOpen(t, data, ReaderOptions{Cache: c, CacheID: 1, ParanoidCacheChecks: true})
+	r := mustOpen(t, data, ReaderOptions{Cache: wrapCache(c), CacheID: 1, ParanoidCacheChecks: true})
 	defer r.Close()
 	var wg sync.WaitGroup
 	errc := make(chan error, 8)
@@ -290,7 +290,7 @@ func benchReader(b testing.TB, bloom int, cached bool) *Reader {
 	data := benchData(b, bloom)
 	o := ReaderOptions{}
 	if cached {
-		o.Cache = cache.New(512 << 20) // holds the whole table
+		o.Cache = NewCache(512 << 20) // holds the whole table
 		o.CacheID = 1
 	}
 	r := mustOpen(b, data, o)

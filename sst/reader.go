@@ -12,6 +12,7 @@ import (
 	"github.com/golang/snappy"
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/cache"
 )
 
 // maxSnappyExpansion bounds what a snappy block can decode to per input
@@ -118,7 +119,7 @@ func (b BlockInfo) TrailerLen() uint64 {
 type Reader struct {
 	fileReader
 	opts  ReaderOptions
-	cache *Cache
+	cache *cache.Cache
 	tableMeta
 	// globalSeq is opts.GlobalSeqNum: 0, or the seqnum every entry of this
 	// external table reads back with (checked at Open).
@@ -197,7 +198,7 @@ func open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, uint64
 		f.Close()
 		return nil, m.decoded, err
 	}
-	r := &Reader{fileReader: fr, opts: o, cache: o.Cache, tableMeta: m, tombs: m.rangeDels}
+	r := &Reader{fileReader: fr, opts: o, cache: o.Cache.internal(), tableMeta: m, tombs: m.rangeDels}
 	if gs := o.GlobalSeqNum; gs != 0 {
 		switch {
 		case !m.props.External:

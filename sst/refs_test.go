@@ -34,7 +34,7 @@ func TestBlockRefsAreExact(t *testing.T) {
 	spec := fixedSpec(3000)
 	data, _ := build(t, testWriterOptions(checksum.XXH3, SnappyCompression, 512), spec)
 	c := cache.New(64 << 10) // small: blocks are evicted while held
-	r := mustOpen(t, data, ReaderOptions{Cache: c, CacheID: 1, ParanoidCacheChecks: true})
+	r := mustOpen(t, data, ReaderOptions{Cache: wrapCache(c), CacheID: 1, ParanoidCacheChecks: true})
 	rng := newRand(3)
 	for round := 0; round < 3; round++ {
 		for i := 0; i < 500; i++ {
@@ -63,7 +63,7 @@ func TestBlockRefsAreExact(t *testing.T) {
 		collect(t, uit, true)
 		uit.Close()
 		// Flip bits: detected reads Delete the bad blocks and release them.
-		c.ForEachForTesting(func(d []byte) { d[len(d)/2] ^= 1 })
+		c.ForEachBlock(func(d []byte) { d[len(d)/2] ^= 1 })
 		for _, e := range spec.points { // each damaged block is found and dropped
 			if _, _, _, _, err := r.Get(e.key.UserKey, base.SeqNumMax); err != nil && !errors.Is(err, base.ErrCorruption) {
 				t.Fatal(err)
@@ -89,7 +89,7 @@ func TestHeldBlocksSurviveEviction(t *testing.T) {
 	spec := fixedSpec(2000)
 	data, _ := build(t, testWriterOptions(checksum.XXH3, SnappyCompression, 1024), spec)
 	c := cache.New(1 << 20)
-	r := mustOpen(t, data, ReaderOptions{Cache: c, CacheID: 1, ParanoidCacheChecks: true})
+	r := mustOpen(t, data, ReaderOptions{Cache: wrapCache(c), CacheID: 1, ParanoidCacheChecks: true})
 	defer r.Close()
 
 	e := spec.points[777]
@@ -137,7 +137,7 @@ func TestUseAfterReleaseFaults(t *testing.T) {
 	spec := fixedSpec(2000)
 	data, _ := build(t, testWriterOptions(checksum.XXH3, SnappyCompression, 4096), spec)
 	c := cache.New(1 << 20)
-	r := mustOpen(t, data, ReaderOptions{Cache: c, CacheID: 1})
+	r := mustOpen(t, data, ReaderOptions{Cache: wrapCache(c), CacheID: 1})
 	defer r.Close()
 	keep := c.Alloc(4200) // keeps the chunks of the blocks' class mapped
 	defer keep.Release()
@@ -178,7 +178,7 @@ func faults(fn func()) (faulted bool) {
 // it into the cache, evicting (and freeing) another.
 func BenchmarkGetMiss(b *testing.B) {
 	data := benchData(b, 10)
-	r := mustOpen(b, data, ReaderOptions{Cache: cache.New(2 << 20), CacheID: 1})
+	r := mustOpen(b, data, ReaderOptions{Cache: NewCache(2 << 20), CacheID: 1})
 	defer r.Close()
 	rng := newRand(5)
 	b.ReportAllocs()

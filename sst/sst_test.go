@@ -142,7 +142,7 @@ func TestRoundTrip(t *testing.T) {
 						}
 						data, m := build(t, o, spec)
 						checkTable(t, data, m, spec, o, ReaderOptions{FileNum: 7})
-						checkTable(t, data, m, spec, o, ReaderOptions{FileNum: 7, Cache: newTestCache(), CacheID: 1, ParanoidCacheChecks: true})
+						checkTable(t, data, m, spec, o, ReaderOptions{FileNum: 7, Cache: wrapCache(newTestCache()), CacheID: 1, ParanoidCacheChecks: true})
 					})
 				}
 			}

@@ -5,9 +5,11 @@ import (
 	"github.com/vigildb/vigil/internal/cache"
 )
 
-// The key, iterator and cache types of the package's API. They are the
-// engine's own (defined in internal packages, shared with the memtable and
-// the DB), named here so that users of package sst can name them.
+// The key, iterator and cache-handle types of the package's API. They are
+// the engine's own (defined in internal packages, shared with the memtable
+// and the DB), re-exported whole because users of package sst handle
+// values of them: keys they compare and print, iterators they drive,
+// handles they release. (The block cache itself is opaque: Cache.)
 type (
 	// InternalKey is a user key with its trailer: sequence number and Kind.
 	InternalKey = base.InternalKey
@@ -19,10 +21,9 @@ type (
 	InternalIterator = base.InternalIterator
 	// RangeTombstone is a range deletion [Start, End) at a sequence number.
 	RangeTombstone = base.RangeTombstone
-	// Cache is the block cache shared by the tables of a DB: sharded CLOCK,
-	// blocks outside the Go heap, reference counted.
-	Cache = cache.Cache
-	// CacheHandle is a reference to a cached block; Release it exactly once.
+	// CacheHandle is a reference to a cached block; Release it exactly
+	// once. It is the cache's own handle, named here because GetRef and
+	// iterators hand it out and their callers must release it.
 	CacheHandle = cache.Handle
 )
 
@@ -39,7 +40,3 @@ var (
 	ErrCorruption      = base.ErrCorruption
 	ErrInvalidArgument = base.ErrInvalidArgument
 )
-
-// NewCache returns a block cache of capacityBytes (0: none, a nil *Cache,
-// which caches nothing).
-func NewCache(capacityBytes int64) *Cache { return cache.New(capacityBytes) }

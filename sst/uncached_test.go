@@ -14,7 +14,7 @@ func TestUncachedIterBypassesCache(t *testing.T) {
 	spec := genSpec(rand.New(rand.NewPCG(7, 7)), 2000, 20, 100, 0)
 	data, _ := build(t, testWriterOptions(checksum.XXH3, SnappyCompression, 512), spec)
 	c := newTestCache()
-	r := mustOpen(t, data, ReaderOptions{Cache: c, CacheID: 1, ParanoidCacheChecks: true})
+	r := mustOpen(t, data, ReaderOptions{Cache: wrapCache(c), CacheID: 1, ParanoidCacheChecks: true})
 	defer r.Close()
 	want := collect(t, r.NewIter(nil, nil), true) // fills the cache
 	before := c.Metrics()
@@ -22,7 +22,7 @@ func TestUncachedIterBypassesCache(t *testing.T) {
 		t.Fatal("cached scan cached nothing")
 	}
 	// Flip a bit in every cached block.
-	c.ForEachForTesting(func(b []byte) { b[len(b)/2] ^= 1 })
+	c.ForEachBlock(func(b []byte) { b[len(b)/2] ^= 1 })
 	got := collect(t, r.NewUncachedIter(), true)
 	if err := equalKVs(got, want); err != nil {
 		t.Fatal(err)

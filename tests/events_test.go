@@ -62,7 +62,7 @@ func TestEventListenerAndLogger(t *testing.T) {
 	if err := db.Put([]byte("x"), []byte("value"), nil); err != nil {
 		t.Fatal(err)
 	}
-	private.MemtableEntryForTesting(db, []byte("x"), func(_, v []byte) { v[0] ^= 1 })
+	private.MemtableEntryBytes(db, []byte("x"), func(_, v []byte) { v[0] ^= 1 })
 	if _, err := db.Get([]byte("x")); !errors.Is(err, vigil.ErrCorruption) {
 		t.Fatalf("Get of a flipped value = %v", err)
 	}

@@ -30,7 +30,7 @@ func fillAndCorrupt(t *testing.T, opts *vigil.Options) (*vigil.DB, int) {
 		}
 	}
 	victim := paranoidKeys / 2
-	if !private.MemtableEntryForTesting(db, paranoidKey(victim), func(k, v []byte) { k[0] = 'a' }) {
+	if !private.MemtableEntryBytes(db, paranoidKey(victim), func(k, v []byte) { k[0] = 'a' }) {
 		t.Fatal("key not found in the memtable")
 	}
 	return db, victim
@@ -126,7 +126,7 @@ func TestProtectionBytesCatchValueFlip(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		db.Put(paranoidKey(i), []byte(fmt.Sprintf("value%d", i)), nil)
 	}
-	if !private.MemtableEntryForTesting(db, paranoidKey(42), func(k, v []byte) { v[2] ^= 4 }) {
+	if !private.MemtableEntryBytes(db, paranoidKey(42), func(k, v []byte) { v[2] ^= 4 }) {
 		t.Fatal("entry not found")
 	}
 	if v, err := db.Get(paranoidKey(42)); !errors.Is(err, vigil.ErrCorruption) {
@@ -165,7 +165,7 @@ func TestHalfAppliedBatchIsNeverVisible(t *testing.T) {
 	for _, k := range []string{"k0", "k2", "k4", "k6", "k8"} {
 		db.Put([]byte(k), []byte("v-"+k), nil)
 	}
-	if !private.MemtableEntryForTesting(db, []byte("k2"), func(k, v []byte) { v[0] ^= 1 }) {
+	if !private.MemtableEntryBytes(db, []byte("k2"), func(k, v []byte) { v[0] ^= 1 }) {
 		t.Fatal("no entry")
 	}
 	b := db.NewBatch()

@@ -41,7 +41,7 @@
 //     its memory is never handed to anyone else before.
 //
 // Blocks are immutable once published: the cache never writes into a
-// buffer. The one exception is ForEachForTesting, which exists so a stress
+// buffer. The one exception is ForEachBlock, which exists so a stress
 // test can flip bits in cached blocks.
 //
 // In invariants builds (go test -tags invariants) a freed buffer is poisoned
@@ -481,12 +481,12 @@ func (c *Cache) Capacity() int64 {
 	return c.capacityA.Load()
 }
 
-// ForEachForTesting calls fn with the bytes of every cached block, under the
+// ForEachBlock calls fn with the bytes of every cached block, under the
 // shard's write lock, so that a test can corrupt cached blocks in place (the
 // stress test's model of a RAM bit flip). fn must not call the cache nor
 // keep the slice. Never use it outside tests: it breaks the immutability
 // every reader relies on.
-func (c *Cache) ForEachForTesting(fn func(data []byte)) {
+func (c *Cache) ForEachBlock(fn func(data []byte)) {
 	if c == nil {
 		return
 	}

@@ -57,7 +57,7 @@ func TestNilCache(t *testing.T) {
 	}
 	c.Delete(1, 2)
 	c.EvictFile(1)
-	c.ForEachForTesting(func([]byte) { t.Fatal("nil cache has blocks") })
+	c.ForEachBlock(func([]byte) { t.Fatal("nil cache has blocks") })
 	if m := c.Metrics(); m != (Metrics{}) {
 		t.Fatalf("nil cache metrics %+v", m)
 	}
@@ -123,7 +123,7 @@ func TestCapacityIsRespected(t *testing.T) {
 	// Recount by walking: Metrics must agree with the contents.
 	var n, size int64
 	var lens []int
-	c.ForEachForTesting(func(d []byte) { n++; lens = append(lens, len(d)) })
+	c.ForEachBlock(func(d []byte) { n++; lens = append(lens, len(d)) })
 	for _, l := range lens {
 		size += charge(c, l)
 	}
@@ -219,10 +219,10 @@ func TestShardingSpreadsAndCapacitySums(t *testing.T) {
 	}
 }
 
-func TestForEachForTestingCanCorrupt(t *testing.T) {
+func TestForEachBlockCanCorrupt(t *testing.T) {
 	c := New(1 << 20)
 	set(c, 1, 0, []byte{0, 0, 0}, 0)
-	c.ForEachForTesting(func(d []byte) { d[1] ^= 0x10 })
+	c.ForEachBlock(func(d []byte) { d[1] ^= 0x10 })
 	d, _, _ := get(c, 1, 0)
 	if !bytes.Equal(d, []byte{0, 0x10, 0}) {
 		t.Fatalf("block after flip: %x", d)

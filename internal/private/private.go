@@ -41,8 +41,13 @@ var MemtableArena func(mt any) []byte
 // tombstone. Set by package memtable.
 var MemtableEntry func(mt any, userKey []byte) (keyOff, keyLen, valOff, valLen int, rangeDel, ok bool)
 
-// MemtableEntryForTesting is MemtableEntryKind without the kind: the form
+// MemtableEntryBytes is MemtableEntryKind without the kind: the form
 // most tests use.
-func MemtableEntryForTesting(db any, key []byte, fn func(keyBytes, valueBytes []byte)) bool {
+func MemtableEntryBytes(db any, key []byte, fn func(keyBytes, valueBytes []byte)) bool {
 	return MemtableEntryKind(db, key, func(k, v []byte, _ bool) { fn(k, v) })
 }
+
+// WrapBlockCache returns the *sst.Cache view of an engine cache
+// (*cache.Cache; nil gives a nil *sst.Cache), which a DB hands its tables.
+// Set by package sst.
+var WrapBlockCache func(c any) any

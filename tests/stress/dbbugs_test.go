@@ -173,7 +173,7 @@ func TestDBBugSeekLTMissesKeyFlip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !private.MemtableEntryForTesting(db, []byte("a5"), func(k, v []byte) { k[0] ^= 0x10 }) {
+	if !private.MemtableEntryBytes(db, []byte("a5"), func(k, v []byte) { k[0] ^= 0x10 }) {
 		t.Fatal("no memtable entry for a5")
 	}
 	it, err := db.NewIter(nil)
@@ -283,7 +283,7 @@ func TestDBBugSeekLTMissesKeyFlipAtTail(t *testing.T) {
 		}
 	}
 	// "a5" -> "q5": now the last node holds a key far beyond its place.
-	if !private.MemtableEntryForTesting(db, []byte("a5"), func(k, v []byte) { k[0] ^= 0x10 }) {
+	if !private.MemtableEntryBytes(db, []byte("a5"), func(k, v []byte) { k[0] ^= 0x10 }) {
 		t.Fatal("no memtable entry for a5")
 	}
 	it, err := db.NewIter(nil)
@@ -322,7 +322,7 @@ func TestDBBugGetPassesKeyFlippedDown(t *testing.T) {
 		}
 	}
 	// The newest "a5" becomes "a4": between "a1" and the older "a5".
-	if !private.MemtableEntryForTesting(db, []byte("a5"), func(k, v []byte) { k[1] ^= 0x01 }) {
+	if !private.MemtableEntryBytes(db, []byte("a5"), func(k, v []byte) { k[1] ^= 0x01 }) {
 		t.Fatal("no memtable entry for a5")
 	}
 	v, err := db.Get([]byte("a5"))
