@@ -250,7 +250,12 @@ func (r *batchReader) varstring(where, what string) ([]byte, error) {
 	return s, nil
 }
 
-// BatchKind is the kind of one record of a Batch.
+// BatchKind is the kind of one write, as users see it: a record of a Batch
+// (BatchReader), and an op of raftstore's commands (raftstore.OpKind is
+// this type). Inside the engine a write is stored with the internal key
+// kind (sst.Kind: LevelDB's on-disk numbers, 0 delete, 1 set, 15 range
+// delete), which the batch maps it onto; the numbers here are fixed too,
+// since raftstore's command format stores them.
 type BatchKind uint8
 
 // Batch record kinds.

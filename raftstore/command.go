@@ -10,32 +10,19 @@ import (
 	"github.com/vigildb/vigil/sst"
 )
 
-// OpKind is the kind of one write in a command.
-type OpKind uint8
+// OpKind is the kind of one write in a command: vigil.BatchKind, whose
+// numbers (1 put, 2 delete, 3 delete-range) are part of the command format.
+type OpKind = vigil.BatchKind
 
-// The kinds of write a command holds. The numbers are part of the command
-// format.
+// The kinds of write a command holds.
 const (
 	// OpPut sets Key to Value.
-	OpPut OpKind = 1
+	OpPut = vigil.BatchPut
 	// OpDelete removes Key.
-	OpDelete OpKind = 2
+	OpDelete = vigil.BatchDelete
 	// OpDeleteRange removes every key in [Key, Value).
-	OpDeleteRange OpKind = 3
+	OpDeleteRange = vigil.BatchDeleteRange
 )
-
-// String returns the kind's name: put, delete or delete-range.
-func (k OpKind) String() string {
-	switch k {
-	case OpPut:
-		return "put"
-	case OpDelete:
-		return "delete"
-	case OpDeleteRange:
-		return "delete-range"
-	}
-	return fmt.Sprintf("OpKind(%d)", uint8(k))
-}
 
 // Op is one write of a command: a put of Key=Value, a delete of Key, or a
 // range deletion of [Key, Value).
