@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"sort"
 	"unsafe"
 
 	"github.com/vigildb/vigil/checksum"
@@ -145,11 +146,16 @@ func newFlushableBatch(b *Batch, cksum checksum.Type, protect, paranoid bool) (*
 			fb.tombs = append(fb.tombs, base.RangeTombstone{Start: key, End: value, Seq: uint64(idx)}) // + fb.seq, see setSeq
 			continue
 		}
+		keyOff, inside := fb.offset(key)
+		if !inside {
+			fb.Release()
+			return nil, fmt.Errorf("vigil: internal error: batch record %d's key is not inside the batch's buffer", idx)
+		}
 		// (Within the capacity reserved above: the batch has r.count
 		// records, so append never reallocates onto the Go heap.)
 		fb.entries = append(fb.entries, fbEntry{
 			abbrev: abbrevKey(key),
-			keyOff: fb.offset(key), keyLen: uint32(len(key)),
+			keyOff: keyOff, keyLen: uint32(len(key)),
 			lenKind: uint32(len(value))<<4 | uint32(kind),
 			idx:     idx,
 		})
@@ -178,12 +184,18 @@ func (fb *flushableBatch) setSeq(seq uint64) {
 	}
 }
 
-// offset returns the offset of s in fb.data (s aliases it).
-func (fb *flushableBatch) offset(s []byte) uint32 {
+// offset returns the offset of s in fb.data, which s must lie within (the
+// batch reader's slices do); ok is false if it does not.
+func (fb *flushableBatch) offset(s []byte) (off uint32, ok bool) {
 	if len(s) == 0 {
-		return 0
+		return 0, true
 	}
-	return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(s))) - uintptr(unsafe.Pointer(unsafe.SliceData(fb.data))))
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(fb.data)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+	if p < start || p-start > uintptr(len(fb.data)) || uintptr(len(s)) > uintptr(len(fb.data))-(p-start) {
+		return 0, false
+	}
+	return uint32(p - start), true
 }
 
 // abbrevKey is the first 8 bytes of key, big-endian, zero-padded: ordering
@@ -449,11 +461,15 @@ type fbTombIter struct {
 }
 
 func (it *fbTombIter) at(i int) bool { it.i = i; return it.Valid() }
-func (it *fbTombIter) SeekGE([]byte) bool {
-	panic("vigil: flushable batch tombstone iterator: SeekGE unused")
+
+// SeekGE moves to the first tombstone starting at or after key.
+func (it *fbTombIter) SeekGE(key []byte) bool {
+	return it.at(sort.Search(len(it.fb.tombs), func(i int) bool { return bytes.Compare(it.fb.tombs[i].Start, key) >= 0 }))
 }
-func (it *fbTombIter) SeekLT([]byte) bool {
-	panic("vigil: flushable batch tombstone iterator: SeekLT unused")
+
+// SeekLT moves to the last tombstone starting before key.
+func (it *fbTombIter) SeekLT(key []byte) bool {
+	return it.at(sort.Search(len(it.fb.tombs), func(i int) bool { return bytes.Compare(it.fb.tombs[i].Start, key) >= 0 }) - 1)
 }
 func (it *fbTombIter) First() bool   { return it.at(0) }
 func (it *fbTombIter) Last() bool    { return it.at(len(it.fb.tombs) - 1) }

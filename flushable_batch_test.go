@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/vigildb/vigil/checksum"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -406,5 +407,58 @@ func TestFlushableBatchLentBuffer(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// The tombstone iterator seeks like every InternalIterator (it panicked on
+// SeekGE and SeekLT), and a key outside the batch's buffer has no offset.
+func TestFlushableBatchTombIterSeek(t *testing.T) {
+	b := new(Batch)
+	for _, r := range [][2]string{{"b", "c"}, {"d", "f"}, {"d", "e"}, {"m", "p"}} {
+		b.DeleteRange([]byte(r[0]), []byte(r[1]))
+	}
+	b.Put([]byte("x"), []byte("y"))
+	fb, err := newFlushableBatch(b, checksum.XXH3, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Release()
+	fb.setSeq(100)
+	it := fb.NewRangeDelIter()
+	for _, c := range []struct {
+		key    string
+		ge, lt string // the start found, "" for none
+		geEnd  string
+	}{
+		{"a", "b", "", "c"}, {"b", "b", "", "c"}, {"c", "d", "b", ""}, {"d", "d", "b", ""},
+		{"e", "m", "d", "p"}, {"m", "m", "d", "p"}, {"z", "", "m", ""},
+	} {
+		got := ""
+		if it.SeekGE([]byte(c.key)) {
+			got = string(it.Key().UserKey)
+			if c.geEnd != "" && string(it.Value()) != c.geEnd {
+				t.Errorf("SeekGE(%s): end %s, want %s", c.key, it.Value(), c.geEnd)
+			}
+		}
+		if got != c.ge {
+			t.Errorf("SeekGE(%s) = %q, want %q", c.key, got, c.ge)
+		}
+		got = ""
+		if it.SeekLT([]byte(c.key)) {
+			got = string(it.Key().UserKey)
+		}
+		if got != c.lt {
+			t.Errorf("SeekLT(%s) = %q, want %q", c.key, got, c.lt)
+		}
+	}
+	// Two tombstones start at d: SeekGE lands on the newer, Next on the older.
+	if !it.SeekGE([]byte("d")) || it.Key().SeqNum() <= 100 || !it.Next() || string(it.Key().UserKey) != "d" {
+		t.Fatal("SeekGE(d) then Next: not both tombstones at d, newest first")
+	}
+	if _, ok := fb.offset([]byte("elsewhere")); ok {
+		t.Fatal("offset of a slice outside the batch's buffer reported ok")
+	}
+	if off, ok := fb.offset(fb.data[5:9]); !ok || off != 5 {
+		t.Fatalf("offset of data[5:9] = %d, %v", off, ok)
 	}
 }
