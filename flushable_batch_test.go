@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/vigildb/vigil/checksum"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/cockroachdb/pebble/vfs"
+	"github.com/vigildb/vigil/checksum"
 )
 
 // bigBatch builds a batch of random puts, deletes and a range deletion over
