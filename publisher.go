@@ -27,6 +27,10 @@ type publisher struct {
 	// failed is set by fail; failedAt is the first failed ticket.
 	failed   bool
 	failedAt uint64
+	// waiting counts the writers asleep in publish that no broadcast has
+	// woken yet (for tests, which need to know that every writer has
+	// settled: returned, or waits with nothing to wake it).
+	waiting int
 }
 
 type pubEntry struct {
@@ -78,12 +82,14 @@ func (p *publisher) publish(t uint64, visible interface {
 		advanced = true
 	}
 	if advanced {
+		p.waiting = 0
 		p.cond.Broadcast()
 	}
 	for p.head <= t {
 		if p.failed && t >= p.failedAt {
 			return errPublishStopped
 		}
+		p.waiting++
 		p.cond.Wait()
 	}
 	return nil
@@ -97,6 +103,7 @@ func (p *publisher) fail(t uint64) {
 	if !p.failed || t < p.failedAt {
 		p.failed, p.failedAt = true, t
 	}
+	p.waiting = 0
 	p.cond.Broadcast()
 	p.mu.Unlock()
 }
