@@ -666,12 +666,49 @@ func bgWriter(r *Runner, e Engine, t *threadState, stop *atomic.Bool) error {
 // threads created so far in this invocation, as in db_bench.
 func (r *Runner) runThreads(name string, e Engine, b dbBench) (Result, error) {
 	readers := max(r.cfg.Threads, 1)
+	bar := r.newProgress(name, b.expected(r)*int64(readers))
+	states := r.newThreadStates(b, readers, bar)
+	workers := states
+	if b.writer {
+		workers = states[1:]
+	}
+	elapsed, writerErr := r.runAndWait(e, b, states)
+	bar.finish()
+
+	res := Result{Name: name, Elapsed: elapsed}
+	for _, st := range states {
+		r.stats.merge(st.st)
+	}
+	hists, err := mergeThreads(&res, workers)
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", name, err)
+	}
+	if writerErr != nil {
+		return res, fmt.Errorf("%s: writer: %w", name, writerErr)
+	}
+	res.Message, res.BlankAfter = r.threadsMessage(name, workers[0])
+	if r.cfg.Histogram {
+		for op := range hists {
+			if hists[op].Count() > 0 {
+				h := hists[op]
+				res.Histograms = append(res.Histograms, OpHistogram{Op: opTypeNames[op], Hist: &h})
+			}
+		}
+		res.Latency = hists[b.main].Summary()
+	}
+	return res, nil
+}
+
+// newThreadStates makes a state for each of the readers threads, after
+// one for the writer, thread 0, if b has one. Each state takes the next
+// thread seed, so they are made in thread order. The writer's figures stay
+// out of the progress bar and the histograms.
+func (r *Runner) newThreadStates(b dbBench, readers int, bar *progress) []*threadState {
 	n := readers
 	if b.writer {
 		n++
 	}
 	states := make([]*threadState, n)
-	bar := r.newProgress(name, b.expected(r)*int64(readers))
 	wlimit, rlimit := newRateLimiter(r.cfg.WriteRateLimit), newRateLimiter(r.cfg.ReadRateLimit)
 	for i := range states {
 		r.threadSeq++
@@ -697,6 +734,14 @@ func (r *Runner) runThreads(name string, e Engine, b dbBench) (Result, error) {
 		}
 		states[i] = st
 	}
+	return states
+}
+
+// runAndWait runs b.fn on each thread of states, and bgWriter on thread
+// 0 if b has a writer, and waits for them. It returns the wall time of the
+// fn threads (the writer runs until they finish, then stops) and the
+// writer's error; each fn thread's error is left in its state.
+func (r *Runner) runAndWait(e Engine, b dbBench, states []*threadState) (time.Duration, error) {
 	var stop atomic.Bool
 	var writerErr error
 	var writerWG sync.WaitGroup
@@ -725,16 +770,17 @@ func (r *Runner) runThreads(name string, e Engine, b dbBench) (Result, error) {
 	elapsed := time.Since(start)
 	stop.Store(true)
 	writerWG.Wait()
-	bar.finish()
+	return elapsed, writerErr
+}
 
-	res := Result{Name: name, Elapsed: elapsed}
+// mergeThreads adds the fn threads' ops, bytes and busy time to res and
+// returns their merged histograms; or the first thread error, in thread
+// order (res then holds the figures of the threads before it).
+func mergeThreads(res *Result, workers []*threadState) ([numOpTypes]Histogram, error) {
 	var hists [numOpTypes]Histogram
-	for _, st := range states {
-		r.stats.merge(st.st)
-	}
 	for _, st := range workers {
 		if st.err != nil {
-			return res, fmt.Errorf("%s: %w", name, st.err)
+			return hists, st.err
 		}
 		res.Ops += st.ops
 		res.Bytes += st.bytes
@@ -745,33 +791,25 @@ func (r *Runner) runThreads(name string, e Engine, b dbBench) (Result, error) {
 			}
 		}
 	}
-	if writerErr != nil {
-		return res, fmt.Errorf("%s: writer: %w", name, writerErr)
-	}
-	// db_bench merges the threads' figures but keeps one thread's message:
-	// the first reader's, its own counts only.
-	first := workers[0]
+	return hists, nil
+}
+
+// threadsMessage is the note db_bench prints after benchmark name's
+// figures, and whether a blank line follows the result. db_bench merges
+// the threads' figures but keeps one thread's message: the first
+// reader's, its own counts only.
+func (r *Runner) threadsMessage(name string, first *threadState) (msg string, blankAfter bool) {
 	switch name {
 	case "readrandom", "readmissing", "readhot", "readwhilewriting", "seekrandom", "seekrandomwhilewriting":
-		res.Message = fmt.Sprintf("(%d of %d found)", first.found, first.ops)
-		res.BlankAfter = true
+		return fmt.Sprintf("(%d of %d found)", first.found, first.ops), true
 	case "updaterandom":
-		res.Message = fmt.Sprintf("( updates:%d found:%d)", first.ops, first.found)
+		return fmt.Sprintf("( updates:%d found:%d)", first.ops, first.found), false
 	case "readrandomwriterandom":
-		res.Message = fmt.Sprintf("( reads:%d writes:%d total:%d found:%d)", first.reads, first.writes, first.ops, first.found)
+		return fmt.Sprintf("( reads:%d writes:%d total:%d found:%d)", first.reads, first.writes, first.ops, first.found), false
 	case "fillsync", "fill100K":
-		res.Message = fmt.Sprintf("(%d ops)", r.cfg.Num/1000)
+		return fmt.Sprintf("(%d ops)", r.cfg.Num/1000), false
 	}
-	if r.cfg.Histogram {
-		for op := range hists {
-			if hists[op].Count() > 0 {
-				h := hists[op]
-				res.Histograms = append(res.Histograms, OpHistogram{Op: opTypeNames[op], Hist: &h})
-			}
-		}
-		res.Latency = hists[b.main].Summary()
-	}
-	return res, nil
+	return "", false
 }
 
 // valueBufferSize is the value generator's buffer: db_bench's

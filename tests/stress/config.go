@@ -158,6 +158,11 @@ type plan struct {
 func pick[T any](rng *rand.Rand, xs ...T) T { return xs[rng.IntN(len(xs))] }
 
 // drawPlan decides a run's options and workload from the seed.
+//
+// A run is replayed from its seed alone, so the order of the draws below
+// is part of the plan's meaning: each step draws from the one generator in
+// a fixed order, and a new draw goes after every existing one (as the
+// --corrupt-files draws do), or old seeds would draw other plans.
 func drawPlan(cfg *Config) plan {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	p := plan{
@@ -166,18 +171,47 @@ func drawPlan(cfg *Config) plan {
 		Crash:     cfg.Crash,
 		FaultRate: cfg.FaultRate,
 		Corrupt:   cfg.CorruptMemory,
-		// CorruptFiles is set below, after every draw of the plan without
-		// it: the option changes nothing else of a seed's plan.
+		// CorruptFiles is set by forCorruptFiles, after every draw of the
+		// plan without it: the option changes nothing else of a seed's plan.
 	}
+	p.drawWorkload(rng, cfg.Keys)
+	p.drawOptions(rng)
+	p.drawSchedule(rng)
+	if p.Checksum == vigil.ChecksumNone && p.Protection > 0 {
+		p.Protection = 0
+		p.Notes = append(p.Notes, "protection bytes 0: checksum type none cannot compute them")
+	}
+	if p.Corrupt {
+		p.forCorruptMemory(rng)
+	}
+	if cfg.CorruptFiles {
+		p.forCorruptFiles(rng)
+	}
+	if cfg.planHook != nil {
+		cfg.planHook(&p)
+	}
+	p.resolveConflicts()
+	return p
+}
+
+// drawWorkload draws the key space, the key padding, the value sizes and
+// the share of synced writes. keys, if positive, overrides the drawn key
+// space (--keys); the draw is made anyway, to keep the later ones in place.
+func (p *plan) drawWorkload(rng *rand.Rand, keys int) {
 	// Tiny key spaces find concurrency bugs (every operation collides);
 	// large ones build deep LSMs.
 	p.Keys = pick(rng, 8, 16, 64, 256, 1000, 4000, 20000, 100000)
-	if cfg.Keys > 0 {
-		p.Keys = cfg.Keys
+	if keys > 0 {
+		p.Keys = keys
 	}
 	p.Pad = pick(rng, 0, 0, 4, 24)
 	p.Value = pick(rng, 0, 24, 100, 400, 2000, 9000)
 	p.SyncPct = pick(rng, 0, 0, 5, 30, 100)
+}
+
+// drawOptions draws the DB options: checksums and memory checks, memtable
+// and table formats, the cache, the LSM's shape, and WAL recovery.
+func (p *plan) drawOptions(rng *rand.Rand) {
 	p.Checksum = pick(rng, vigil.ChecksumNone, vigil.ChecksumCRC32c, vigil.ChecksumXXHash,
 		vigil.ChecksumXXHash64, vigil.ChecksumXXH3, vigil.ChecksumCRC64)
 	p.Paranoid = rng.IntN(2) == 0
@@ -190,6 +224,17 @@ func drawPlan(cfg *Config) plan {
 	p.Compression = pick(rng, vigil.NoCompression, vigil.SnappyCompression)
 	p.Cache = pick(rng, int64(-1), 256<<10, 4<<20, 64<<20)
 	p.MaxOpenFiles = pick(rng, 16, 64, 1000)
+	p.drawLevels(rng)
+	p.WALMode = pick(rng, vigil.WALRecoverPointInTime, vigil.WALRecoverPointInTime,
+		vigil.WALTolerateCorruptedTail, vigil.WALAbsoluteConsistency, vigil.WALSkipAnyCorrupted)
+	p.DisableWAL = rng.IntN(7) == 0
+	p.NoAutoCompact = rng.IntN(10) == 0
+}
+
+// drawLevels draws the LSM's shape: half the plans get small levels and
+// files, the others the defaults; then the L0 stall point above the
+// compaction trigger.
+func (p *plan) drawLevels(rng *rand.Rand) {
 	if rng.IntN(2) == 0 {
 		// Small levels and files: compactions run all the time.
 		p.L0Trigger = pick(rng, 1, 2, 4)
@@ -203,64 +248,68 @@ func drawPlan(cfg *Config) plan {
 		p.Multiplier = 10
 	}
 	p.L0Stop = p.L0Trigger + pick(rng, 2, 8, 16)
-	p.WALMode = pick(rng, vigil.WALRecoverPointInTime, vigil.WALRecoverPointInTime,
-		vigil.WALTolerateCorruptedTail, vigil.WALAbsoluteConsistency, vigil.WALSkipAnyCorrupted)
-	p.DisableWAL = rng.IntN(7) == 0
-	p.NoAutoCompact = rng.IntN(10) == 0
+}
+
+// drawSchedule draws how often the run crashes, reopens and flips, and
+// sets how often a worker flushes, compacts, ingests and checkpoints
+// (derived or fixed, not drawn: see the plan's fields).
+func (p *plan) drawSchedule(rng *rand.Rand) {
 	p.CrashEvery = pick(rng, int64(300), 2000, 10000, 50000)
 	p.ReopenEvery = pick(rng, int64(5000), 30000, 150000)
 	p.FlipEvery = pick(rng, int64(50), 200, 1000)
 	p.FlushOneIn = min(300*(p.WriteBuffer/(64<<10)), 20000)
 	p.CompactOneIn = 2 * p.FlushOneIn
 	p.IngestOneIn, p.CheckpointOneIn = 1000, 2000
+}
 
-	if p.Checksum == vigil.ChecksumNone && p.Protection > 0 {
-		p.Protection = 0
-		p.Notes = append(p.Notes, "protection bytes 0: checksum type none cannot compute them")
+// forCorruptMemory adjusts the plan for --corrupt-memory. Detection needs
+// the checks on, a checksum, a block cache to flip bits in, and a WAL to
+// restore the memtable from after a detected corruption made the DB
+// read-only.
+func (p *plan) forCorruptMemory(rng *rand.Rand) {
+	p.Paranoid = true
+	if p.Checksum == vigil.ChecksumNone {
+		p.Checksum = vigil.ChecksumXXH3
 	}
-	if p.Corrupt {
-		// Detection needs the checks on, a checksum, a block cache to flip
-		// bits in, and a WAL to restore the memtable from after a
-		// detected corruption made the DB read-only.
-		p.Paranoid = true
-		if p.Checksum == vigil.ChecksumNone {
-			p.Checksum = vigil.ChecksumXXH3
-		}
-		p.Protection = pick(rng, 1, 2, 4, 8, 8)
-		if p.Cache <= 0 {
-			p.Cache = 4 << 20
-		}
-		if p.DisableWAL {
-			p.DisableWAL = false
-			p.Notes = append(p.Notes, "WAL forced on: --corrupt-memory restores memtables from it")
-		}
-		if raceEnabled && !p.NoAutoCompact {
-			// Background compactions read cached blocks with no lock the
-			// runner can take; flipping them is a data race by design,
-			// which the race detector reports. Manual compactions still run.
-			p.NoAutoCompact = true
-			p.Notes = append(p.Notes, "automatic compactions off: race detector build (flips in cached blocks would race with them)")
-		}
+	p.Protection = pick(rng, 1, 2, 4, 8, 8)
+	if p.Cache <= 0 {
+		p.Cache = 4 << 20
 	}
-	if cfg.CorruptFiles {
-		// Drawn last, so that without the option the plan is the same.
-		p.CorruptFiles = true
-		p.FileFlipPct = pick(rng, 30, 60, 100)
-		// More reopen points, each a chance to flip.
-		p.ReopenEvery = pick(rng, int64(2000), 5000, 20000)
-		// No ingestions or checkpoints: the memtable flushes they make
-		// race with the background creation of the next WAL for file
-		// numbers, so the files a seed flips would depend on timing.
-		p.IngestOneIn, p.CheckpointOneIn = 0, 0
-		p.Notes = append(p.Notes, "no ingestions or checkpoints: --corrupt-files flips by seed, and their flushes make file numbers depend on timing")
-		if p.Checksum == vigil.ChecksumNone {
-			p.Checksum = pick(rng, vigil.ChecksumCRC32c, vigil.ChecksumXXH3, vigil.ChecksumCRC64)
-			p.Notes = append(p.Notes, fmt.Sprintf("checksum %s: --corrupt-files needs checksummed WAL and MANIFEST records (with none a flipped payload goes unnoticed by design)", p.Checksum.Resolve()))
-		}
+	if p.DisableWAL {
+		p.DisableWAL = false
+		p.Notes = append(p.Notes, "WAL forced on: --corrupt-memory restores memtables from it")
 	}
-	if cfg.planHook != nil {
-		cfg.planHook(&p)
+	if raceEnabled && !p.NoAutoCompact {
+		// Background compactions read cached blocks with no lock the
+		// runner can take; flipping them is a data race by design,
+		// which the race detector reports. Manual compactions still run.
+		p.NoAutoCompact = true
+		p.Notes = append(p.Notes, "automatic compactions off: race detector build (flips in cached blocks would race with them)")
 	}
+}
+
+// forCorruptFiles adjusts the plan for --corrupt-files. Its draws come
+// last, so that without the option the plan is the same.
+func (p *plan) forCorruptFiles(rng *rand.Rand) {
+	p.CorruptFiles = true
+	p.FileFlipPct = pick(rng, 30, 60, 100)
+	// More reopen points, each a chance to flip.
+	p.ReopenEvery = pick(rng, int64(2000), 5000, 20000)
+	// No ingestions or checkpoints: the memtable flushes they make
+	// race with the background creation of the next WAL for file
+	// numbers, so the files a seed flips would depend on timing.
+	p.IngestOneIn, p.CheckpointOneIn = 0, 0
+	p.Notes = append(p.Notes, "no ingestions or checkpoints: --corrupt-files flips by seed, and their flushes make file numbers depend on timing")
+	if p.Checksum == vigil.ChecksumNone {
+		p.Checksum = pick(rng, vigil.ChecksumCRC32c, vigil.ChecksumXXH3, vigil.ChecksumCRC64)
+		p.Notes = append(p.Notes, fmt.Sprintf("checksum %s: --corrupt-files needs checksummed WAL and MANIFEST records (with none a flipped payload goes unnoticed by design)", p.Checksum.Resolve()))
+	}
+}
+
+// resolveConflicts settles the combinations the DB refuses or that would
+// stall the run. It runs after the tests' plan hook, so that it also
+// covers what a hook forced.
+func (p *plan) resolveConflicts() {
 	if p.DisableWAL && p.SyncPct > 0 {
 		// Apply refuses a synced write without a WAL (ErrInvalidArgument):
 		// with no WAL to sync, acknowledging it would be a lie.
@@ -272,7 +321,6 @@ func drawPlan(cfg *Config) plan {
 		// hand now and then).
 		p.L0Stop = 1 << 20
 	}
-	return p
 }
 
 // options builds the DB options of the plan on fs.

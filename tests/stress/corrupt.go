@@ -152,6 +152,24 @@ func (f *flipState) count(c *FlipCounts, v flipVerdict, flushDetected bool) {
 	}
 }
 
+// countLocking is count for a caller that does not hold mu.
+func (f *flipState) countLocking(c *FlipCounts, v flipVerdict, flushDetected bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.count(c, v, flushDetected)
+}
+
+// release leaves a memtable flip for the workers and the background flush
+// to find until the next reopen, where settle counts it under target: its
+// verdict so far is the probe reads' (v), which the workers' reads may
+// upgrade.
+func (f *flipState) release(v flipVerdict, target *FlipCounts) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released, f.releasedVerdict, f.releasedTarget = true, v, target
+	f.releasedRead, f.releasedMissed = false, false
+}
+
 // settle classifies a released flip before the DB is closed (db nil: it is
 // closed already, after a crash) and forgets block flips.
 func (f *flipState) settle(db store) {
@@ -206,20 +224,83 @@ func (r *runner) flip() *Divergence {
 	return r.flipBlock()
 }
 
+// memtableFlip is a bit flipped in a memtable entry, followed from the
+// flip to its settling.
+type memtableFlip struct {
+	k int // the key whose newest entry was flipped
+	// inKey: the bit is in the entry's key, not its value.
+	inKey bool
+	// flipped is the entry's key after the flip (a copy).
+	flipped []byte
+	// inMutable: the entry is in the mutable memtable, which no
+	// background flush can have read before the flip.
+	inMutable bool
+	// target counts the flip's outcome: key, value or range deletion flips.
+	target *FlipCounts
+}
+
+// where names the flipped part of the entry, for messages.
+func (m *memtableFlip) where() string {
+	if m.inKey {
+		return "key"
+	}
+	return "value"
+}
+
 // flipMemtable flips a bit in the newest memtable entry of a recently
-// written key, probes, and settles the flip.
-//
-// (Long on purpose: picking the victim, flipping, probing and settling
-// the verdict share the flip's state, and reading them in one place is
-// what makes the detected / no effect / missed accounting checkable.)
+// written key, probes, and settles the flip. The steps pass the flip along
+// as a memtableFlip; whichever step settles it counts its outcome under
+// m.target (detected at read or at flush, no effect, or missed).
 func (r *runner) flipMemtable() *Divergence {
+	m := r.flipMemtableEntry()
+	if m == nil {
+		return nil // no recent key has an entry we may flip now
+	}
+	r.flips.mu.Lock()
+	m.target.Injected++
+	r.flips.note(fmt.Sprintf("op %d: memtable %s of %s", r.stats.ops.Load(), m.where(), r.kc.keyName(m.k)))
+	r.flips.mu.Unlock()
+	r.verbosef("flipped a bit in the memtable %s of %s (now %q)", m.where(), r.kc.keyName(m.k), m.flipped)
+
+	verdict, missed, div := r.probeMemtable(m.k, m.flipped)
+	if div != nil {
+		return div
+	}
+	if verdict == flipMissed {
+		r.verbosef("missed: %s", missed)
+	}
+	if verdict == flipMissed && r.plan.Protection == 8 {
+		r.flips.countLocking(m.target, verdict, false)
+		return &Divergence{Op: fmt.Sprintf("memtable %s bit flip", m.where()), Key: r.kc.keyName(m.k), Got: "wrong data without an error",
+			Detail: fmt.Sprintf("with 8 protection bytes and paranoid checks every flip must be reported as ErrCorruption; %s", missed)}
+	}
+	if r.plan.Protection == 8 {
+		// Nothing may slip through 8 bytes: besides a reopen, the flip can
+		// be left to the workers or to Flush to find.
+		switch r.eventRng.IntN(3) {
+		case 0:
+			r.flips.release(verdict, m.target)
+			return nil
+		case 1:
+			return r.flushFlipped(m, verdict)
+		}
+	}
+	r.flips.countLocking(m.target, verdict, false)
+	return r.reopenLocked("after a memtable flip")
+}
+
+// flipMemtableEntry picks a recently written key with a memtable entry it
+// may flip, flips one bit of that entry's key or value, and describes the
+// flip; nil if 16 tries found no such entry.
+//
+// It flips only entries of the mutable memtable under the race detector
+// (an immutable one may be read by the flush goroutine right now, a race
+// by design that the detector would report), and with fewer than 8
+// protection bytes: there a flip escapes the check with probability
+// 2^-8N by design, and one escaping in a memtable being flushed would
+// reach an SST before the runner's reopen could undo it.
+func (r *runner) flipMemtableEntry() *memtableFlip {
 	db := r.db.DB()
-	// Flip only entries of the mutable memtable under the race detector
-	// (an immutable one may be read by the flush goroutine right now, a
-	// race by design that the detector would report), and with fewer than
-	// 8 protection bytes: there a flip escapes the check with probability
-	// 2^-8N by design, and one escaping in a memtable being flushed would
-	// reach an SST before the runner's reopen could undo it.
 	mutableOnly := raceEnabled || r.plan.Protection < 8
 	var mutable []byte
 	first := true
@@ -252,88 +333,50 @@ func (r *runner) flipMemtable() *Divergence {
 		})
 	}
 	if k < 0 {
-		return nil // no recent key has an entry we may flip now
+		return nil
 	}
-	target := &r.flips.stats.MemtableValue
+	m := &memtableFlip{k: k, inKey: inKey, flipped: flipped, inMutable: inMutable, target: &r.flips.stats.MemtableValue}
 	switch {
 	case rangeDel:
-		target = &r.flips.stats.MemtableRangeDel
+		m.target = &r.flips.stats.MemtableRangeDel
 	case inKey:
-		target = &r.flips.stats.MemtableKey
+		m.target = &r.flips.stats.MemtableKey
 	}
-	r.flips.mu.Lock()
-	target.Injected++
-	r.flips.note(fmt.Sprintf("op %d: memtable %s of %s", r.stats.ops.Load(), map[bool]string{true: "key", false: "value"}[inKey], r.kc.keyName(k)))
-	r.flips.mu.Unlock()
-	where := "value"
-	if inKey {
-		where = "key"
-	}
-	r.verbosef("flipped a bit in the memtable %s of %s (now %q)", where, r.kc.keyName(k), flipped)
+	return m
+}
 
-	verdict, missed, div := r.probeMemtable(k, flipped)
-	if div != nil {
-		return div
-	}
-	if verdict == flipMissed {
-		r.verbosef("missed: %s", missed)
-	}
-	if verdict == flipMissed && r.plan.Protection == 8 {
-		r.flips.mu.Lock()
-		r.flips.count(target, verdict, false)
-		r.flips.mu.Unlock()
-		return &Divergence{Op: fmt.Sprintf("memtable %s bit flip", where), Key: r.kc.keyName(k), Got: "wrong data without an error",
-			Detail: fmt.Sprintf("with 8 protection bytes and paranoid checks every flip must be reported as ErrCorruption; %s", missed)}
-	}
-	if r.plan.Protection == 8 {
-		switch r.eventRng.IntN(3) {
-		case 0:
-			// Release: the workers and the background flush must find it.
-			r.flips.mu.Lock()
-			r.flips.released, r.flips.releasedVerdict, r.flips.releasedTarget = true, verdict, target
-			r.flips.releasedRead, r.flips.releasedMissed = false, false
-			r.flips.mu.Unlock()
-			return nil
-		case 1:
-			err := r.db.Flush()
-			switch {
-			case err == nil && !inMutable:
-				// The flip hit an immutable memtable whose background
-				// flush had already read the entry (validation and the
-				// copy both check it), so the table holds it as it was
-				// and Flush had nothing left to refuse: seen by a seeded
-				// sweep, with 256 KiB memtables flushing constantly. Reads
-				// must now return the oracle's data.
-				after, missed, div := r.probeMemtable(k, flipped)
-				if div != nil {
-					return div
-				}
-				if after == flipMissed {
-					return &Divergence{Op: fmt.Sprintf("Flush after a memtable %s bit flip", where), Key: r.kc.keyName(k),
-						Expected: "ErrCorruption, or the entry flushed before the flip", Got: "success, and reads return wrong data: " + missed}
-				}
-				r.flips.mu.Lock()
-				r.flips.count(target, verdict, false)
-				r.flips.mu.Unlock()
-				return r.reopenLocked("after a memtable flip that a flush had already passed")
-			case err == nil:
-				return &Divergence{Op: fmt.Sprintf("Flush after a memtable %s bit flip", where), Key: r.kc.keyName(k),
-					Expected: "ErrCorruption (flush validation checks every entry's 8 protection bytes)", Got: "success: the corrupt entry went to an SST"}
-			case errors.Is(err, vigil.ErrCorruption):
-				r.flips.mu.Lock()
-				r.flips.count(target, verdict, true)
-				r.flips.mu.Unlock()
-				return r.reopenLocked("after a memtable flip caught by Flush")
-			default:
-				return &Divergence{Op: fmt.Sprintf("Flush after a memtable %s bit flip", where), Key: r.kc.keyName(k),
-					Expected: "ErrCorruption", Got: err.Error()}
-			}
+// flushFlipped settles a memtable flip made with 8 protection bytes by
+// calling Flush, whose validation must refuse the corrupt memtable with
+// ErrCorruption; then reopens to drop it. verdict is the probe reads'.
+func (r *runner) flushFlipped(m *memtableFlip, verdict flipVerdict) *Divergence {
+	op := fmt.Sprintf("Flush after a memtable %s bit flip", m.where())
+	err := r.db.Flush()
+	switch {
+	case err == nil && !m.inMutable:
+		// The flip hit an immutable memtable whose background flush had
+		// already read the entry (validation and the copy both check it),
+		// so the table holds it as it was and Flush had nothing left to
+		// refuse: seen by a seeded sweep, with 256 KiB memtables flushing
+		// constantly. Reads must now return the oracle's data.
+		after, missed, div := r.probeMemtable(m.k, m.flipped)
+		if div != nil {
+			return div
 		}
+		if after == flipMissed {
+			return &Divergence{Op: op, Key: r.kc.keyName(m.k),
+				Expected: "ErrCorruption, or the entry flushed before the flip", Got: "success, and reads return wrong data: " + missed}
+		}
+		r.flips.countLocking(m.target, verdict, false)
+		return r.reopenLocked("after a memtable flip that a flush had already passed")
+	case err == nil:
+		return &Divergence{Op: op, Key: r.kc.keyName(m.k),
+			Expected: "ErrCorruption (flush validation checks every entry's 8 protection bytes)", Got: "success: the corrupt entry went to an SST"}
+	case errors.Is(err, vigil.ErrCorruption):
+		r.flips.countLocking(m.target, verdict, true)
+		return r.reopenLocked("after a memtable flip caught by Flush")
+	default:
+		return &Divergence{Op: op, Key: r.kc.keyName(m.k), Expected: "ErrCorruption", Got: err.Error()}
 	}
-	r.flips.mu.Lock()
-	r.flips.count(target, verdict, false)
-	r.flips.mu.Unlock()
-	return r.reopenLocked("after a memtable flip")
 }
 
 // probeMemtable reads what a memtable flip of key k may have changed.

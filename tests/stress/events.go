@@ -230,16 +230,46 @@ func (r *runner) verifyAlts(db store, d durability, alts []durability) (int, *Di
 // spaces) — checks that they agree and that every key and value is one
 // the runner wrote, and returns each key's state.
 func readAll(db store, kc keyCodec, vc valueCodec, rng *rand.Rand, what string) ([]kstate, *Divergence) {
+	f := fullRead{db: db, kc: kc, vc: vc, what: what}
 	rec := make([]kstate, kc.n)
 	for i := range rec {
 		rec[i] = kstate{del: true}
 	}
-	bad := func(op, key, got, detail string) ([]kstate, *Divergence) {
-		return nil, &Divergence{Op: what + ": " + op, Key: key, Got: got, Detail: detail}
+	order, div := f.scanForward(rec)
+	if div != nil {
+		return nil, div
 	}
-	it, err := db.NewIter(nil)
+	if div := f.scanBackward(rec, order); div != nil {
+		return nil, div
+	}
+	if div := f.getAll(rec, getSample(kc.n, rng)); div != nil {
+		return nil, div
+	}
+	return rec, nil
+}
+
+// fullRead holds what the steps of one readAll share: the DB, its codecs,
+// and what the read verifies (the start of every divergence's Op).
+type fullRead struct {
+	db   store
+	kc   keyCodec
+	vc   valueCodec
+	what string
+}
+
+// bad reports a divergence found by op.
+func (f *fullRead) bad(op, key, got, detail string) *Divergence {
+	return &Divergence{Op: f.what + ": " + op, Key: key, Got: got, Detail: detail}
+}
+
+// scanForward scans the whole DB forward, records each key's version in
+// rec, and returns the keys found in order. Keys must be ours and strictly
+// ascending, and each value a final one written under its key.
+func (f *fullRead) scanForward(rec []kstate) ([]int, *Divergence) {
+	kc := f.kc
+	it, err := f.db.NewIter(nil)
 	if err != nil {
-		return bad("NewIter", "", err.Error(), "")
+		return nil, f.bad("NewIter", "", err.Error(), "")
 	}
 	var order []int
 	prev := -1
@@ -247,31 +277,38 @@ func readAll(db store, kc keyCodec, vc valueCodec, rng *rand.Rand, what string) 
 		k, err := kc.decode(it.Key())
 		if err != nil {
 			it.Close()
-			return bad("forward scan", fmt.Sprintf("%q", it.Key()), "a key the runner never wrote", err.Error())
+			return nil, f.bad("forward scan", fmt.Sprintf("%q", it.Key()), "a key the runner never wrote", err.Error())
 		}
 		if k <= prev {
 			it.Close()
-			return bad("forward scan", kc.keyName(k), "keys out of order", fmt.Sprintf("%s came after %s", kc.keyName(k), kc.keyName(prev)))
+			return nil, f.bad("forward scan", kc.keyName(k), "keys out of order", fmt.Sprintf("%s came after %s", kc.keyName(k), kc.keyName(prev)))
 		}
-		dv, err := vc.decodeValue(it.Value())
+		dv, err := f.vc.decodeValue(it.Value())
 		if err == nil && (dv.key != k || dv.transient) {
 			err = valueMismatch(dv, k)
 		}
 		if err != nil {
 			it.Close()
-			return bad("forward scan", kc.keyName(k), "a wrong value", err.Error())
+			return nil, f.bad("forward scan", kc.keyName(k), "a wrong value", err.Error())
 		}
 		rec[k] = kstate{ver: dv.version}
 		order = append(order, k)
 		prev = k
 	}
 	if err := it.Close(); err != nil {
-		return bad("forward scan", "", err.Error(), "the scan ended with an error")
+		return nil, f.bad("forward scan", "", err.Error(), "the scan ended with an error")
 	}
+	return order, nil
+}
 
-	it, err = db.NewIter(nil)
+// scanBackward scans the whole DB backward and checks that it returns
+// exactly the forward scan's keys (order), in reverse, with the versions
+// the forward scan recorded in rec.
+func (f *fullRead) scanBackward(rec []kstate, order []int) *Divergence {
+	kc := f.kc
+	it, err := f.db.NewIter(nil)
 	if err != nil {
-		return bad("NewIter", "", err.Error(), "")
+		return f.bad("NewIter", "", err.Error(), "")
 	}
 	i := len(order) - 1
 	for ok := it.Last(); ok; ok = it.Prev() {
@@ -282,54 +319,67 @@ func readAll(db store, kc keyCodec, vc valueCodec, rng *rand.Rand, what string) 
 			if i >= 0 {
 				want = kc.keyName(order[i])
 			}
-			return bad("backward scan", fmt.Sprintf("%q", it.Key()), "a key the forward scan did not return here",
+			return f.bad("backward scan", fmt.Sprintf("%q", it.Key()), "a key the forward scan did not return here",
 				fmt.Sprintf("forward scan has %s at this position", want))
 		}
-		dv, err := vc.decodeValue(it.Value())
+		dv, err := f.vc.decodeValue(it.Value())
 		if err != nil || dv.key != k || dv.transient || dv.version != rec[k].ver {
 			it.Close()
-			return bad("backward scan", kc.keyName(k), fmt.Sprintf("value %+v (err %v)", dv, err), fmt.Sprintf("forward scan read %v", rec[k]))
+			return f.bad("backward scan", kc.keyName(k), fmt.Sprintf("value %+v (err %v)", dv, err), fmt.Sprintf("forward scan read %v", rec[k]))
 		}
 		i--
 	}
 	if err := it.Close(); err != nil {
-		return bad("backward scan", "", err.Error(), "the scan ended with an error")
+		return f.bad("backward scan", "", err.Error(), "the scan ended with an error")
 	}
 	if i != -1 {
-		return bad("backward scan", kc.keyName(order[i]), "end of keys", "the backward scan stopped before this key, which the forward scan returned")
+		return f.bad("backward scan", kc.keyName(order[i]), "end of keys", "the backward scan stopped before this key, which the forward scan returned")
 	}
+	return nil
+}
 
-	keys := make([]int, 0, min(kc.n, 4096))
-	if kc.n <= 4096 {
-		for k := 0; k < kc.n; k++ {
+// getSample returns the keys readAll checks with Get: all n of them, or,
+// above 4096 keys, 4096 drawn from rng (which may be nil for small key
+// spaces).
+func getSample(n int, rng *rand.Rand) []int {
+	keys := make([]int, 0, min(n, 4096))
+	if n <= 4096 {
+		for k := 0; k < n; k++ {
 			keys = append(keys, k)
 		}
 	} else {
 		for j := 0; j < 4096; j++ {
-			keys = append(keys, rng.IntN(kc.n))
+			keys = append(keys, rng.IntN(n))
 		}
 	}
+	return keys
+}
+
+// getAll reads each of keys with Get and checks that it finds what the
+// scans recorded in rec: the same version, or nothing for a deleted key.
+func (f *fullRead) getAll(rec []kstate, keys []int) *Divergence {
+	kc := f.kc
 	for _, k := range keys {
-		v, err := db.Get(kc.key(k))
+		v, err := f.db.Get(kc.key(k))
 		got := kstate{del: true}
 		if err != nil && !errors.Is(err, vigil.ErrNotFound) {
-			return bad("Get", kc.keyName(k), err.Error(), "")
+			return f.bad("Get", kc.keyName(k), err.Error(), "")
 		}
 		if err == nil {
-			dv, err := vc.decodeValue(v)
+			dv, err := f.vc.decodeValue(v)
 			if err == nil && (dv.key != k || dv.transient) {
 				err = valueMismatch(dv, k)
 			}
 			if err != nil {
-				return bad("Get", kc.keyName(k), "a wrong value", err.Error())
+				return f.bad("Get", kc.keyName(k), "a wrong value", err.Error())
 			}
 			got = kstate{ver: dv.version}
 		}
 		if !got.same(rec[k]) {
-			return bad("Get", kc.keyName(k), got.String(), fmt.Sprintf("the scans read %v", rec[k]))
+			return f.bad("Get", kc.keyName(k), got.String(), fmt.Sprintf("the scans read %v", rec[k]))
 		}
 	}
-	return rec, nil
+	return nil
 }
 
 // valueMismatch describes a well-formed value found under the wrong key or
