@@ -42,7 +42,7 @@ func (d *DB) Checkpoint(dir string) error {
 		return base.InvalidArgumentErrorf("Checkpoint: %s already exists", dir)
 	}
 	if d.opts.DisableWAL {
-		if err := d.Flush(); err != nil {
+		if err := d.flushAndWait(false); err != nil {
 			return fmt.Errorf("Checkpoint: flush: %w", err)
 		}
 	}

@@ -105,7 +105,10 @@ func (d *DB) Compact(start, end []byte) error {
 	if start != nil && end != nil && bytes.Compare(start, end) > 0 {
 		return base.InvalidArgumentErrorf("Compact: start %s > end %s", base.HexKey(start), base.HexKey(end))
 	}
-	if err := d.Flush(); err != nil {
+	if d.opts.ReadOnly {
+		return fmt.Errorf("%w: opened with ReadOnly", ErrReadOnly)
+	}
+	if err := d.flushAndWait(false); err != nil {
 		return err
 	}
 	d.compactionMu.Lock()
