@@ -118,7 +118,7 @@ func (d *DB) checkpointPoint() (*checkpointAt, error) {
 		d.commitMu.Unlock()
 		return nil, ErrClosed
 	}
-	walW := d.walW
+	walW := d.wal.live
 	p := &checkpointAt{}
 	// Every batch at or below snap is in the WALs up to walW's current
 	// end. Past it walW is being written while it is read (and, being
@@ -132,12 +132,12 @@ func (d *DB) checkpointPoint() (*checkpointAt, error) {
 	p.v = d.vs.current
 	p.v.Ref()
 	p.logNum, p.lastSeq, p.nextFile = d.vs.logNumber, d.vs.lastSeq, d.vs.nextFileNum
-	for _, n := range d.wals {
+	for _, n := range d.wal.all {
 		if n >= p.logNum {
 			p.wals = append(p.wals, n)
 		}
 	}
-	d.keepWALs++
+	d.wal.keep++
 	d.mu.Unlock()
 	d.commitMu.Unlock()
 	// Every batch at or below snap was appended to the WAL before it became
@@ -156,7 +156,7 @@ func (d *DB) checkpointPoint() (*checkpointAt, error) {
 func (p *checkpointAt) release(d *DB) {
 	p.v.Unref()
 	d.mu.Lock()
-	d.keepWALs--
+	d.wal.keep--
 	d.mu.Unlock()
 }
 

@@ -226,13 +226,13 @@ func (d *DB) sequence(n uint64, encode func(seq uint64) []byte) (commitSlot, err
 	d.nextSeq += n
 	rec := encode(s.seq)
 	if !d.opts.DisableWAL {
-		s.walW = d.walW
+		s.walW = d.wal.live
 		var err error
 		if s.walEnd, err = s.walW.WriteRecord(rec); err != nil {
 			return commitSlot{}, err
 		}
-		d.stats.walBytes.Add(int64(len(rec)))
-		d.stats.walRecords.Add(1)
+		d.wal.bytes.Add(int64(len(rec)))
+		d.wal.records.Add(1)
 	}
 	s.ticket = d.pub.enqueue(s.seq + n - 1)
 	return s, nil
@@ -363,7 +363,7 @@ func (d *DB) queueFlushable(b *Batch, fb *flushableBatch, need int) (commitSlot,
 			return commitSlot{}, err
 		}
 	}
-	batchLog, memLog := d.walNum, d.walNum
+	batchLog, memLog := d.wal.liveNum, d.wal.liveNum
 	slot, err := d.sequence(uint64(b.count), func(seq uint64) []byte {
 		b.setSeqNum(seq)
 		fb.setSeq(seq)
@@ -425,7 +425,7 @@ func (d *DB) SyncWAL() error {
 		d.commitMu.Unlock()
 		return ErrClosed
 	}
-	w := d.walW
+	w := d.wal.live
 	end := w.Size()
 	d.commitMu.Unlock()
 	if err := w.SyncTo(end); err != nil {
@@ -633,9 +633,11 @@ var errNoSpareWAL = errors.New("vigil: " + stallNoSpareWAL)
 // the next one is created.
 const stallNoSpareWAL = "waiting for the next WAL to be created"
 
-// walReadyLocked reports whether a write may switch to the next WAL now:
-// it is created (prepareWAL), or there is no WAL. d.mu is held.
-func (d *DB) walReadyLocked() bool { return d.opts.DisableWAL || d.spareWAL != nil }
+// walReserve bounds the zeros a WAL keeps written and synced past its end.
+// Its doubling steps (64 KiB, 128 KiB, ... 1 MiB) are each paid by one
+// synced write that had to make a new file size durable anyway; past the
+// first MiB a WAL takes a full fsync once per MiB of synced writes.
+const walReserve = 1 << 20
 
 // rotateMemtableLocked makes the mutable memtable immutable, switches to a
 // new WAL and memtable, and schedules a flush. It does no file I/O: the new
@@ -671,138 +673,3 @@ func (d *DB) rotateMemtableLocked(memSize int) error {
 	d.maybeScheduleFlushLocked()
 	return nil
 }
-
-// switchWALLocked makes the spare WAL (which must be ready) the DB's WAL
-// and returns its number: it writes the new WAL's preamble, which chains it
-// to the end of the old one, and syncs and closes the old one in the
-// background (closeWAL). No file I/O. d.mu and commitMu are held.
-func (d *DB) switchWALLocked() (uint64, error) {
-	oldW, oldNum := d.walW, d.walNum
-	newW, logNum := d.spareWAL, d.spareWALNum
-	pre := walPreamble{prevLogNum: oldNum, prevSize: oldW.Size(), lastSeq: d.nextSeq - 1}
-	if _, err := newW.WriteRecord(pre.encode()); err != nil {
-		return 0, fmt.Errorf("writing the preamble of WAL %06d: %w", logNum, err)
-	}
-	d.spareWAL, d.spareWALNum = nil, 0
-	d.walW, d.walNum = newW, logNum
-	d.bgWG.Add(1)
-	go d.closeWAL(oldW, oldNum, newW)
-	d.emitWAL(WALInfo{LogNum: logNum, PrevLogNum: oldNum})
-	d.maybePrepareWALLocked()
-	return logNum, nil
-}
-
-// closeWAL syncs and closes a WAL the DB rotated away from, then lets the
-// WAL after it (next, held until now) reach the disk, or fails it if the old
-// one could not be made durable: its writes then stop the DB, as any WAL
-// failure does. Runs on its own goroutine (counted in bgWG).
-func (d *DB) closeWAL(w *wal.Writer, num uint64, next *wal.Writer) {
-	defer d.bgWG.Done()
-	err := w.Close()
-	d.stats.walSyncs.Add(w.Stats().Syncs)
-	next.Release(err)
-	if err != nil {
-		d.mu.Lock()
-		d.setBackgroundErrorLocked(fmt.Errorf("closing WAL %06d: %w", num, err), "WAL rotation")
-		d.mu.Unlock()
-	}
-}
-
-// maybePrepareWALLocked starts creating the next WAL unless one is ready or
-// being created. d.mu is held.
-func (d *DB) maybePrepareWALLocked() {
-	if d.opts.DisableWAL || d.opts.ReadOnly || d.spareWAL != nil || d.preparingWAL || d.bgErr != nil || d.closed.Load() {
-		return
-	}
-	d.preparingWAL = true
-	num := d.vs.allocFileNum()
-	d.wals = append(d.wals, num)
-	d.bgWG.Add(1)
-	go d.prepareWAL(num)
-}
-
-// prepareWAL creates WAL num ahead of its use, its header and directory
-// entry durable, held (see rotateMemtableLocked), and hands it to the next
-// rotation. Runs on its own goroutine, without locks during the I/O.
-func (d *DB) prepareWAL(num uint64) {
-	defer d.bgWG.Done()
-	w, err := d.createWALFile(num)
-	if err == nil {
-		w.Hold()
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.preparingWAL = false
-	switch {
-	case err != nil:
-		d.setBackgroundErrorLocked(err, "creating the next WAL")
-	case d.closed.Load():
-		// Close is under way and will not use it.
-		d.discardWALLocked(w, num)
-	default:
-		d.spareWAL, d.spareWALNum = w, num
-	}
-	d.stallCond.Broadcast()
-}
-
-// discardWALLocked closes an unused spare WAL; its file, which holds no
-// record, is removed with the obsolete files. d.mu is held.
-func (d *DB) discardWALLocked(w *wal.Writer, num uint64) {
-	w.Release(errors.New("unused"))
-	_ = w.Close()
-	d.unusedWALs = append(d.unusedWALs, num)
-}
-
-// createWAL creates WAL logNum with its preamble (see walmeta.go) and makes
-// both, and the directory entry, durable before any batch goes into it:
-// Open's first WAL. Later WALs come from prepareWAL.
-func (d *DB) createWAL(logNum uint64, pre walPreamble) (*wal.Writer, error) {
-	w, err := d.createWALFile(logNum)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := w.WriteRecord(pre.encode()); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("writing the preamble of WAL %06d: %w", logNum, err)
-	}
-	if err := w.Sync(); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("syncing new WAL %06d: %w", logNum, err)
-	}
-	return w, nil
-}
-
-// createWALFile creates WAL logNum and makes its header and directory entry
-// durable, so that a crash leaves a valid (empty) log, not an empty file
-// (which AbsoluteConsistency recovery would reject).
-func (d *DB) createWALFile(logNum uint64) (*wal.Writer, error) {
-	name := makeFilename(d.fs, d.dirname, fileTypeLog, logNum)
-	f, err := d.fs.Create(name)
-	if err != nil {
-		return nil, fmt.Errorf("creating WAL %s: %w", name, err)
-	}
-	w, err := wal.NewWriter(f, name, logNum, d.cksum)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("creating WAL %s: %w", name, err)
-	}
-	w.SetBytesPerSync(d.opts.WALBytesPerSync)
-	if err := w.Sync(); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("syncing new WAL %s: %w", name, err)
-	}
-	if err := d.dataDir.Sync(); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("syncing directory after creating %s: %w", name, err)
-	}
-	// From the first synced write on, synced appends land in durable zeros
-	// and cost a SyncData rather than a Sync (see wal.Writer.SetReserve).
-	w.SetReserve(walReserve)
-	return w, nil
-}
-
-// walReserve bounds the zeros a WAL keeps written and synced past its end.
-// Its doubling steps (64 KiB, 128 KiB, ... 1 MiB) are each paid by one
-// synced write that had to make a new file size durable anyway; past the
-// first MiB a WAL takes a full fsync once per MiB of synced writes.
-const walReserve = 1 << 20

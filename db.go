@@ -33,7 +33,6 @@ import (
 	"github.com/vigildb/vigil/internal/rangedel"
 	"github.com/vigildb/vigil/memtable"
 	"github.com/vigildb/vigil/sst"
-	"github.com/vigildb/vigil/wal"
 )
 
 // DB is an open database.
@@ -103,18 +102,11 @@ type DB struct {
 	stallCond *sync.Cond
 	mem       *memTableEntry
 	imm       []*memTableEntry // oldest first
-	walW      *wal.Writer
-	walNum    uint64
-	// spareWAL is the next WAL, created ahead of its rotation by
-	// prepareWAL (nil while none is ready; preparingWAL while one is being
-	// created); unusedWALs are spares discarded at Close, to delete.
-	spareWAL     *wal.Writer
-	spareWALNum  uint64
-	preparingWAL bool
-	unusedWALs   []uint64
-	vs           versionSet
-	snapshots    snapshotList
-	bgErr        error
+	// wal is the DB's WALs (see walSet for which lock guards what).
+	wal       walSet
+	vs        versionSet
+	snapshots snapshotList
+	bgErr     error
 	// bgErrFast mirrors bgErr for the write path's lock-free check.
 	bgErrFast atomic.Pointer[error]
 	// flushPending signals the flush goroutine.
@@ -127,12 +119,6 @@ type DB struct {
 	compactionMu sync.Mutex
 	// picker decides what to compact (d.mu).
 	picker compactionPolicy
-	// wals are the numbers of the WALs this DB has, oldest first: those
-	// replayed at Open and those created since; deleteObsoleteFiles removes
-	// the ones below the log number (d.mu).
-	wals []uint64
-	// keepWALs counts Checkpoints copying WALs: none is deleted meanwhile.
-	keepWALs int
 	// ingestSeq is the first seqnum of an ingestion that has taken its
 	// seqnums and not yet installed its MANIFEST edit (0: none): the flush
 	// of a memtable holding later seqnums waits for it (see ingest.go).
@@ -611,22 +597,22 @@ func (d *DB) Close() error {
 	defer d.compactionMu.Unlock()
 
 	d.mu.Lock()
-	if d.spareWAL != nil {
-		d.discardWALLocked(d.spareWAL, d.spareWALNum)
-		d.spareWAL = nil
+	if d.wal.spare != nil {
+		d.discardWALLocked(d.wal.spare, d.wal.spareNum)
+		d.wal.spare = nil
 	}
-	if d.walW != nil {
+	if d.wal.live != nil {
 		// The clean-close record: after it, damage to the last batch cannot
 		// pass for a torn tail (see walmeta.go). It is written after a
 		// background error too (a failed flush or compaction leaves the WAL
 		// whole); only a WAL writer that failed refuses it, and its Close
 		// below reports that failure.
-		_, _ = d.walW.WriteRecord(encodeWALClose(d.nextSeq - 1))
-		if err := d.walW.Close(); err != nil {
+		_, _ = d.wal.live.WriteRecord(encodeWALClose(d.nextSeq - 1))
+		if err := d.wal.live.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing WAL: %w", err))
 		}
-		d.stats.walSyncs.Add(d.walW.Stats().Syncs)
-		d.walW = nil
+		d.wal.closedSyncs.Add(d.wal.live.Stats().Syncs)
+		d.wal.live = nil
 	}
 	if !d.opts.ReadOnly && d.bgErr == nil && d.vs.manifest != nil {
 		// The MANIFEST's clean-close record (an edit that changes nothing):
@@ -677,9 +663,6 @@ func (d *DB) closeHandles() []error {
 // dbStats are counters kept outside of d.mu.
 type dbStats struct {
 	memCorruptions atomic.Int64
-	walBytes       atomic.Int64
-	walRecords     atomic.Int64
-	walSyncs       atomic.Int64 // of the WALs closed since Open
 	writeStalls    atomic.Int64
 	stalledWriters atomic.Int64
 	// memtableBytes is the arena capacity of the memtables not yet freed:

@@ -162,9 +162,9 @@ func (d *DB) Metrics() *Metrics {
 		listed += int64(e.t.Capacity())
 	}
 	m.MemTable.Count = 1 + len(d.imm)
-	m.WAL.LogNumber = d.walNum
-	if d.walW != nil {
-		ws := d.walW.Stats()
+	m.WAL.LogNumber = d.wal.liveNum
+	if d.wal.live != nil {
+		ws := d.wal.live.Stats()
 		m.WAL.Syncs = ws.Syncs
 		m.Memory.WALBuffers = ws.BufferBytes
 	}
@@ -174,9 +174,9 @@ func (d *DB) Metrics() *Metrics {
 
 	s := &d.stats
 	m.MemTable.Corruptions = s.memCorruptions.Load()
-	m.WAL.BytesWritten = s.walBytes.Load()
-	m.WAL.Records = s.walRecords.Load()
-	m.WAL.Syncs += s.walSyncs.Load()
+	m.WAL.BytesWritten = d.wal.bytes.Load()
+	m.WAL.Records = d.wal.records.Load()
+	m.WAL.Syncs += d.wal.closedSyncs.Load()
 	r := &s.recovery
 	m.Recovery.WALs, m.Recovery.Batches, m.Recovery.Records = r.wals, r.batches, r.records
 	m.Recovery.DroppedRecords, m.Recovery.DroppedBytes = r.droppedRecords, r.droppedBytes

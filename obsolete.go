@@ -38,18 +38,7 @@ func (d *DB) deleteObsoleteFiles() {
 	d.obsoleteTables = nil
 	d.obsoleteMu.Unlock()
 	d.mu.Lock()
-	var wals []uint64
-	keep := d.wals[:0]
-	for _, n := range d.wals {
-		if n < d.vs.logNumber && n != d.walNum && d.keepWALs == 0 {
-			wals = append(wals, n)
-		} else {
-			keep = append(keep, n)
-		}
-	}
-	d.wals = keep
-	wals = append(wals, d.unusedWALs...)
-	d.unusedWALs = nil
+	wals := d.wal.takeObsoleteLocked(d.vs.logNumber)
 	manifests := d.vs.obsoleteManifests
 	d.vs.obsoleteManifests = nil
 	d.mu.Unlock()
@@ -108,7 +97,7 @@ func (d *DB) removeLeftovers() {
 		obsolete := false
 		switch ft {
 		case fileTypeLog:
-			obsolete = num < d.vs.logNumber && num != d.walNum
+			obsolete = num < d.vs.logNumber && num != d.wal.liveNum
 		case fileTypeManifest:
 			obsolete = num < d.vs.manifestNum
 		case fileTypeOptions:

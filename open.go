@@ -181,8 +181,8 @@ func (d *DB) startBackground() {
 func (d *DB) abortOpen() {
 	d.closed.Store(true)
 	d.releaseMemtables()
-	if d.walW != nil {
-		d.walW.Close()
+	if d.wal.live != nil {
+		d.wal.live.Close()
 	}
 	d.vs.close()
 	if d.tableCache != nil {

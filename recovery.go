@@ -156,7 +156,7 @@ func (d *DB) walsToReplay() ([]uint64, error) {
 			d.vs.manifestNum, len(missing), d.dirname, missing)
 	}
 	sort.Slice(logs, func(i, j int) bool { return logs[i] < logs[j] })
-	d.wals = append(d.wals, logs...)
+	d.wal.all = append(d.wal.all, logs...)
 	return logs, nil
 }
 
@@ -471,8 +471,8 @@ func (rp *walReplay) finish() error {
 		if err != nil {
 			return err
 		}
-		d.wals = append(d.wals, logNum)
-		d.walW, d.walNum = w, logNum
+		d.wal.all = append(d.wal.all, logNum)
+		d.wal.live, d.wal.liveNum = w, logNum
 		d.emitWAL(WALInfo{LogNum: logNum, PrevLogNum: rp.lastWAL})
 	} else {
 		// Every replayed WAL is in an SST now.

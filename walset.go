@@ -1,0 +1,196 @@
+package vigil
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/vigildb/vigil/wal"
+)
+
+// walSet is the DB's write-ahead logs: the live one that commits append to,
+// the spare created ahead of the next rotation, the numbers of every WAL the
+// DB has (so that obsolete ones can be deleted), and the counts Metrics.WAL
+// reports.
+//
+// Concurrency: live and liveNum change only with commitMu and DB.mu both
+// held (at a rotation), so either lock is enough to read them; commits read
+// them under commitMu. spare, spareNum, preparing, unused, all and keep are
+// guarded by DB.mu. The counters are atomic.
+//
+// Invariants: all holds liveNum and every older WAL not yet deleted, oldest
+// first; a number is in unused only once its WAL is known to hold no batch
+// (a spare discarded at Close); no WAL is deleted while keep > 0.
+type walSet struct {
+	live    *wal.Writer
+	liveNum uint64
+	// spare is the next WAL, created ahead of its rotation by prepareWAL
+	// (nil while none is ready; preparing while one is being created);
+	// unused are spares discarded at Close, to delete.
+	spare     *wal.Writer
+	spareNum  uint64
+	preparing bool
+	unused    []uint64
+	// all are the numbers of the WALs this DB has, oldest first: those
+	// replayed at Open and those created since.
+	all []uint64
+	// keep counts Checkpoints copying WALs: none is deleted meanwhile.
+	keep int
+
+	bytes, records atomic.Int64
+	// closedSyncs counts the fsyncs of the WALs closed since Open (the
+	// live one's are in its own stats).
+	closedSyncs atomic.Int64
+}
+
+// takeObsoleteLocked removes from the set, and returns, the WALs below
+// logNumber (every batch in them is in a table) other than the live one,
+// and the unused spares; none while a Checkpoint keeps them. DB.mu is held.
+func (s *walSet) takeObsoleteLocked(logNumber uint64) []uint64 {
+	var out []uint64
+	keep := s.all[:0]
+	for _, n := range s.all {
+		if n < logNumber && n != s.liveNum && s.keep == 0 {
+			out = append(out, n)
+		} else {
+			keep = append(keep, n)
+		}
+	}
+	s.all = keep
+	out = append(out, s.unused...)
+	s.unused = nil
+	return out
+}
+
+// walReadyLocked reports whether a write may switch to the next WAL now:
+// it is created (prepareWAL), or there is no WAL. d.mu is held.
+func (d *DB) walReadyLocked() bool { return d.opts.DisableWAL || d.wal.spare != nil }
+
+// switchWALLocked makes the spare WAL (which must be ready) the DB's WAL
+// and returns its number: it writes the new WAL's preamble, which chains it
+// to the end of the old one, and syncs and closes the old one in the
+// background (closeWAL). No file I/O. d.mu and commitMu are held.
+func (d *DB) switchWALLocked() (uint64, error) {
+	oldW, oldNum := d.wal.live, d.wal.liveNum
+	newW, logNum := d.wal.spare, d.wal.spareNum
+	pre := walPreamble{prevLogNum: oldNum, prevSize: oldW.Size(), lastSeq: d.nextSeq - 1}
+	if _, err := newW.WriteRecord(pre.encode()); err != nil {
+		return 0, fmt.Errorf("writing the preamble of WAL %06d: %w", logNum, err)
+	}
+	d.wal.spare, d.wal.spareNum = nil, 0
+	d.wal.live, d.wal.liveNum = newW, logNum
+	d.bgWG.Add(1)
+	go d.closeWAL(oldW, oldNum, newW)
+	d.emitWAL(WALInfo{LogNum: logNum, PrevLogNum: oldNum})
+	d.maybePrepareWALLocked()
+	return logNum, nil
+}
+
+// closeWAL syncs and closes a WAL the DB rotated away from, then lets the
+// WAL after it (next, held until now) reach the disk, or fails it if the old
+// one could not be made durable: its writes then stop the DB, as any WAL
+// failure does. Runs on its own goroutine (counted in bgWG).
+func (d *DB) closeWAL(w *wal.Writer, num uint64, next *wal.Writer) {
+	defer d.bgWG.Done()
+	err := w.Close()
+	d.wal.closedSyncs.Add(w.Stats().Syncs)
+	next.Release(err)
+	if err != nil {
+		d.mu.Lock()
+		d.setBackgroundErrorLocked(fmt.Errorf("closing WAL %06d: %w", num, err), "WAL rotation")
+		d.mu.Unlock()
+	}
+}
+
+// maybePrepareWALLocked starts creating the next WAL unless one is ready or
+// being created. d.mu is held.
+func (d *DB) maybePrepareWALLocked() {
+	if d.opts.DisableWAL || d.opts.ReadOnly || d.wal.spare != nil || d.wal.preparing || d.bgErr != nil || d.closed.Load() {
+		return
+	}
+	d.wal.preparing = true
+	num := d.vs.allocFileNum()
+	d.wal.all = append(d.wal.all, num)
+	d.bgWG.Add(1)
+	go d.prepareWAL(num)
+}
+
+// prepareWAL creates WAL num ahead of its use, its header and directory
+// entry durable, held (see rotateMemtableLocked), and hands it to the next
+// rotation. Runs on its own goroutine, without locks during the I/O.
+func (d *DB) prepareWAL(num uint64) {
+	defer d.bgWG.Done()
+	w, err := d.createWALFile(num)
+	if err == nil {
+		w.Hold()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.wal.preparing = false
+	switch {
+	case err != nil:
+		d.setBackgroundErrorLocked(err, "creating the next WAL")
+	case d.closed.Load():
+		// Close is under way and will not use it.
+		d.discardWALLocked(w, num)
+	default:
+		d.wal.spare, d.wal.spareNum = w, num
+	}
+	d.stallCond.Broadcast()
+}
+
+// discardWALLocked closes an unused spare WAL; its file, which holds no
+// record, is removed with the obsolete files. d.mu is held.
+func (d *DB) discardWALLocked(w *wal.Writer, num uint64) {
+	w.Release(errors.New("unused"))
+	_ = w.Close()
+	d.wal.unused = append(d.wal.unused, num)
+}
+
+// createWAL creates WAL logNum with its preamble (see walmeta.go) and makes
+// both, and the directory entry, durable before any batch goes into it:
+// Open's first WAL. Later WALs come from prepareWAL.
+func (d *DB) createWAL(logNum uint64, pre walPreamble) (*wal.Writer, error) {
+	w, err := d.createWALFile(logNum)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.WriteRecord(pre.encode()); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("writing the preamble of WAL %06d: %w", logNum, err)
+	}
+	if err := w.Sync(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("syncing new WAL %06d: %w", logNum, err)
+	}
+	return w, nil
+}
+
+// createWALFile creates WAL logNum and makes its header and directory entry
+// durable, so that a crash leaves a valid (empty) log, not an empty file
+// (which AbsoluteConsistency recovery would reject).
+func (d *DB) createWALFile(logNum uint64) (*wal.Writer, error) {
+	name := makeFilename(d.fs, d.dirname, fileTypeLog, logNum)
+	f, err := d.fs.Create(name)
+	if err != nil {
+		return nil, fmt.Errorf("creating WAL %s: %w", name, err)
+	}
+	w, err := wal.NewWriter(f, name, logNum, d.cksum)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("creating WAL %s: %w", name, err)
+	}
+	w.SetBytesPerSync(d.opts.WALBytesPerSync)
+	if err := w.Sync(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("syncing new WAL %s: %w", name, err)
+	}
+	if err := d.dataDir.Sync(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("syncing directory after creating %s: %w", name, err)
+	}
+	// From the first synced write on, synced appends land in durable zeros
+	// and cost a SyncData rather than a Sync (see wal.Writer.SetReserve).
+	w.SetReserve(walReserve)
+	return w, nil
+}
