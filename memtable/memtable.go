@@ -525,7 +525,7 @@ func (m *MemTable) Validate() error { return m.ValidateEach(nil, nil) }
 // must discard what it made of them. An error returned by point or
 // rangeDel stops the walk and is returned as it is (not as corruption).
 // Either may be nil.
-func (m *MemTable) ValidateEach(point, rangeDel func(ik base.InternalKey, value []byte) error) error {
+func (m *MemTable) ValidateEach(point, rangeDel func(ik InternalKey, value []byte) error) error {
 	var cbErr error
 	np, err := m.points.Verify(func(k, v []byte) error {
 		ik, val, err := m.decode(k, v)

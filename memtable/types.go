@@ -4,8 +4,12 @@ import "github.com/vigildb/vigil/internal/base"
 
 // The key and iterator types of the package's API, the engine's own
 // (defined in an internal package, shared with package sst and the DB),
-// named here so that users of package memtable can name them.
+// re-exported whole because users of package memtable handle values of
+// them: the keys ValidateEach and iterators hand out, the iterators they
+// drive.
 type (
+	// InternalKey is a user key with its trailer: sequence number and Kind.
+	InternalKey = base.InternalKey
 	// Kind is the kind of an entry: KindSet, KindDelete or KindRangeDelete.
 	Kind = base.Kind
 	// InternalIterator iterates internal keys in order; its keys and values
