@@ -633,8 +633,9 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 		bad("--memtable_protection_bytes_per_key must be 0, 1, 2, 4 or 8")
 	}
 	comp := strings.ToLower(c.strFlag("compression_type"))
+	_, runs := parseCompression(comp)
 	switch {
-	case comp == "none" || comp == "snappy":
+	case runs && comp != "":
 		eo.Compression = comp
 	case slices.Contains(compressionNames, comp):
 		eo.Compression = "snappy" // reported by Notices

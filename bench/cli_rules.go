@@ -109,7 +109,7 @@ var flagRules = map[string]flagRule{
 	"cache_size":                        {group: groupDB, def: strp("67108864"), usage: "block cache bytes, 0 disables (Vigil's default 64 MiB; db_bench's 8 MiB)"},
 	"bloom_bits":                        {group: groupDB, def: strp("10"), usage: "bloom filter bits per key, <= 0 disables (Vigil's default 10; db_bench's -1)"},
 	"compression_type": {group: groupDB, usage: "none or snappy; zlib, bzip2, lz4, lz4hc, xpress and zstd are accepted and run as snappy",
-		honoured: func(_ *CLI, v *cliValue) bool { s := strings.ToLower(v.s); return s == "none" || s == "snappy" },
+		honoured: func(_ *CLI, v *cliValue) bool { _, runs := parseCompression(v.s); return runs && v.s != "" },
 		instead:  fixed("Vigil compresses with snappy or not at all; snappy ran")},
 	"level0_file_num_compaction_trigger": {group: groupDB, usage: "L0 files that start a compaction"},
 	"level0_stop_writes_trigger":         {group: groupDB, def: strp("12"), usage: "L0 files at which writes stall (Vigil's default 12; db_bench's 36)"},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/vigildb/vigil"
 	"github.com/vigildb/vigil/checksum"
@@ -93,15 +94,27 @@ func VigilOptions(o EngineOptions) (*vigil.Options, error) {
 		}
 		opts.L0SlowdownWritesTrigger = min(max(s, lo), max(hi, lo))
 	}
-	switch o.Compression {
-	case "none", "no", "kNoCompression":
-		opts.Compression = vigil.NoCompression
-	case "snappy", "kSnappyCompression", "":
-		opts.Compression = vigil.SnappyCompression
-	default:
+	c, ok := parseCompression(o.Compression)
+	if !ok {
 		return nil, fmt.Errorf("%w: unknown compression %q (none or snappy)", vigil.ErrInvalidArgument, o.Compression)
 	}
+	opts.Compression = c
 	return opts, nil
+}
+
+// parseCompression is the one reading of a compression name (db_bench's
+// --compression_type values and RocksDB's enum names, any case; "" is the
+// default, snappy) into what Vigil runs; ok is false for a name Vigil does
+// not run (db_bench's other algorithms: the CLI runs those as snappy and
+// says so).
+func parseCompression(name string) (c vigil.Compression, ok bool) {
+	switch strings.ToLower(name) {
+	case "none", "no", "knocompression":
+		return vigil.NoCompression, true
+	case "snappy", "ksnappycompression", "":
+		return vigil.SnappyCompression, true
+	}
+	return 0, false
 }
 
 type vigilEngine struct {
