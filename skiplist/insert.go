@@ -157,7 +157,7 @@ func (l *Skiplist) findSplice(prefix []byte, trailer, pa uint64, spl *[MaxHeight
 // link inserts the prepared node. With ins non-nil it starts from (and
 // refreshes) the inserter's cached splice.
 func (l *Skiplist) link(pn Pending, ins *Inserter) error {
-	nd, h := pn.off, pn.height
+	h := pn.height
 	prefix, trailer, _ := l.splitProbe(pn.Key)
 	pa := l.abbrevOf(prefix)
 	validate := l.validate
@@ -191,24 +191,39 @@ func (l *Skiplist) link(pn Pending, ins *Inserter) error {
 		return ErrRecordExists
 	}
 
-	// Link bottom-up. The level-0 CAS publishes the node; its fields were
-	// written before and are never written again, so plain stores suffice
-	// for them and for the node's own links, which nobody can reach through
-	// level i before the level-i CAS.
-	//
-	//   before:  prev ──────────► next        after:  prev ──► nd ──► next
-	//            prev ◄────────── next                prev ◄── nd ◄── next (level 0)
-	//
-	//   1. nd.next[i] = next (and nd.prev[0] = prev)
-	//   2. level 0 only: if next.prev[0] still names an older node although
-	//      prev.next[0] == next, an earlier inserter has linked prev but not
-	//      yet moved the back link: do it for them (CAS), so that step 4
-	//      cannot race with their late back-link update.
-	//   3. CAS prev.next[i]: next → nd. On failure another node went in
-	//      between: recompute the splice at this level from prev and retry.
-	//   4. level 0 only: CAS next.prev[0]: prev → nd. Failure is fine: a
-	//      later inserter already helped (step 2 on their side) and moved it
-	//      to nd or to a node after nd.
+	if err := l.linkTower(pn, spl, prefix, trailer, pa, validate); err != nil {
+		if ins != nil {
+			ins.height = 0
+		}
+		return err
+	}
+	return nil
+}
+
+// linkTower links node pn at every level of its tower, bottom-up, between
+// the nodes of spl (found for its key), leaving spl naming pn as each
+// level's predecessor for the next insert.
+//
+// Link bottom-up. The level-0 CAS publishes the node; its fields were
+// written before and are never written again, so plain stores suffice
+// for them and for the node's own links, which nobody can reach through
+// level i before the level-i CAS.
+//
+//	before:  prev ──────────► next        after:  prev ──► nd ──► next
+//	         prev ◄────────── next                prev ◄── nd ◄── next (level 0)
+//
+//	1. nd.next[i] = next (and nd.prev[0] = prev)
+//	2. level 0 only: if next.prev[0] still names an older node although
+//	   prev.next[0] == next, an earlier inserter has linked prev but not
+//	   yet moved the back link: do it for them (CAS), so that step 4
+//	   cannot race with their late back-link update.
+//	3. CAS prev.next[i]: next → nd. On failure another node went in
+//	   between: recompute the splice at this level from prev and retry.
+//	4. level 0 only: CAS next.prev[0]: prev → nd. Failure is fine: a
+//	   later inserter already helped (step 2 on their side) and moved it
+//	   to nd or to a node after nd.
+func (l *Skiplist) linkTower(pn Pending, spl *[MaxHeight]splice, prefix []byte, trailer, pa uint64, validate bool) error {
+	nd, h := pn.off, pn.height
 	for i := 0; i < h; i++ {
 		prev, next := spl[i].prev, spl[i].next
 		for {
@@ -218,9 +233,6 @@ func (l *Skiplist) link(pn Pending, ins *Inserter) error {
 			*l.nextPtr(nd, i) = next
 			if i == 0 && l.checkNeigh != nil {
 				if err := l.checkNeighbors(prev, next); err != nil {
-					if ins != nil {
-						ins.height = 0
-					}
 					return err
 				}
 			}
@@ -253,9 +265,6 @@ func (l *Skiplist) link(pn Pending, ins *Inserter) error {
 				}
 			}
 			if err != nil {
-				if ins != nil {
-					ins.height = 0
-				}
 				return err
 			}
 			prev, next = p, n
