@@ -17,12 +17,12 @@
 //	| 24 bytes    |      |      |     | 0..6 B  |   |      |      |     |
 //	+-------------+------+------+-----+---------+   +------+------+-----+
 //
-// File header (fixed size, version 1):
+// File header (fixed size, version 2):
 //
 //	 0          8         9           10         12                20         24
 //	+-----------+---------+-----------+----------+-----------------+----------+
 //	| magic     | version | checksum  | reserved | log number      | header   |
-//	| "VIGLRLOG"| 1       | type byte | 0x0000   | uint64 LE       | CRC (LE) |
+//	| "VIGLRLOG"| 2       | type byte | 0x0000   | uint64 LE       | CRC (LE) |
 //	+-----------+---------+-----------+----------+-----------------+----------+
 //
 // The checksum type byte is checksum.Type.Code, RocksDB's numbering (0 none
@@ -35,7 +35,12 @@
 // checksum type is taken from the header, never from the reader's caller, so
 // a log written under one DB setting is read back correctly under any other.
 // The version and the reserved bytes let a later format be refused cleanly
-// instead of being misread.
+// instead of being misread. A reader reads version 2 only: any other
+// version, version 1 included (whose fragment checksums covered the type and
+// payload but not the length), fails NewReader with an error wrapping
+// base.ErrCorruption that names the version ("unsupported record log format
+// version 1 (this build reads version 2)"), as RocksDB reports a table of an
+// unknown format_version. Vigil made no release with version 1.
 //
 // # Fragments
 //
@@ -59,16 +64,21 @@
 // For a log of checksum type t, number L, and a fragment whose header is at
 // file offset off:
 //
-//	stored = lo32(H_t(type ‖ payload)) + ctx(L, off)            (mod 2^32)
+//	stored = lo32(H_t(length ‖ type ‖ payload)) + ctx(L, off)   (mod 2^32)
 //	ctx(L, off) = (lo32(L) ^ hi32(L) ^ 0x7667_6c31) ^ (lo32(off) + hi32(off))
 //
-// H_t is checksum.Sum64 of the log's type: masked CRC-32C for CRC32c (so
-// with ctx = 0 it is LevelDB's fragment CRC), XXH32, XXH64, XXH3-64, or
+// H_t is checksum.Sum64 of the log's type: masked CRC-32C for CRC32c
+// (masked as LevelDB masks its fragment CRC, which covers only type ‖
+// payload), XXH32, XXH64, XXH3-64, or
 // CRC-64/Jones in its inverted form (initial value and final xor all ones).
-// The type
-// byte sits right before the payload in the fragment, so type ‖ payload is
-// one contiguous slice, hashed in place in a single call: no copy, no
-// streaming state, no trailing-byte trick.
+// The hash covers every byte of the fragment after the checksum field: the
+// length and type fields, as stored (length little-endian), and the
+// payload; with the log number and offset bound in by ctx, every bit of the
+// header but the checksum itself is covered, so any flipped bit in a
+// fragment that is all there fails its check. The three header bytes sit
+// right before the payload, so length ‖ type ‖ payload is one contiguous
+// slice (the fragment from byte 4 on), hashed in place in a single call: no
+// copy, no streaming state, no trailing-byte trick.
 //
 // The context term binds each fragment to its log and to its position, in
 // the spirit of RocksDB's recyclable records (which store the log number in
@@ -98,12 +108,12 @@
 // fragment header or body at end of file, zeros to end of file after the
 // FIRST (or a MIDDLE) fragment of a record, or more generally a logical
 // record whose FIRST/MIDDLE fragments are intact but whose LAST never made
-// it. Everything
-// else is corruption: a checksum mismatch, a length that runs past its block
-// (or past end of file while a valid fragment follows), an unknown fragment
-// type, non-zero block padding, zeroed bytes followed by data, fragments out
-// of order (an orphan MIDDLE or LAST, a partial record followed by a FULL or
-// FIRST).
+// it. Everything else is corruption: a checksum mismatch, a length that runs
+// past its block (or past end of file while a valid fragment follows, or
+// while the fragment is all there under the length it was written with; see
+// "A length past end of file"), an unknown fragment type, non-zero block
+// padding, zeroed bytes followed by data, fragments out of order (an orphan
+// MIDDLE or LAST, a partial record followed by a FULL or FIRST).
 //
 //	mode                           torn tail            other corruption
 //	TolerateCorruptedTailRecords   dropped, no error    error
@@ -136,13 +146,16 @@
 //     fragment's length points, then at every later position, to end of
 //     file, block by block) and fails if it finds one; damage in the last
 //     record of the file, or padding or zeros followed only by bytes that do
-//     not verify, end the log quietly.
+//     not verify, end the log quietly. So does a whole fragment whose length
+//     runs past end of file (it is only looked for when nothing after it
+//     verifies).
 //   - length past end of file with a valid fragment after it, a partial
 //     record followed by a FULL or FIRST, an orphan MIDDLE or LAST: always
 //     an error, since the fragment that reveals them verified (for an
 //     orphan, the fragment itself); there is no quiet case.
-//   - torn tails (a length past end of file with nothing valid after it
-//     included) are dropped as in TolerateCorruptedTailRecords.
+//   - torn tails (a length past end of file with nothing valid after it and
+//     no length under which the fragment is whole included) are dropped as
+//     in TolerateCorruptedTailRecords.
 //
 // The search reads the rest of the file through the reader's one block
 // buffer (PointInTime reads it anyway to count the dropped bytes) and
@@ -153,6 +166,54 @@
 // leave them after a crash; the design treats them, as
 // TolerateCorruptedTailRecords always has, as damage to report rather than
 // a tail to drop.
+//
+// # A length past end of file
+//
+// In the last block of a file (the file ends inside it) a fragment whose
+// length runs past end of file is one of two things: an append a crash cut
+// short, its header as written (a torn write), or a whole fragment whose
+// length field was damaged afterwards. A valid fragment after it in the
+// block settles it (corruption: a torn write leaves nothing after it).
+// Otherwise the reader looks for the length the fragment was written with.
+// The checksum covers the length, so a length l that fits the bytes present
+// and under which the fragment verifies is, but for a 2^-32 accident per
+// length tried, the one the writer wrote: the fragment is all there, and it
+// is corruption ("bad fragment length N runs past end of file, but the FULL
+// fragment is whole: it verifies with length l"). A torn write leaves the
+// length as written and the bytes short, so no length that fits verifies.
+// Found, it is treated as damage to the file's last record: an error in
+// TolerateCorruptedTailRecords and AbsoluteConsistency, a quiet stop that
+// Stopped reports in PointInTime (nothing verifiable follows it), and in
+// SkipAnyCorruptedRecords the record is dropped and reading goes on where
+// the fragment really ends. Covering the length is what makes a match a proof; it cannot make the
+// search unnecessary: a checksum can be checked only over bytes that are
+// there, and which bytes are the fragment's is what the length says.
+//
+// The lengths tried are the ones that end the fragment where the last whole
+// fragment of a log can end, a crash after it or not:
+//
+//   - at end of file (a complete log: a MANIFEST, a WAL after Close or
+//     after its last sync);
+//   - where the fragment a crash then cut begins: a FULL header whose length
+//     fits the block and reaches past the last non-zero byte, or a FIRST
+//     header that fills the block (a FIRST or MIDDLE fragment always fills
+//     its block; after a FULL or LAST the writer starts a new record);
+//   - where only zeros follow to end of file (the zero reserve, a torn
+//     append's unwritten bytes), perhaps after the first bytes of a header,
+//     or where a header is cut short by end of file.
+//
+// The damaged fragment itself must be FULL, or LAST at the start of its
+// block: a FIRST or MIDDLE one fills its block, which ends past end of file,
+// so it is torn whatever its length says. End of file is tried first (one
+// hash: the commonest case, a bit flipped in the length of a complete log's
+// last fragment), then the torn-fragment ends from the shortest, then the
+// ends in the trailing zeros from the first. Each length tried costs a hash
+// of the fragment, counted against the block's resyncBudget; when it runs
+// out, the fragment is taken for torn. Only an unusual fragment can outlast
+// the budget: one whose payload ends in a run of zero bytes longer than
+// about 4 MiB divided by its length (500 for an 8 KiB fragment), with zeros
+// after it to end of file, or a long one with a torn fragment after it and
+// many positions in between that look like FULL headers.
 //
 // SkipAnyCorruptedRecords resynchronises after damage at the next fragment
 // that verifies (first where the damaged fragment's length points, then at
@@ -175,8 +236,11 @@
 // like a torn write: PointInTime ends the log there quietly (Stopped says
 // where, Stats count what was dropped), and in the last (short) block a
 // corrupted length that points past end of file is taken for a torn write in
-// every mode but AbsoluteConsistency, unless a valid fragment follows it in
-// that block. With checksum type None nothing can be verified: a damaged
+// every mode but AbsoluteConsistency only if no valid fragment follows it in
+// that block and the search for its written length finds none (a fragment
+// that is itself damaged besides, or one that outlasts the search's budget;
+// see "A length past end of file"). With checksum type None nothing can be
+// verified: a damaged
 // payload goes unnoticed in every mode, a length past end of file is always
 // a torn tail, and PointInTime ends the log quietly at the first corruption
 // it can see, whatever follows (as LevelDB and RocksDB do).

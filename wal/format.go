@@ -20,8 +20,11 @@ const (
 	FragmentHeaderSize = 7
 	// FileHeaderSize is the size of the file header at offset 0.
 	FileHeaderSize = 24
-	// FormatVersion is the version written in the file header.
-	FormatVersion = 1
+	// FormatVersion is the version written in the file header. Version 2
+	// (this one) checksums every fragment header byte after the checksum
+	// field; version 1, whose checksums covered only the type and the
+	// payload, is refused.
+	FormatVersion = 2
 	// MaxFragmentPayload is the largest payload a fragment can carry.
 	MaxFragmentPayload = BlockSize - FragmentHeaderSize
 )
@@ -76,24 +79,29 @@ func fragmentContext(logNum uint64, off int64) uint32 {
 	return logBase(logNum) ^ offsetTerm(off)
 }
 
-// rawChecksum is lo32 of the log's checksum of typeAndPayload (masked for
-// CRC-32C), before the context value is added.
-func rawChecksum(t checksum.Type, typeAndPayload []byte) uint32 {
-	s := uint32(checksum.Sum64(t, typeAndPayload))
+// checksumSize is the size of the checksum field at the start of a fragment
+// header. Everything after it, the length and type fields and the payload,
+// is covered by the checksum: frag[checksumSize:] is one contiguous slice.
+const checksumSize = 4
+
+// rawChecksum is lo32 of the log's checksum of covered (masked for CRC-32C),
+// before the context value is added.
+func rawChecksum(t checksum.Type, covered []byte) uint32 {
+	s := uint32(checksum.Sum64(t, covered))
 	if t == checksum.CRC32c {
 		s = checksum.MaskCRC32c(s)
 	}
 	return s
 }
 
-// fragmentChecksum is the stored checksum of a fragment whose type byte and
-// payload are typeAndPayload (contiguous, as they are in the fragment) and
-// whose header is at file offset off. It is 0 for None.
-func fragmentChecksum(t checksum.Type, logNum uint64, off int64, typeAndPayload []byte) uint32 {
+// fragmentChecksum is the stored checksum of a fragment whose header is at
+// file offset off and whose bytes after the checksum field (length, type,
+// payload: frag[checksumSize:], contiguous) are covered. It is 0 for None.
+func fragmentChecksum(t checksum.Type, logNum uint64, off int64, covered []byte) uint32 {
 	if t == checksum.None {
 		return 0
 	}
-	return rawChecksum(t, typeAndPayload) + fragmentContext(logNum, off)
+	return rawChecksum(t, covered) + fragmentContext(logNum, off)
 }
 
 // encodeFileHeader writes the file header into dst[:FileHeaderSize].
@@ -125,7 +133,11 @@ func decodeFileHeader(name string, h []byte) (logNum uint64, t checksum.Type, er
 		return 0, 0, base.CorruptionErrorf("wal: %s: offset 0: file header checksum mismatch (stored %#08x, computed %#08x)", name, stored, computed)
 	}
 	if h[8] != FormatVersion {
-		return 0, 0, base.CorruptionErrorf("wal: %s: offset 8: unsupported format version %d (this build reads version %d)", name, h[8], FormatVersion)
+		why := ""
+		if h[8] == 1 {
+			why = "; version 1, whose fragment checksums do not cover the fragment header, is no longer read"
+		}
+		return 0, 0, base.CorruptionErrorf("wal: %s: offset 8: unsupported record log format version %d (this build reads version %d)%s", name, h[8], FormatVersion, why)
 	}
 	t = checksum.TypeFromCode(h[9])
 	if !t.Valid() {

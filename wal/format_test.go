@@ -68,7 +68,7 @@ func TestFileHeaderBytes(t *testing.T) {
 		const logNum = 0x0102030405060708
 		data, _ := writeLog(t, logNum, ct, nil)
 		want := []byte("VIGLRLOG")
-		want = append(want, 1, codes[ct], 0, 0)
+		want = append(want, 2, codes[ct], 0, 0) // version 2
 		want = binary.LittleEndian.AppendUint64(want, logNum)
 		want = binary.LittleEndian.AppendUint32(want, testMask(crc32.Checksum(want, crc32.MakeTable(crc32.Castagnoli))))
 		if !bytes.Equal(data, want) {
@@ -93,9 +93,11 @@ func TestFragmentChecksums(t *testing.T) {
 				}
 				stored := binary.LittleEndian.Uint32(data[off:])
 				length := int64(binary.LittleEndian.Uint16(data[off+4:]))
-				typeAndPayload := data[off+6 : off+FragmentHeaderSize+length]
+				// Covered: every header byte after the checksum (length,
+				// type) and the payload.
+				covered := data[off+4 : off+FragmentHeaderSize+length]
 				ctx := (uint32(logNum) ^ uint32(logNum>>32) ^ 0x76676c31) ^ (uint32(off) + uint32(uint64(off)>>32))
-				if want := testHash(ct, typeAndPayload) + ctx; stored != want {
+				if want := testHash(ct, covered) + ctx; stored != want {
 					t.Fatalf("%s log %d: fragment at %d: stored %#08x, documented formula gives %#08x", ct, logNum, off, stored, want)
 				}
 				n++

@@ -54,6 +54,24 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 	// corpus file stays compact).
 	span, _ := writeLog(t, 4, checksum.CRC32c, [][]byte{bytes.Repeat([]byte("s"), BlockSize), []byte("after")})
 	seeds["span-crc32c"] = span
+	// The last fragment's length run past end of file by a flipped bit:
+	// the fragment is whole (it verifies with the length it was written
+	// with), so corruption, not a torn write; then the same with zeros
+	// after it (a reserve), and with a torn append after it.
+	two, ends := writeLog(t, 9, checksum.XXH3, [][]byte{pattern(1, 200), pattern(2, 300)})
+	lengthPast := bytes.Clone(two)
+	lengthPast[ends[0]+5] ^= 0x80
+	seeds["length-past-eof"] = lengthPast
+	seeds["length-past-eof-zeros"] = append(bytes.Clone(lengthPast), make([]byte, 64)...)
+	three, _ := writeLog(t, 9, checksum.XXH3, [][]byte{pattern(1, 200), pattern(2, 300), pattern(3, 100)})
+	tornAfter := bytes.Clone(three[:len(two)+40])
+	tornAfter[ends[0]+5] ^= 0x80
+	seeds["length-past-eof-torn-after"] = tornAfter
+	// A log of the previous format version, refused.
+	v1 := bytes.Clone(good)
+	v1[8] = 1
+	binary.LittleEndian.PutUint32(v1[20:], headerChecksum(v1[:20]))
+	seeds["version-1"] = v1
 	return seeds
 }
 
@@ -250,12 +268,6 @@ func FuzzReader(f *testing.F) {
 		d[BlockSize+3] ^= 1
 		f.Add(d)
 	}
-	// The last fragment's length run past the end of the file by one
-	// flipped bit: corruption, not a torn write (lengthFlipped).
-	small, ends := writeLog(f, 9, checksum.XXH3, [][]byte{pattern(1, 200), pattern(2, 300)})
-	d := bytes.Clone(small)
-	d[ends[0]+5] ^= 0x80
-	f.Add(d)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkInput(t, data)
 	})

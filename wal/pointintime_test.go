@@ -32,7 +32,7 @@ func handLog(ct checksum.Type, frags ...string) []byte {
 		d = append(d, typ)
 		d = append(d, f[1:]...)
 		if ct != checksum.None {
-			binary.LittleEndian.PutUint32(d[off:], fragmentChecksum(ct, 1, off, d[off+6:]))
+			binary.LittleEndian.PutUint32(d[off:], fragmentChecksum(ct, 1, off, d[off+checksumSize:]))
 		}
 	}
 	return d
@@ -61,7 +61,7 @@ func handRecords(specs ...string) [][]byte {
 func retype(d []byte, ct checksum.Type, logNum uint64, off int64, typ byte) {
 	length := int64(binary.LittleEndian.Uint16(d[off+4:]))
 	d[off+6] = typ
-	binary.LittleEndian.PutUint32(d[off:], fragmentChecksum(ct, logNum, off, d[off+6:off+FragmentHeaderSize+length]))
+	binary.LittleEndian.PutUint32(d[off:], fragmentChecksum(ct, logNum, off, d[off+checksumSize:off+FragmentHeaderSize+length]))
 }
 
 // pitCase is one corruption, placed either before intact records (an
@@ -111,19 +111,24 @@ func pointInTimeCases(t *testing.T) []pitCase {
 	add(pitCase{name: "checksum via length/followed", err: true, off: small.starts[5], msg: "checksum mismatch", want: small.recs[:5],
 		data: edit(small, func(d []byte) { d[small.starts[5]+4] ^= 0x02 })})
 	add(pitCase{name: "checksum via length/last", off: small.starts[n-1], msg: "checksum mismatch", want: small.recs[:n-1],
-		data: edit(small, func(d []byte) { d[small.starts[n-1]+4] ^= 0x40 })}) // 64 becomes 0: a longer length would be a torn write
+		data: edit(small, func(d []byte) { d[small.starts[n-1]+4] ^= 0x40 })}) // 64 becomes 0 (a longer length would run past end of file: "length past EOF/last")
 	// Bad length in a full block.
 	add(pitCase{name: "length in full block/followed", err: true, off: FileHeaderSize, msg: "bad fragment length 32761: only 32737 bytes left in the block", want: nil,
 		data: edit(multi, func(d []byte) { binary.LittleEndian.PutUint16(d[FileHeaderSize+4:], MaxFragmentPayload) })})
 	add(pitCase{name: "length in full block/last", off: full.starts[1], msg: "bad fragment length", want: fullRecs[:1],
 		data: edit(full, func(d []byte) { binary.LittleEndian.PutUint16(d[full.starts[1]+4:], uint16(len(fullRecs[1])+1)) })})
 	// Length past end of file: with a valid fragment after it, corruption
-	// by definition; as the last thing in the file, a torn write.
+	// by definition; as the last thing in the file, corruption if the
+	// fragment is whole (it verifies with the length it was written with),
+	// a torn write if it is not.
 	add(pitCase{name: "length past EOF/followed", err: true, off: small.starts[3], want: small.recs[:3],
 		msg:  fmt.Sprintf("bad fragment length 5000 runs past end of file, but a valid fragment follows at offset %d", small.starts[4]),
 		data: edit(small, func(d []byte) { binary.LittleEndian.PutUint16(d[small.starts[3]+4:], 5000) })})
-	add(pitCase{name: "length past EOF/last", torn: true, off: small.starts[n-1], want: small.recs[:n-1],
+	add(pitCase{name: "length past EOF/last", off: small.starts[n-1], want: small.recs[:n-1],
+		msg:  fmt.Sprintf("bad fragment length 5000 runs past end of file, but the FULL fragment is whole: it verifies with length %d", len(small.recs[n-1])),
 		data: edit(small, func(d []byte) { binary.LittleEndian.PutUint16(d[small.starts[n-1]+4:], 5000) })})
+	add(pitCase{name: "length past EOF/last, cut", torn: true, off: small.starts[n-1], want: small.recs[:n-1],
+		data: edit(small, func(d []byte) { binary.LittleEndian.PutUint16(d[small.starts[n-1]+4:], 5000) })[:len(small.data)-1]})
 	// Unknown type under a checksum that matches (a writer bug, or a 2^-32
 	// accident): the checksum does not catch it, the structure does.
 	add(pitCase{name: "type/followed", err: true, off: small.starts[5], msg: "bad fragment type 9", want: small.recs[:5],

@@ -42,7 +42,8 @@ type ReaderStats struct {
 // resyncBudget bounds the bytes the reader may hash, per block, while it
 // looks for valid fragments after damage (SkipAnyCorruptedRecords resync,
 // the check that a length running past end of file is not followed by a
-// valid fragment, and PointInTime's check that nothing verifiable follows a
+// valid fragment, the search for the length such a fragment was written
+// with, and PointInTime's check that nothing verifiable follows a
 // corruption it would end the log at); past it the reader gives up on the
 // block and goes to the next one. It keeps a crafted block (every position
 // a plausible header) from costing O(BlockSize²), and bounds PointInTime's
@@ -231,24 +232,27 @@ func (r *Reader) Next() ([]byte, error) {
 			}
 			// The last block: a fragment cut short by end of file is a torn
 			// write, unless a valid fragment follows it, which a torn write
-			// cannot leave behind.
+			// cannot leave behind, or the fragment is whole under the
+			// length it was written with, which a torn write cannot be.
 			if q := r.findFragment(r.pos+1, -1); q >= 0 {
 				r.corrupt(corruption{kind: ckLengthEOF, off: off, typ: typ, length: length, aux: r.blockOff + int64(q)}, q)
 				continue
 			}
-			if r.lengthFlipped(off, length) {
-				// The whole fragment is there; its length field is
-				// damaged, which a torn write does not do.
-				r.corrupt(corruption{kind: ckLength, off: off, typ: typ, length: length, aux: int64(len(r.buf) - r.pos - FragmentHeaderSize)}, r.pos+1)
+			if l := r.wholeLength(off); l >= 0 {
+				if r.corrupt(corruption{kind: ckLengthWhole, off: off, typ: typ, length: length, aux: int64(l)}, -1) {
+					// Skip: go on where the fragment really ends.
+					r.stats.DroppedBytes += int64(FragmentHeaderSize + l)
+					r.pos += FragmentHeaderSize + l
+				}
 				continue
 			}
 			r.tornTail(corruption{kind: ckTornBody, off: off, typ: typ, length: length, aux: int64(len(r.buf) - r.pos - FragmentHeaderSize)})
 			continue
 		}
 		if r.ctype != checksum.None {
-			if computed := fragmentChecksum(r.ctype, r.logNum, off, h[6:FragmentHeaderSize+length]); computed != stored {
+			if computed := fragmentChecksum(r.ctype, r.logNum, off, h[checksumSize:FragmentHeaderSize+length]); computed != stored {
 				r.corrupt(corruption{kind: ckChecksum, off: off, typ: typ, length: length, stored: stored, computed: computed,
-					logNum: r.logNum, raw: rawChecksum(r.ctype, h[6:FragmentHeaderSize+length])}, r.pos+1)
+					logNum: r.logNum, raw: rawChecksum(r.ctype, h[checksumSize:FragmentHeaderSize+length])}, r.pos+1)
 				continue
 			}
 		}
@@ -559,32 +563,72 @@ func (r *Reader) tornTail(c corruption) {
 	r.finish(io.EOF)
 }
 
-// lengthFlipped reports whether the fragment at r.pos, whose length runs
-// past end of file, verifies with one bit of its length flipped: then the
-// file holds the whole fragment and only the length field (which the
-// checksum does not cover) is damaged. A torn write cuts the bytes short
-// and leaves the length as written, so no shorter length verifies (but by
-// a checksum collision). Without this, a flipped bit in the length of a
-// log's last fragment read as a torn tail and the record was dropped in
-// silence: a MANIFEST's last, synced edit (found by vigil stress
-// --corrupt-files, seed 1796198194296768274). It runs only at such an end.
-func (r *Reader) lengthFlipped(off int64, length int) bool {
-	if r.ctype == checksum.None {
-		return false
-	}
+// wholeLength decides whether the fragment at r.pos, in the last block,
+// whose length runs past end of file and after which nothing in the block
+// verifies, is whole in the file with a damaged length field (corruption)
+// rather than cut by a crash (a torn tail). The checksum covers the length,
+// so a length l that fits the bytes present under which the fragment
+// verifies is, but for a 2^-32 accident, the length it was written with:
+// wholeLength returns the first such l it finds, or -1.
+//
+// It tries only the ends a writer could have given a fragment that a crash,
+// if any, left whole (see "A length past end of file" in the package
+// documentation): a FULL fragment (or a LAST one at the start of its
+// block) ending at end of file; or where the fragment the crash cut starts,
+// a FULL header that fits the block and reaches past the last written byte
+// or a FIRST header that fills the block; or where only zeros follow (the
+// reserve, a torn append's unwritten bytes), perhaps after the first bytes
+// of a header. A FIRST or MIDDLE fragment fills its block, whose end is
+// past end of file, so it cannot be whole. Each length tried costs a hash
+// of the fragment, counted against the block's resyncBudget; when that runs
+// out the fragment is taken for torn.
+//
+// Without it, a flipped bit in the length of a log's last fragment read as
+// a torn tail and the record was dropped in silence: a MANIFEST's last,
+// synced edit (vigil stress --corrupt-files, seed 1796198194296768274).
+func (r *Reader) wholeLength(off int64) int {
 	h := r.buf[r.pos:]
-	avail := len(h) - FragmentHeaderSize
+	typ := h[6]
+	if r.ctype == checksum.None || !(typ == fragFull || typ == fragLast && r.pos == 0) {
+		return -1
+	}
+	eof := len(r.buf)                   // end of file, as an index into buf
+	start := r.pos + FragmentHeaderSize // the end of an empty payload
+	z := eof                            // just past the last non-zero byte of the fragment or after it
+	for z > start && r.buf[z-1] == 0 {
+		z--
+	}
 	stored := binary.LittleEndian.Uint32(h[0:4])
-	for b := range 16 {
-		l := length ^ (1 << b)
-		if l > avail {
-			continue
-		}
-		if fragmentChecksum(r.ctype, r.logNum, off, h[6:FragmentHeaderSize+l]) == stored {
-			return true
+	written := [2]byte{h[4], h[5]}
+	defer func() { h[4], h[5] = written[0], written[1] }()
+	// verifies reports whether the fragment verifies ending at index e.
+	verifies := func(e int) bool {
+		l := e - start
+		r.budget -= l + 3
+		binary.LittleEndian.PutUint16(h[4:6], uint16(l))
+		return fragmentChecksum(r.ctype, r.logNum, off, h[checksumSize:FragmentHeaderSize+l]) == stored
+	}
+	// The fragment ends the file.
+	if r.budget > 0 && verifies(eof) {
+		return eof - start
+	}
+	// A torn fragment follows it. From lo on, every end is tried below.
+	lo := max(start, z-(FragmentHeaderSize-1))
+	for e := start; e < lo && r.budget > 0; e++ {
+		g := r.buf[e:]
+		gEnd := e + FragmentHeaderSize + int(binary.LittleEndian.Uint16(g[4:6]))
+		if (g[6] == fragFull && gEnd > z && gEnd <= BlockSize || g[6] == fragFirst && gEnd == BlockSize) && verifies(e) {
+			return e - start
 		}
 	}
-	return false
+	// Zeros follow it, perhaps after the first bytes of a torn header, or
+	// a header cut short by end of file.
+	for e := lo; e < eof && r.budget > 0; e++ {
+		if verifies(e) {
+			return e - start
+		}
+	}
+	return -1
 }
 
 // verifiedAfter decides, for PointInTime, whether corruption c is followed
@@ -609,6 +653,10 @@ func (r *Reader) verifiedAfter(c corruption) (int64, error) {
 	switch c.kind {
 	case ckLengthEOF:
 		return c.aux, nil
+	case ckLengthWhole:
+		// Found only when nothing verifies after it in the block, the
+		// file's last.
+		return -1, nil
 	case ckPartial:
 		return c.aux, nil // the FULL or FIRST fragment that verified
 	case ckOrphan:
@@ -672,8 +720,8 @@ func (r *Reader) findFragment(from, hint int) int {
 		if q+FragmentHeaderSize+length > len(r.buf) {
 			return false
 		}
-		r.budget -= length + 1
-		return fragmentChecksum(r.ctype, r.logNum, r.blockOff+int64(q), h[6:FragmentHeaderSize+length]) == binary.LittleEndian.Uint32(h[0:4])
+		r.budget -= length + 3
+		return fragmentChecksum(r.ctype, r.logNum, r.blockOff+int64(q), h[checksumSize:FragmentHeaderSize+length]) == binary.LittleEndian.Uint32(h[0:4])
 	}
 	if hint >= from && try(hint) {
 		return hint
@@ -699,18 +747,19 @@ func firstNonZero(b []byte) int {
 type corruptKind uint8
 
 const (
-	ckChecksum   corruptKind = iota // checksum mismatch
-	ckLength                        // length runs past the end of a full block
-	ckLengthEOF                     // length runs past end of file, but a valid fragment follows
-	ckType                          // unknown fragment type (only reachable with checksum None)
-	ckPadding                       // non-zero block padding
-	ckZeroed                        // zeroed bytes followed by data
-	ckPartial                       // record without LAST, followed by FULL or FIRST
-	ckOrphan                        // MIDDLE or LAST without FIRST
-	ckTornHeader                    // torn tail: fragment header cut by end of file
-	ckTornBody                      // torn tail: fragment body cut by end of file
-	ckZeroTail                      // torn tail: zeros to end of file
-	ckIncomplete                    // torn tail: record without LAST at end of file
+	ckChecksum    corruptKind = iota // checksum mismatch
+	ckLength                         // length runs past the end of a full block
+	ckLengthEOF                      // length runs past end of file, but a valid fragment follows
+	ckLengthWhole                    // length runs past end of file, but the fragment verifies with a shorter one
+	ckType                           // unknown fragment type (only reachable with checksum None)
+	ckPadding                        // non-zero block padding
+	ckZeroed                         // zeroed bytes followed by data
+	ckPartial                        // record without LAST, followed by FULL or FIRST
+	ckOrphan                         // MIDDLE or LAST without FIRST
+	ckTornHeader                     // torn tail: fragment header cut by end of file
+	ckTornBody                       // torn tail: fragment body cut by end of file
+	ckZeroTail                       // torn tail: zeros to end of file
+	ckIncomplete                     // torn tail: record without LAST at end of file
 )
 
 // corruption describes damage without formatting it, so a reader that skips
@@ -748,6 +797,9 @@ func (c corruption) baseError(name string) error {
 		return base.CorruptionErrorf("%s: bad fragment length %d: only %d bytes left in the block", prefix, c.length, c.aux)
 	case ckLengthEOF:
 		return base.CorruptionErrorf("%s: bad fragment length %d runs past end of file, but a valid fragment follows at offset %d", prefix, c.length, c.aux)
+	case ckLengthWhole:
+		return base.CorruptionErrorf("%s: bad fragment length %d runs past end of file, but the %s fragment is whole: it verifies with length %d, so its length field was damaged (not a torn write)",
+			prefix, c.length, fragTypeName(c.typ), c.aux)
 	case ckType:
 		return base.CorruptionErrorf("%s: bad fragment type %d (length %d)", prefix, c.typ, c.length)
 	case ckPadding:

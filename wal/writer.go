@@ -327,7 +327,7 @@ func (w *Writer) WriteRecord(p []byte) (end int64, err error) {
 		frag[6] = typ
 		binary.LittleEndian.PutUint16(frag[4:6], uint16(n))
 		binary.LittleEndian.PutUint32(frag[0:4],
-			fragmentChecksum(w.ctype, w.logNum, w.curOff+int64(b.written), frag[6:]))
+			fragmentChecksum(w.ctype, w.logNum, w.curOff+int64(b.written), frag[checksumSize:]))
 		b.written += len(frag)
 		w.stats.Fragments++
 		p = p[n:]
