@@ -1,7 +1,6 @@
 package backup
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -145,46 +144,16 @@ func readTables(fs vfs.FS, dir string) ([]*manifest.FileMetadata, error) {
 
 // dbDigest opens the DB in dir read-only (with the strictest WAL recovery
 // mode: a restored or staged DB has no torn tail) and returns its visible
-// sequence number and the digest of all its live pairs: DB.Digest's, or
-// with legacy the one a backup of meta format version 1 recorded.
-func dbDigest(fs vfs.FS, dir string, legacy bool) (uint64, vigil.RangeDigest, error) {
+// sequence number and the digest of all its live pairs.
+func dbDigest(fs vfs.FS, dir string) (uint64, vigil.RangeDigest, error) {
 	db, err := vigil.Open(dir, &vigil.Options{FS: fs, ReadOnly: true, BlockCacheSize: -1, WALRecoveryMode: vigil.WALAbsoluteConsistency})
 	if err != nil {
 		return 0, vigil.RangeDigest{}, err
 	}
 	seq := db.Metrics().VisibleSeq
-	var g vigil.RangeDigest
-	if legacy {
-		g, err = legacyDigest(db)
-	} else {
-		g, err = db.Digest(nil, nil)
-	}
+	g, err := db.Digest(nil, nil)
 	if cerr := db.Close(); err == nil && cerr != nil && !errors.Is(cerr, vigil.ErrClosed) {
 		err = cerr
 	}
 	return seq, g, err
-}
-
-// legacyDigest is the range digest of db's live pairs in its first format,
-// which backups of meta format version 1 recorded: CRC-64/Jones over
-// uvarint(len(key)) ‖ key ‖ uvarint(len(value)) ‖ value per pair, without
-// the marker byte DB.Digest now puts first (without it the CRC could not
-// see a pair ("", "")). It is kept only so that those backups still
-// restore and are checked.
-func legacyDigest(db *vigil.DB) (vigil.RangeDigest, error) {
-	it, err := db.NewIter(nil)
-	if err != nil {
-		return vigil.RangeDigest{}, err
-	}
-	var g vigil.RangeDigest
-	var hdr [binary.MaxVarintLen64]byte
-	for ok := it.First(); ok; ok = it.Next() {
-		for _, b := range [][]byte{it.Key(), it.Value()} {
-			n := binary.PutUvarint(hdr[:], uint64(len(b)))
-			g.CRC64 = checksum.UpdateCRC64(checksum.UpdateCRC64(g.CRC64, hdr[:n]), b)
-			g.Bytes += int64(n + len(b))
-		}
-		g.Keys++
-	}
-	return g, it.Close()
 }

@@ -28,9 +28,8 @@
 // with the same number (from two DBs, or a DB created again) do not collide,
 // and the same table backed up twice is stored once.
 //
-// A meta file (format version 2, see meta.go and testdata/meta-v2.golden;
-// version 1, whose digest is of the range digest's first format, still
-// reads and restores) records the backup's id, creation time, the DB's sequence number, the
+// A meta file (format version 2, see meta.go and testdata/meta-v2.golden)
+// records the backup's id, creation time, the DB's sequence number, the
 // range digest of all its live pairs (vigil.DB.Digest(nil, nil) of the
 // backup's state) and every file of the backup with its size and
 // CRC-64/Jones whole-file checksum; the meta file ends with a CRC-64 of

@@ -218,7 +218,7 @@ func (e *Engine) create(db *vigil.DB) (Info, CreateStats, error) {
 	// What the checkpoint holds: its sequence number and digest (from a
 	// read-only open, which checks its MANIFEST, WAL and every table
 	// block), its tables with their MANIFEST checksums, its other files.
-	seq, digest, err := dbDigest(e.fs, ckpt, false)
+	seq, digest, err := dbDigest(e.fs, ckpt)
 	if err != nil {
 		return Info{}, st, fmt.Errorf("reading the checkpoint: %w", err)
 	}
@@ -672,7 +672,7 @@ func (e *Engine) restore(id uint64, target string) error {
 	if err := vfsutil.SyncDir(fs, tmp); err != nil {
 		return err
 	}
-	seq, digest, err := dbDigest(fs, tmp, info.version == metaVersionLegacyDigest)
+	seq, digest, err := dbDigest(fs, tmp)
 	if err != nil {
 		return fmt.Errorf("opening the restored DB: %w", err)
 	}

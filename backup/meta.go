@@ -1,7 +1,6 @@
 package backup
 
 import (
-	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -13,8 +12,7 @@ import (
 	"github.com/vigildb/vigil/checksum"
 )
 
-// Meta file format, version 2 (pinned by testdata/meta-v2.golden; version
-// 1, testdata/meta-v1.golden, has the same layout):
+// Meta file format, version 2 (pinned by testdata/meta-v2.golden):
 //
 //	offset  size  field
 //	     0     8  magic "VIGILBKP"
@@ -29,10 +27,10 @@ import (
 //	file := kind (1 byte: 1 shared, 2 private) | name length uvarint (1..255)
 //	        | name | size uvarint | checksum (uint64 LE)
 //
-// The versions differ in the digest's format only: version 2 records
-// vigil.DB.Digest as it is, version 1 the digest of the builds before it
-// marked each pair (see checksum_range.go), which Restore recomputes for
-// such a backup (legacyDigest).
+// Version 1 had the same layout but recorded the range digest's first
+// format, and its backups hold record logs of format version 1, which this
+// build does not read: it is refused, naming both versions (Vigil has made
+// no release).
 //
 // Varints are minimal (a multi-byte varint never ends in a zero byte), so an
 // encoding is canonical: decoding and re-encoding give the same bytes. The
@@ -43,11 +41,8 @@ import (
 const (
 	metaMagic   = "VIGILBKP"
 	metaVersion = 2
-	// metaVersionLegacyDigest is the version whose digest is of the
-	// earlier format.
-	metaVersionLegacyDigest = 1
-	metaHeader              = len(metaMagic) + 4
-	metaTrailer             = 8
+	metaHeader  = len(metaMagic) + 4
+	metaTrailer = 8
 	// maxMetaSize bounds what a reader loads for one meta file.
 	maxMetaSize = 64 << 20
 	maxNameLen  = 255
@@ -78,10 +73,6 @@ type Info struct {
 	ChecksumType checksum.Type
 	// Files lists every file of the backup.
 	Files []File
-	// version is the meta file's format version (0: the current one, for
-	// an Info not read from a file); it says which digest format Digest
-	// is in.
-	version uint32
 }
 
 // File is one file of a backup.
@@ -193,7 +184,7 @@ func isHex(s string, n int) bool {
 func encodeMeta(info *Info) []byte {
 	b := make([]byte, 0, 64+len(info.Files)*64)
 	b = append(b, metaMagic...)
-	b = binary.LittleEndian.AppendUint32(b, cmp.Or(info.version, metaVersion))
+	b = binary.LittleEndian.AppendUint32(b, metaVersion)
 	b = binary.AppendUvarint(b, info.ID)
 	b = binary.AppendVarint(b, info.Created.UnixNano())
 	b = binary.AppendUvarint(b, info.Seq)
@@ -312,14 +303,13 @@ func decodeMeta(data []byte, name string) (*Info, error) {
 		d.fail("bad magic %q", data[:len(metaMagic)])
 		return nil, d.err
 	}
-	v := binary.LittleEndian.Uint32(data[len(metaMagic):])
-	if v != metaVersion && v != metaVersionLegacyDigest {
+	if v := binary.LittleEndian.Uint32(data[len(metaMagic):]); v != metaVersion {
 		d.off = len(metaMagic)
-		d.fail("unsupported format version %d (this build reads %d and %d)", v, metaVersionLegacyDigest, metaVersion)
+		d.fail("unsupported format version %d (this build reads %d)", v, metaVersion)
 		return nil, d.err
 	}
 	d.b, d.off = data[:n], metaHeader
-	info := &Info{version: v}
+	info := &Info{}
 	info.ID = d.uvarint("id")
 	if d.err == nil && info.ID == 0 {
 		d.fail("backup id 0")

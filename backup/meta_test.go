@@ -19,7 +19,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/meta-v2.golden and the fuzz seed corpus")
 
 // goldenPath is the current format's golden file; goldenV1Path the
-// version whose digest is of the first format (same layout).
+// previous version's, which is refused.
 const goldenPath, goldenV1Path = "testdata/meta-v2.golden", "testdata/meta-v1.golden"
 
 func goldenInfo() *Info {
@@ -47,7 +47,6 @@ func equalInfo(a, b *Info) bool {
 	}
 	x, y := *a, *b
 	x.Created, y.Created = time.Time{}, time.Time{}
-	x.version, y.version = 0, 0
 	return reflect.DeepEqual(x, y)
 }
 
@@ -74,20 +73,13 @@ func TestMetaGolden(t *testing.T) {
 	if !equalInfo(info, goldenInfo()) {
 		t.Fatalf("decoded %+v\nwant %+v", info, goldenInfo())
 	}
-	// Version 1 still decodes, says so, and re-encodes as it was.
+	// Version 1 (the same layout) is refused, naming the version.
 	v1, err := os.ReadFile(goldenV1Path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := decodeMeta(v1, goldenV1Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if old.version != metaVersionLegacyDigest || !equalInfo(old, goldenInfo()) || !sameBytes(encodeMeta(old), v1) {
-		t.Fatalf("version 1: decoded %+v (version %d)", old, old.version)
-	}
-	if len(v1) != len(golden) || !sameBytes(v1[:8], golden[:8]) || !sameBytes(v1[12:len(v1)-8], golden[12:len(golden)-8]) {
-		t.Fatal("versions 1 and 2 differ in more than the version number")
+	if _, err := decodeMeta(v1, goldenV1Path); !errors.Is(err, vigil.ErrCorruption) || !strings.Contains(err.Error(), "unsupported format version 1") {
+		t.Fatalf("decoding a version-1 meta file: %v", err)
 	}
 	if info.Files[0].DBName() != "000012.sst" || info.Files[2].DBName() != "000014.log" {
 		t.Fatalf("DB names %q %q", info.Files[0].DBName(), info.Files[2].DBName())
