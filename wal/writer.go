@@ -425,99 +425,25 @@ func (w *Writer) flushLoop() {
 	defer close(w.done)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var batch []*block
-	// A failed round's blocks are in batch alone: queue them again, for
+	var r flushRound
+	// A failed round's blocks are in r.batch alone: queue them again, for
 	// Close to free with the rest.
 	defer func() {
-		for _, b := range batch {
+		for _, b := range r.batch {
 			if b != nil {
 				w.full = append(w.full, b)
 			}
 		}
 	}()
 	for {
-		for w.err == nil && (w.held || (!w.hasWork() && (!w.closing || w.blockWaiters > 0))) {
-			if w.blockWaiters == 0 {
-				w.trimFree(idleFreeBlocks)
-			}
-			if len(w.free) > idleKeepBlocks && !w.closing {
-				w.trimRecords = w.stats.Records
-				if w.idleTrim == nil {
-					w.idleTrim = time.AfterFunc(idleTrimAfter, w.trimIdle)
-				} else {
-					w.idleTrim.Reset(idleTrimAfter)
-				}
-			}
-			w.idle = true
-			w.workCond.Wait()
-		}
-		w.idle = false
-		if w.err != nil || !w.hasWork() {
+		if !w.awaitWork() {
 			// Failed, or closing with nothing left to do.
 			w.doneCond.Broadcast()
 			return
 		}
-		if w.gatherWant > 0 && w.syncWant > w.syncedOff {
-			if !w.closing {
-				w.gather()
-			}
-			w.gatherWant = 0
-		}
-		// The round: the first maxRoundBlocks full blocks, and the
-		// current block's new bytes if no full block is left behind.
-		n := min(len(w.full), maxRoundBlocks)
-		batch = append(batch[:0], w.full[:n]...)
-		target := w.flushedOff
-		for _, b := range batch {
-			target += int64(BlockSize - b.flushed)
-		}
-		left := copy(w.full, w.full[n:])
-		clear(w.full[left:])
-		w.full = w.full[:left]
-		cur := w.cur
-		curFrom, curTo := cur.flushed, cur.flushed
-		if left == 0 {
-			curTo = cur.written
-			target = w.curOff + int64(curTo)
-			if w.closing && target > w.syncWant {
-				// Close's final fsync covers whatever is appended while
-				// it waits (a WriteRecord racing Close).
-				w.syncWant = target
-			}
-		}
-		// A sync someone waits for is made once a round reaches the goal
-		// (see syncGoal), not after each MiB of a long queue. While the
-		// flusher is behind (a large record), bytes-per-sync waits for 4
-		// times its bytes: one fsync per 1 MiB round made a 67 MB record
-		// take 10-20 % longer, and deferring it to the 16 MiB block bound
-		// made the fsyncs so long that the appends behind them needed
-		// new blocks.
-		if w.syncGoal <= w.syncedOff {
-			w.syncGoal = w.syncWant
-		}
-		waited := w.syncGoal > w.syncedOff && (left == 0 || target >= w.syncGoal)
-		dirty := target - w.syncedOff
-		doSync := waited || (w.bytesPerSync > 0 && dirty >= w.bytesPerSync &&
-			(left == 0 || dirty >= 4*w.bytesPerSync))
-		// A sync some caller waits for may grow the reserve; one the
-		// flusher makes on its own (bytes-per-sync, Close) never does, so
-		// writers that never sync never pay for zeros.
-		var extend int64
-		if waited && !w.closing {
-			extend = w.reserveNext
-		}
-		// When a synced round takes all that was appended (left == 0),
-		// every waiter present has an end at or below target: they are
-		// the ones its sync releases, with the later arrivals whose ends
-		// are covered too, which count themselves (see SyncTo). gather
-		// uses the count.
-		released := 0
-		if waited && left == 0 && !w.closing && !w.background {
-			released = w.waiters
-			w.syncTarget, w.lateCovered = target, 0
-		}
+		w.planRound(&r)
 		w.mu.Unlock()
-		if !waited {
+		if !r.waited {
 			// Let the appenders the round's Unlock woke run before the
 			// writes (see bgsys.Yield). Not when a writer waits for
 			// this round's sync: the round is then the foreground's
@@ -527,7 +453,7 @@ func (w *Writer) flushLoop() {
 			bgsys.Yield()
 		}
 
-		writes, err := w.writeOut(batch, cur, curFrom, curTo)
+		writes, err := w.writeOut(r.batch, r.cur, r.curFrom, r.curTo)
 
 		w.mu.Lock()
 		w.stats.Writes += writes
@@ -536,56 +462,12 @@ func (w *Writer) flushLoop() {
 			// free list before the fsync, so that appends during a long
 			// fsync (every bytes-per-sync MiB) reuse them instead of
 			// allocating.
-			w.recycle(batch, cur, curTo, target)
-			if doSync {
-				if w.blockWaiters > 0 {
-					// Only appends waiting for a block gain from
-					// waking now; waking the SyncTo waiters too would
-					// cost group commit a round of futile wakeups.
-					w.doneCond.Broadcast()
-				}
-				foreground := waited && !w.closing && !w.background
-				w.mu.Unlock()
-				var took time.Duration
-				var dataSync bool
-				var reserved int64
-				if foreground {
-					// A writer waits for this fsync (a synced
-					// write): it is the foreground, and goes at once.
-					start := time.Now()
-					dataSync, reserved, err = w.syncOut(target, extend, false)
-					took = time.Since(start)
-				} else {
-					// Bytes-per-sync, the final sync of a log being
-					// closed (the DB's old WAL, closed in the
-					// background after a rotation) or a background
-					// log's sync: a background fsync, which must not
-					// hold the last free processor (package bgsys).
-					// A trace showed the old WAL's closing fsync and
-					// the new one's bytes-per-sync fsync holding both
-					// processors for 13 ms, the writer runnable.
-					dataSync, reserved, err = w.syncOut(target, extend, true)
-				}
-				w.mu.Lock()
-				w.stats.Syncs++
-				if dataSync {
-					w.stats.DataSyncs++
-				}
-				w.stats.Reserved += reserved
-				if reserved > 0 {
-					w.reserveNext = min(2*w.reserveNext, w.reserveMax)
-				}
-				if err == nil {
-					w.syncedOff = target
-					if foreground && released > 0 {
-						w.gatherWant = released + w.lateCovered
-						w.gatherBase = w.arrivals
-						w.gatherFor = min(took/gatherFraction, maxGather)
-					}
-				}
+			w.recycle(r.batch, r.cur, r.curTo, r.target)
+			if r.doSync {
+				err = w.syncRound(&r)
 			}
 		}
-		if released > 0 {
+		if r.released > 0 {
 			w.syncTarget, w.lateCovered = 0, 0
 		}
 		if err != nil {
@@ -594,6 +476,156 @@ func (w *Writer) flushLoop() {
 		}
 		w.doneCond.Broadcast()
 	}
+}
+
+// flushRound is one round of the flusher: the blocks it writes out, up to
+// where, and whether and how it syncs after.
+type flushRound struct {
+	batch []*block // the full blocks taken (reused round to round)
+	cur   *block   // the current block, written from curFrom to curTo
+	// (curFrom == curTo: none of it, full blocks are left behind)
+	curFrom, curTo int
+	target         int64 // the log's offset once the round is written
+	waited         bool  // a caller waits for a sync this round reaches
+	doSync         bool  // the round ends with an fsync
+	extend         int64 // the reserve that sync may grow by
+	released       int   // the waiters a foreground sync releases (for gather)
+}
+
+// awaitWork waits, idle, until there is something to write (trimming the
+// free list meanwhile), then, before a synced round, gathers the writers
+// the last sync released. It returns false when the flusher must stop: the
+// log failed, or it is closing with nothing left. w.mu is held.
+func (w *Writer) awaitWork() bool {
+	for w.err == nil && (w.held || (!w.hasWork() && (!w.closing || w.blockWaiters > 0))) {
+		if w.blockWaiters == 0 {
+			w.trimFree(idleFreeBlocks)
+		}
+		if len(w.free) > idleKeepBlocks && !w.closing {
+			w.trimRecords = w.stats.Records
+			if w.idleTrim == nil {
+				w.idleTrim = time.AfterFunc(idleTrimAfter, w.trimIdle)
+			} else {
+				w.idleTrim.Reset(idleTrimAfter)
+			}
+		}
+		w.idle = true
+		w.workCond.Wait()
+	}
+	w.idle = false
+	if w.err != nil || !w.hasWork() {
+		return false
+	}
+	if w.gatherWant > 0 && w.syncWant > w.syncedOff {
+		if !w.closing {
+			w.gather()
+		}
+		w.gatherWant = 0
+	}
+	return true
+}
+
+// planRound takes the round's blocks off the queue and decides its sync.
+// w.mu is held.
+func (w *Writer) planRound(r *flushRound) {
+	// The round: the first maxRoundBlocks full blocks, and the current
+	// block's new bytes if no full block is left behind.
+	n := min(len(w.full), maxRoundBlocks)
+	r.batch = append(r.batch[:0], w.full[:n]...)
+	target := w.flushedOff
+	for _, b := range r.batch {
+		target += int64(BlockSize - b.flushed)
+	}
+	left := copy(w.full, w.full[n:])
+	clear(w.full[left:])
+	w.full = w.full[:left]
+	r.cur = w.cur
+	r.curFrom, r.curTo = r.cur.flushed, r.cur.flushed
+	if left == 0 {
+		r.curTo = r.cur.written
+		target = w.curOff + int64(r.curTo)
+		if w.closing && target > w.syncWant {
+			// Close's final fsync covers whatever is appended while
+			// it waits (a WriteRecord racing Close).
+			w.syncWant = target
+		}
+	}
+	r.target = target
+	// A sync someone waits for is made once a round reaches the goal
+	// (see syncGoal), not after each MiB of a long queue. While the
+	// flusher is behind (a large record), bytes-per-sync waits for 4
+	// times its bytes: one fsync per 1 MiB round made a 67 MB record
+	// take 10-20 % longer, and deferring it to the 16 MiB block bound
+	// made the fsyncs so long that the appends behind them needed
+	// new blocks.
+	if w.syncGoal <= w.syncedOff {
+		w.syncGoal = w.syncWant
+	}
+	r.waited = w.syncGoal > w.syncedOff && (left == 0 || target >= w.syncGoal)
+	dirty := target - w.syncedOff
+	r.doSync = r.waited || (w.bytesPerSync > 0 && dirty >= w.bytesPerSync &&
+		(left == 0 || dirty >= 4*w.bytesPerSync))
+	// A sync some caller waits for may grow the reserve; one the
+	// flusher makes on its own (bytes-per-sync, Close) never does, so
+	// writers that never sync never pay for zeros.
+	r.extend = 0
+	if r.waited && !w.closing {
+		r.extend = w.reserveNext
+	}
+	// When a synced round takes all that was appended (left == 0),
+	// every waiter present has an end at or below target: they are
+	// the ones its sync releases, with the later arrivals whose ends
+	// are covered too, which count themselves (see SyncTo). gather
+	// uses the count.
+	r.released = 0
+	if r.waited && left == 0 && !w.closing && !w.background {
+		r.released = w.waiters
+		w.syncTarget, w.lateCovered = target, 0
+	}
+}
+
+// syncRound makes the round's fsync (without w.mu, which it releases and
+// takes again) and records it: the synced offset, the reserve's growth,
+// and, after a foreground sync that released waiters, what the next round
+// gathers. w.mu is held.
+func (w *Writer) syncRound(r *flushRound) error {
+	if w.blockWaiters > 0 {
+		// Only appends waiting for a block gain from waking now; waking
+		// the SyncTo waiters too would cost group commit a round of
+		// futile wakeups.
+		w.doneCond.Broadcast()
+	}
+	// A writer waits for this fsync (a synced write): it is the
+	// foreground, and goes at once. Otherwise (bytes-per-sync, the final
+	// sync of a log being closed, as the DB's old WAL is in the
+	// background after a rotation, or a background log's sync) it is a
+	// background fsync, which must not hold the last free processor
+	// (package bgsys): a trace showed the old WAL's closing fsync and the
+	// new one's bytes-per-sync fsync holding both processors for 13 ms,
+	// the writer runnable.
+	foreground := r.waited && !w.closing && !w.background
+	w.mu.Unlock()
+	start := time.Now()
+	dataSync, reserved, err := w.syncOut(r.target, r.extend, !foreground)
+	took := time.Since(start)
+	w.mu.Lock()
+	w.stats.Syncs++
+	if dataSync {
+		w.stats.DataSyncs++
+	}
+	w.stats.Reserved += reserved
+	if reserved > 0 {
+		w.reserveNext = min(2*w.reserveNext, w.reserveMax)
+	}
+	if err == nil {
+		w.syncedOff = r.target
+		if foreground && r.released > 0 {
+			w.gatherWant = r.released + w.lateCovered
+			w.gatherBase = w.arrivals
+			w.gatherFor = min(took/gatherFraction, maxGather)
+		}
+	}
+	return err
 }
 
 // gatherFraction, maxGather and gatherQuiet bound how long a synced round
