@@ -21,10 +21,16 @@ var errHelpShown = errors.New("help shown")
 // its help to stderr), a missing or unexpected argument, and an unknown help
 // topic. It adds cobra's help and completion commands first, so that they
 // are covered too.
+//
+// A group is made runnable (cobra checks arguments only of a runnable
+// command), so its help would offer "vigil db [flags]"; the group's use
+// line drops the flags instead (the line then reads "vigil db", which
+// prints this help). Not a custom usage template: text/template's
+// reflection keeps every exported method of every linked type alive, and
+// the binary grew by 3 MB for one line of help.
 func failLoudly(root *cobra.Command) {
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
-	root.SetUsageTemplate(groupUsageTemplate(root.UsageTemplate()))
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		switch {
@@ -42,17 +48,11 @@ func failLoudly(root *cobra.Command) {
 	walk(root)
 }
 
-// groupUsageTemplate returns cobra's usage template without the line
-// "vigil db [flags]" for a command that has subcommands: a group is
-// runnable only so that it can reject a bad subcommand.
-func groupUsageTemplate(tmpl string) string {
-	return strings.Replace(tmpl, "{{if .Runnable}}", "{{if and .Runnable (not .HasAvailableSubCommands)}}", 1)
-}
-
 // requireSubcommand makes the group c reject an unknown subcommand, and
 // print its help to stderr and exit 2 when given none, as the go command
 // does.
 func requireSubcommand(c *cobra.Command) {
+	c.DisableFlagsInUseLine = true
 	c.Args = unknownSubcommand
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		writeHelp(c.ErrOrStderr(), c)
