@@ -363,6 +363,9 @@ type errFS struct {
 	armed  bool
 	n, at  int
 	failed string
+	// match, if set, picks the op to fail instead of at: the first one it
+	// accepts.
+	match func(what string) bool
 }
 
 var errInjected = errors.New("injected error")
@@ -374,11 +377,25 @@ func (fs *errFS) op(what string) error {
 		return nil
 	}
 	fs.n++
+	if fs.match != nil {
+		if fs.failed == "" && fs.match(what) {
+			fs.failed = what
+			return fmt.Errorf("%s: %w", what, errInjected)
+		}
+		return nil
+	}
 	if fs.n == fs.at {
 		fs.failed = what
 		return fmt.Errorf("%s: %w", what, errInjected)
 	}
 	return nil
+}
+
+// armMatch arms fs to fail the first op match accepts.
+func (fs *errFS) armMatch(match func(what string) bool) {
+	fs.mu.Lock()
+	fs.armed, fs.n, fs.at, fs.failed, fs.match = true, 0, 0, "", match
+	fs.mu.Unlock()
 }
 
 func (fs *errFS) arm(at int) {
@@ -510,7 +527,6 @@ func TestFSMRestoreIOError(t *testing.T) {
 	src := srcFSM(t)
 	good := checkpointStream(t, src, func(vfs.FS, string, []string) {})
 	src.Close()
-	failedSteps := map[string]bool{}
 	for at := 1; ; at++ {
 		if at > 5000 {
 			t.Fatal("Restore never finished")
@@ -535,7 +551,6 @@ func TestFSMRestoreIOError(t *testing.T) {
 			if !errors.Is(err, errInjected) {
 				t.Fatalf("fault %d (%s): Restore: %v, not the injected error", at, failed, err)
 			}
-			failedSteps[failed] = true
 			checkOldState(t, f, fs, 0)
 			if r := f.Apply(putCmd(11, "k11", "new11")); r != nil {
 				t.Fatalf("fault %d (%s): Apply after the failed restore: %v", at, failed, r)
@@ -558,15 +573,35 @@ func TestFSMRestoreIOError(t *testing.T) {
 		checkNoLeftovers(t, fs, "/data", "fsm")
 		f.Close()
 	}
-	// The faults reached the swap, and each undo of it.
-	var renames []string
-	for s := range failedSteps {
-		if strings.HasPrefix(s, "rename /data/fsm") {
-			renames = append(renames, s)
+	// The swap's two renames, each failed on purpose: the fault positions
+	// above move with the DB's background work (a flush, the next WAL), so
+	// they need not have hit them.
+	for _, swap := range []struct {
+		name  string
+		match func(string) bool
+	}{
+		{"the old DB out", func(w string) bool { return strings.HasPrefix(w, "rename /data/fsm to ") }},
+		{"the new DB in", func(w string) bool { return strings.HasPrefix(w, "rename ") && strings.HasSuffix(w, " to /data/fsm") }},
+	} {
+		fs := &errFS{FS: vfs.NewMem()}
+		f := dstFSM(t, fs)
+		fs.armMatch(swap.match)
+		err := f.Restore(io.NopCloser(bytes.NewReader(good)))
+		failed := fs.disarm()
+		if failed == "" || !errors.Is(err, errInjected) {
+			t.Fatalf("a fault in the rename of %s (%q): Restore = %v", swap.name, failed, err)
 		}
-	}
-	if len(renames) < 2 {
-		t.Errorf("faults in the swap's renames: %v", renames)
+		if err := f.Err(); err != nil {
+			t.Fatalf("a fault in the rename of %s stopped the FSM: %v", swap.name, err)
+		}
+		checkOldState(t, f, fs, 0)
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f = openTestFSM(t, fs, "/data/fsm")
+		checkOldState(t, f, fs, 0)
+		checkNoLeftovers(t, fs, "/data", "fsm")
+		f.Close()
 	}
 }
 
