@@ -38,7 +38,9 @@ type CacheMetrics struct {
 }
 
 // String renders the counters on one line.
-func (m CacheMetrics) String() string { return cache.Metrics(m).String() }
+func (m CacheMetrics) String() string {
+	return cache.Metrics(m).String()
+}
 
 // Metrics is a point-in-time report of the DB's state and activity. String
 // renders it as a table.

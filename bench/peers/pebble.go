@@ -76,23 +76,10 @@ func PebbleOptions(o bench.EngineOptions, cacheCredit int) (*pebble.Options, err
 		return nil, fmt.Errorf("%w: negative cache credit %d", vigil.ErrInvalidArgument, cacheCredit)
 	}
 
-	var compression pebble.Compression
-	switch vo.Compression {
-	case vigil.NoCompression:
-		compression = pebble.NoCompression
-	case vigil.SnappyCompression, vigil.DefaultCompression:
-		compression = pebble.SnappyCompression
-	default:
-		return nil, fmt.Errorf("%w: compression %v has no Pebble equivalent", vigil.ErrInvalidArgument, vo.Compression)
+	levels, err := pebbleLevels(vo)
+	if err != nil {
+		return nil, err
 	}
-
-	var filter pebble.FilterPolicy
-	if vo.BloomBitsPerKey > 0 {
-		// Same bits per key as Vigil's table filter, hence about the same
-		// false-positive rate (10 bits ≈ 1 %).
-		filter = bloom.FilterPolicy(vo.BloomBitsPerKey)
-	}
-
 	cacheBytes := max(vo.BlockCacheSize, 0) // negative = Vigil's "no cache"
 	cacheBytes += int64(cacheCredit) * int64(vo.WriteBufferSize)
 
@@ -142,9 +129,35 @@ func PebbleOptions(o bench.EngineOptions, cacheCredit int) (*pebble.Options, err
 		// benchmark output; fatal errors still reach stderr.
 		Logger: quietLogger{},
 	}
-	opts.Levels = make([]pebble.LevelOptions, pebbleNumLevels)
-	for i := range opts.Levels {
-		opts.Levels[i] = pebble.LevelOptions{
+	opts.Levels = levels
+	// Block cache: the same capacity for blocks as Vigil's, plus the
+	// memtable credit explained at PebbleMemtableCacheCredit.
+	opts.Cache = pebble.NewCache(cacheBytes)
+	return opts, nil
+}
+
+// pebbleLevels are Pebble's per-level table options matching Vigil's vo:
+// block size and restart interval, one single-level index, compression
+// and bloom filter, target file size.
+func pebbleLevels(vo *vigil.Options) ([]pebble.LevelOptions, error) {
+	var compression pebble.Compression
+	switch vo.Compression {
+	case vigil.NoCompression:
+		compression = pebble.NoCompression
+	case vigil.SnappyCompression, vigil.DefaultCompression:
+		compression = pebble.SnappyCompression
+	default:
+		return nil, fmt.Errorf("%w: compression %v has no Pebble equivalent", vigil.ErrInvalidArgument, vo.Compression)
+	}
+	var filter pebble.FilterPolicy
+	if vo.BloomBitsPerKey > 0 {
+		// Same bits per key as Vigil's table filter, hence about the same
+		// false-positive rate (10 bits ≈ 1 %).
+		filter = bloom.FilterPolicy(vo.BloomBitsPerKey)
+	}
+	levels := make([]pebble.LevelOptions, pebbleNumLevels)
+	for i := range levels {
+		levels[i] = pebble.LevelOptions{
 			// Same data block size and restart interval as Vigil's SSTs.
 			BlockSize:            vo.BlockSize,
 			BlockRestartInterval: vo.BlockRestartInterval,
@@ -163,10 +176,7 @@ func PebbleOptions(o bench.EngineOptions, cacheCredit int) (*pebble.Options, err
 			TargetFileSize: vo.TargetFileSize,
 		}
 	}
-	// Block cache: the same capacity for blocks as Vigil's, plus the
-	// memtable credit explained at PebbleMemtableCacheCredit.
-	opts.Cache = pebble.NewCache(cacheBytes)
-	return opts, nil
+	return levels, nil
 }
 
 // quietLogger drops Pebble's Infof lines. Fatalf must not return (Pebble's

@@ -73,18 +73,50 @@ type config struct {
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("vs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var (
-		c          config
-		verbose    bool
-		checksumT  string
-		comp       string
-		paranoid   bool
-		protection int
-		disableWAL bool
-		blockSize  int
-		cacheSize  int64
-		bloomBits  int
-	)
+	var c config
+	var ef engineFlags
+	verbose := c.register(fs)
+	ef.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, usageError{fmt.Sprintf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
+	}
+	problems := c.problems()
+	ct, eproblems := ef.check()
+	problems = append(problems, eproblems...)
+	scenarios, err := peers.SelectScenarios(peers.DefaultScenarios(), c.scenarioCS)
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("--scenarios: %v", err))
+	}
+	if len(problems) > 0 {
+		return nil, usageError{strings.Join(problems, "; ")}
+	}
+	for i := range scenarios {
+		scenarios[i] = scenarios[i].Scale(c.numScale)
+	}
+	c.opts.Scenarios = scenarios
+	c.opts.Contenders = peers.DefaultContenders(c.credit)
+	c.opts.PebbleCacheCredit = c.credit
+	c.opts.Engine = ef.options(ct, c.numScale)
+	// Validate the engine settings once, up front, with a representative
+	// write buffer, rather than failing in the middle of the first run.
+	probe := c.opts.Engine
+	probe.WriteBufferSize = scenarios[0].WriteBufferSize
+	if _, err := peers.Describe(probe, c.credit); err != nil {
+		return nil, usageError{err.Error()}
+	}
+	c.opts.Progress = stderr
+	if *verbose {
+		c.opts.Log = stderr
+	}
+	return &c, nil
+}
+
+// register defines the flags of the comparison itself (what runs, how
+// often, where) on fs; it returns --verbose's variable.
+func (c *config) register(fs *flag.FlagSet) *bool {
 	fs.IntVar(&c.opts.Runs, "runs", 3, "runs per scenario and engine; the table shows medians")
 	fs.StringVar(&c.scenarioCS, "scenarios", "all", "comma-separated scenarios: memtable, ondisk, fillrandom, fillrandom-nocompress, bigbatch (or all)")
 	fs.BoolVar(&c.isolate, "isolate", true, "run each (scenario, engine, run) in a child process of its own and report its peak RSS; false = all in this process, no RSS")
@@ -93,26 +125,18 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.opts.CPUProfile, "cpuprofile", "", "path prefix: write a CPU profile per engine run, PREFIX-<scenario>-<engine>-run<i>.pprof")
 	fs.Uint64Var(&c.opts.Seed, "seed", 301, "random seed for keys (same for both engines; must not be 0)")
 	fs.StringVar(&c.opts.Dir, "dir", "", "parent directory of the temporary DB directories (default: the system's temp dir)")
-	fs.BoolVar(&verbose, "verbose", false, "also print kvbench's db_bench-style lines (to stderr)")
+	verbose := fs.Bool("verbose", false, "also print kvbench's db_bench-style lines (to stderr)")
 	fs.IntVar(&c.opts.KeySize, "key_size", 16, "key size in bytes")
 	fs.IntVar(&c.opts.ValueSize, "value_size", 100, "value size in bytes")
 	fs.Float64Var(&c.opts.CompressionRatio, "compression_ratio", 0.5, "values compress to this fraction")
-	fs.IntVar(&blockSize, "block_size", 4096, "SST data block size (both engines)")
-	fs.Int64Var(&cacheSize, "cache_size", 64<<20, "block cache bytes (both engines; 0 disables Vigil's, Pebble keeps only the memtable credit)")
-	fs.IntVar(&bloomBits, "bloom_bits", 10, "bloom filter bits per key (both engines; 0 disables)")
-	fs.StringVar(&comp, "compression_type", "snappy", "none or snappy (both engines)")
-	fs.StringVar(&checksumT, "checksum_type", "4", "Vigil's checksum: 0/none, 1/crc32c, 2/xxhash, 3/xxhash64, 4/xxh3, 5/crc64 (Pebble always writes crc32c)")
-	fs.BoolVar(&paranoid, "paranoid_memory_checks", false, "Vigil: memtable reads verify key order (Pebble has no equivalent)")
-	fs.IntVar(&protection, "memtable_protection_bytes_per_key", 0, "Vigil: per-entry memtable checksum bytes, 0/1/2/4/8 (Pebble has no equivalent)")
-	fs.BoolVar(&disableWAL, "disable_wal", false, "both engines write without a WAL")
 	fs.IntVar(&c.credit, "pebble_cache_credit", peers.PebbleMemtableCacheCredit,
 		"write buffers added to Pebble's cache capacity, since Pebble charges memtables to its block cache (0 = exactly --cache_size)")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, usageError{fmt.Sprintf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
-	}
+	return verbose
+}
+
+// problems lists what is wrong with the comparison's flags, in the user's
+// terms.
+func (c *config) problems() []string {
 	var problems []string
 	if c.opts.Runs < 1 {
 		problems = append(problems, "--runs must be >= 1")
@@ -135,50 +159,58 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if c.opts.CompressionRatio <= 0 || c.opts.CompressionRatio > 1 {
 		problems = append(problems, "--compression_ratio must be in (0, 1]")
 	}
-	comp = strings.ToLower(comp)
-	if comp != "none" && comp != "snappy" {
+	return problems
+}
+
+// engineFlags are the flags of the engines' settings (both engines unless
+// named Vigil's).
+type engineFlags struct {
+	checksumT, comp      string
+	paranoid, disableWAL bool
+	protection           int
+	blockSize, bloomBits int
+	cacheSize            int64
+}
+
+func (e *engineFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&e.blockSize, "block_size", 4096, "SST data block size (both engines)")
+	fs.Int64Var(&e.cacheSize, "cache_size", 64<<20, "block cache bytes (both engines; 0 disables Vigil's, Pebble keeps only the memtable credit)")
+	fs.IntVar(&e.bloomBits, "bloom_bits", 10, "bloom filter bits per key (both engines; 0 disables)")
+	fs.StringVar(&e.comp, "compression_type", "snappy", "none or snappy (both engines)")
+	fs.StringVar(&e.checksumT, "checksum_type", "4", "Vigil's checksum: 0/none, 1/crc32c, 2/xxhash, 3/xxhash64, 4/xxh3, 5/crc64 (Pebble always writes crc32c)")
+	fs.BoolVar(&e.paranoid, "paranoid_memory_checks", false, "Vigil: memtable reads verify key order (Pebble has no equivalent)")
+	fs.IntVar(&e.protection, "memtable_protection_bytes_per_key", 0, "Vigil: per-entry memtable checksum bytes, 0/1/2/4/8 (Pebble has no equivalent)")
+	fs.BoolVar(&e.disableWAL, "disable_wal", false, "both engines write without a WAL")
+}
+
+// check normalises the compression name and parses the checksum type,
+// listing what is wrong.
+func (e *engineFlags) check() (checksum.Type, []string) {
+	var problems []string
+	e.comp = strings.ToLower(e.comp)
+	if e.comp != "none" && e.comp != "snappy" {
 		problems = append(problems, "--compression_type must be none or snappy")
 	}
-	ct, err := checksum.ParseType(checksumT)
+	ct, err := checksum.ParseType(e.checksumT)
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("--checksum_type: %v", err))
 	}
-	all := peers.DefaultScenarios()
-	scenarios, err := peers.SelectScenarios(all, c.scenarioCS)
-	if err != nil {
-		problems = append(problems, fmt.Sprintf("--scenarios: %v", err))
-	}
-	if len(problems) > 0 {
-		return nil, usageError{strings.Join(problems, "; ")}
-	}
-	for i := range scenarios {
-		scenarios[i] = scenarios[i].Scale(c.numScale)
-	}
-	c.opts.Scenarios = scenarios
-	c.opts.Contenders = peers.DefaultContenders(c.credit)
-	c.opts.PebbleCacheCredit = c.credit
-	c.opts.Engine = bench.EngineOptions{
+	return ct, problems
+}
+
+// options are the engines' options of the flags, the cache scaled by
+// numScale.
+func (e *engineFlags) options(ct checksum.Type, numScale float64) bench.EngineOptions {
+	return bench.EngineOptions{
 		ChecksumType:                  int(ct.Code()), // RocksDB's number
-		ParanoidMemoryChecks:          paranoid,
-		MemtableProtectionBytesPerKey: protection,
-		BlockSize:                     blockSize,
-		CacheSize:                     peers.ScaleBytes(cacheSize, c.numScale),
-		BloomBits:                     bloomBits,
-		Compression:                   comp,
-		DisableWAL:                    disableWAL,
+		ParanoidMemoryChecks:          e.paranoid,
+		MemtableProtectionBytesPerKey: e.protection,
+		BlockSize:                     e.blockSize,
+		CacheSize:                     peers.ScaleBytes(e.cacheSize, numScale),
+		BloomBits:                     e.bloomBits,
+		Compression:                   e.comp,
+		DisableWAL:                    e.disableWAL,
 	}
-	// Validate the engine settings once, up front, with a representative
-	// write buffer, rather than failing in the middle of the first run.
-	probe := c.opts.Engine
-	probe.WriteBufferSize = scenarios[0].WriteBufferSize
-	if _, err := peers.Describe(probe, c.credit); err != nil {
-		return nil, usageError{err.Error()}
-	}
-	c.opts.Progress = stderr
-	if verbose {
-		c.opts.Log = stderr
-	}
-	return &c, nil
 }
 
 // run is main without the exit: it returns the exit status.
