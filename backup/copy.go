@@ -68,12 +68,10 @@ func (e *Engine) copyFile(src, dst string, tap func(off uint64, p []byte)) (size
 // against the table's MANIFEST entry t: its size, its whole-file checksum
 // (which covers the bytes before the properties block) computed over the
 // bytes written, and, by re-opening the copy, the checksums of the blocks
-// from the properties block on. It returns the copy's whole-file checksum.
-func (e *Engine) copyTable(src, dst string, t *manifest.FileMetadata) (uint64, error) {
-	propsOff, _, err := tableChecksumEnd(e.fs, src, t)
-	if err != nil {
-		return 0, err
-	}
+// from the properties block on. propsOff is where src's properties block
+// starts (tableChecksumEnd, which the caller ran on src). It returns the
+// copy's whole-file checksum.
+func (e *Engine) copyTable(src, dst string, t *manifest.FileMetadata, propsOff uint64) (uint64, error) {
 	var pd *checksum.Digest
 	if t.ChecksumType != checksum.None {
 		pd = checksum.NewDigest(t.ChecksumType)

@@ -254,7 +254,7 @@ func (e *Engine) copyShared(ds *dirState, ckpt string, tables []*manifest.FileMe
 	copied := 0
 	for _, t := range tables {
 		src := e.fs.PathJoin(ckpt, fmt.Sprintf("%06d.sst", t.FileNum))
-		_, ctx, err := tableChecksumEnd(e.fs, src, t)
+		propsOff, ctx, err := tableChecksumEnd(e.fs, src, t)
 		if err != nil {
 			return err
 		}
@@ -273,7 +273,7 @@ func (e *Engine) copyShared(ds *dirState, ckpt string, tables []*manifest.FileMe
 			continue
 		}
 		dst := e.path(sharedDir, name)
-		sum, err := e.copyTable(src, dst+tmpSuffix, t)
+		sum, err := e.copyTable(src, dst+tmpSuffix, t, propsOff)
 		if err != nil {
 			return err
 		}
