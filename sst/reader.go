@@ -159,9 +159,8 @@ func Open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, error)
 	return r, err
 }
 
-// OpenFile opens the table at name on fs: Open with the file's size. With
-// o.Expect, a file of another size than expected fails before anything is
-// read. Errors name the file; on error nothing stays open.
+// OpenFile opens the table at name on fs: Open with the file's size.
+// Errors name the file; on error nothing stays open.
 func OpenFile(fs vfs.FS, name string, o ReaderOptions) (*Reader, error) {
 	f, err := fs.Open(name)
 	if err != nil {
@@ -171,10 +170,6 @@ func OpenFile(fs vfs.FS, name string, o ReaderOptions) (*Reader, error) {
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("sst: stat of %s: %w", name, err)
-	}
-	if o.Expect != nil && uint64(st.Size()) != o.Expect.Size {
-		f.Close()
-		return nil, base.CorruptionErrorf("sst: table %s is %d bytes, the MANIFEST says %d", name, st.Size(), o.Expect.Size)
 	}
 	return Open(f, name, st.Size(), o)
 }
@@ -189,6 +184,12 @@ func open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, uint64
 		return nil, 0, invalidArgf("negative size %d for %s", size, fr.fid)
 	}
 	fr.size = uint64(size)
+	if o.Expect != nil && fr.size != o.Expect.Size {
+		// Before anything is read: a file of another size is not the
+		// table, whatever its footer says.
+		f.Close()
+		return nil, 0, base.CorruptionErrorf("sst: %s is %d bytes, the MANIFEST says %d", fr.fid, fr.size, o.Expect.Size)
+	}
 	m, fr, err := fr.readMeta()
 	if err != nil {
 		f.Close()
@@ -749,14 +750,12 @@ func (r *Reader) Close() error {
 	return nil
 }
 
-// checkExpected compares the table (its size and properties) with what its
-// owner recorded of it, if anything.
+// checkExpected compares the table's properties with what its owner
+// recorded of it, if anything (open checked the size already).
 func (r *fileReader) checkExpected(want *Expected, p *Properties) error {
 	switch {
 	case want == nil:
 		return nil
-	case r.size != want.Size:
-		return base.CorruptionErrorf("sst: %s is %d bytes, the MANIFEST says %d", r.fid, r.size, want.Size)
 	case p.Identity != want.Identity:
 		return base.CorruptionErrorf("sst: %s is not the table the MANIFEST names: the file is %s, the MANIFEST expects %s", r.fid, p.Identity, want.Identity)
 	case p.ChecksumType != want.ChecksumType || p.FileChecksum != want.FileChecksum:
