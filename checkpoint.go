@@ -99,14 +99,14 @@ func (d *DB) Checkpoint(dir string) error {
 // checkpointAt is a checkpoint's consistent point: the visible seqnum, the
 // current version (its tables stay while it is referenced), the version
 // set's numbers, and the WALs at or above the log number, which
-// deleteObsoleteFiles keeps while they are copied (keepWALs).
+// deleteObsoleteFiles keeps while they are copied (walSet.keep).
 type checkpointAt struct {
-	snap                      uint64
-	v                         *manifest.Version
-	logNum, lastSeq, nextFile uint64
-	wals                      []uint64
-	liveWAL                   uint64 // the WAL being written, read up to liveEnd
-	liveEnd                   int64
+	snap              uint64
+	v                 *manifest.Version
+	lastSeq, nextFile uint64
+	wals              []uint64
+	liveWAL           uint64 // the WAL being written, read up to liveEnd
+	liveEnd           int64
 }
 
 // checkpointPoint takes the consistent point under commitMu (no commit in
@@ -131,9 +131,9 @@ func (d *DB) checkpointPoint() (*checkpointAt, error) {
 	p.snap = d.visibleSeq.Load()
 	p.v = d.vs.current
 	p.v.Ref()
-	p.logNum, p.lastSeq, p.nextFile = d.vs.logNumber, d.vs.lastSeq, d.vs.nextFileNum
+	p.lastSeq, p.nextFile = d.vs.lastSeq, d.vs.nextFileNum
 	for _, n := range d.wal.all {
-		if n >= p.logNum {
+		if n >= d.vs.logNumber {
 			p.wals = append(p.wals, n)
 		}
 	}
