@@ -635,10 +635,9 @@ func (d *DB) ingestTakeSeqnums(spans []keySpan, n uint64) (slot commitSlot, wait
 	// commitMu and d.mu are held.
 	defer d.commitMu.Unlock()
 	defer d.mu.Unlock()
-	slot, err = d.sequence(n, func(seq uint64) []byte {
-		d.mem.lastSeq.Store(seq + n - 1)
-		return encodeWALIngest(seq, seq+n-1)
-	})
+	seq := d.sequence(n)
+	d.mem.lastSeq.Store(seq + n - 1)
+	slot, err = d.logCommit(seq, n, encodeWALIngest(seq, seq+n-1))
 	if err != nil {
 		return commitSlot{}, nil, d.walFailedLocked(err)
 	}
