@@ -543,6 +543,11 @@ func (c *CLI) workload(bad func(string, ...any)) Config {
 	}
 	cfg.Duration = d
 	cfg.KeySize = int(c.intFlag("key_size"))
+	ks, err := ParseKeyShape(c.strFlag("key_shape"))
+	if err != nil {
+		bad("--key_shape: %v", err)
+	}
+	cfg.KeyShape = ks
 	cfg.ValueSize = int(c.intFlag("value_size"))
 	cfg.ValueSizeMax = int(c.intFlag("value_size_max"))
 	cfg.CompressionRatio = c.floatFlag("compression_ratio")

@@ -57,7 +57,13 @@ var vigilFlags = []dbBenchFlag{
 	{"stats", flagBool, "false", srcVigil},
 	{"json", flagString, "", srcVigil},
 	{"cpuprofile", flagString, "", srcVigil},
+	{"key_shape", flagString, "dbbench", srcVigil},
 }
+
+// keyShapeUsage describes the --key_shape names for --help.
+const keyShapeUsage = "dbbench (db_bench's: --key_size bytes, the index big-endian then '0's), " +
+	"decimal (16 digits, %016d), prefixed (12 shared bytes + the index big-endian, 20 bytes), " +
+	"hashed ('h' + a 32-byte hash, 33 bytes, random order), varlen (user:<index>:<field>, 10-40 bytes)"
 
 // fixed is an instead that always says the same.
 func fixed(note string) func(*CLI, *cliValue) string {
@@ -79,7 +85,8 @@ var flagRules = map[string]flagRule{
 	"writes":                      {group: groupWorkload, usage: "writes per thread (-1 = --num)"},
 	"deletes":                     {group: groupWorkload, usage: "deletes of deleteseq/deleterandom (-1 = --num)"},
 	"duration":                    {group: groupWorkload, typ: &typeString, usage: "stop each benchmark after this many seconds (or a Go duration, 90s); 0 = run by count"},
-	"key_size":                    {group: groupWorkload, usage: "key size in bytes"},
+	"key_size":                    {group: groupWorkload, usage: "key size in bytes (--key_shape=dbbench only: the other shapes fix their own)"},
+	"key_shape":                   {group: groupWorkload, usage: "keys' form: " + keyShapeUsage + " (kvbench only)"},
 	"value_size":                  {group: groupWorkload, usage: "value size in bytes"},
 	"value_size_max":              {group: groupWorkload, usage: "the value buffer holds at least this many bytes (as db_bench's)"},
 	"compression_ratio":           {group: groupWorkload, usage: "values compress to this fraction"},

@@ -32,7 +32,8 @@ type Config struct {
 	// (Writes), as kvbench did before it had --deletes.
 	DeletesSet       bool
 	Duration         time.Duration // --duration: 0 = run by op count
-	KeySize          int           // --key_size
+	KeySize          int           // --key_size (KeyDBBench's length; the other shapes have their own)
+	KeyShape         KeyShape      // --key_shape (kvbench's own): the zero value is db_bench's keys
 	ValueSize        int           // --value_size
 	ValueSizeMax     int           // --value_size_max: 0 = db_bench's 102400
 	CompressionRatio float64       // --compression_ratio
@@ -524,10 +525,11 @@ func (r *Runner) runUtility(name string) (Result, error) {
 func (r *Runner) printHeader() {
 	c := &r.cfg
 	w := c.Stdout
-	raw := float64(int64(c.KeySize+c.ValueSize)*c.Num) / 1048576
-	file := float64(int64(c.KeySize)*c.Num+int64(float64(c.ValueSize)*c.CompressionRatio)*c.Num) / 1048576
+	keyLen := c.KeyShape.nominalLen(c.KeySize)
+	raw := float64(int64(keyLen+c.ValueSize)*c.Num) / 1048576
+	file := float64(int64(keyLen)*c.Num+int64(float64(c.ValueSize)*c.CompressionRatio)*c.Num) / 1048576
 	fmt.Fprintf(w, "Engine:     %s\n", c.EngineName)
-	fmt.Fprintf(w, "Keys:       %d bytes each (+ 0 bytes user-defined timestamp)\n", c.KeySize)
+	fmt.Fprintf(w, "Keys:       %s (+ 0 bytes user-defined timestamp)\n", keysHeader(c.KeyShape, c.KeySize))
 	fmt.Fprintf(w, "Values:     %d bytes each (%d bytes after compression)\n", c.ValueSize, int(float64(c.ValueSize)*c.CompressionRatio+0.5))
 	fmt.Fprintf(w, "Entries:    %d\n", c.Num)
 	fmt.Fprintf(w, "RawSize:    %.1f MB (estimated)\n", raw)
@@ -540,4 +542,17 @@ func (r *Runner) printHeader() {
 	fmt.Fprintf(w, "Write buffer size: %d; block size: %d; cache: %d; bloom bits: %d; sync: %v; WAL disabled: %v; threads: %d; batch size: %d\n",
 		c.Engine.WriteBufferSize, c.Engine.BlockSize, c.Engine.CacheSize, c.Engine.BloomBits, c.Sync, c.Engine.DisableWAL, c.Threads, max(c.BatchSize, 1))
 	fmt.Fprintf(w, "------------------------------------------------\n")
+}
+
+// keysHeader describes the keys for the header's Keys line: db_bench's
+// words for its own keys, the shape's name and length for the others.
+func keysHeader(shape KeyShape, keySize int) string {
+	lo, hi := shape.KeyLen(keySize)
+	switch {
+	case shape == KeyDBBench:
+		return fmt.Sprintf("%d bytes each", keySize)
+	case shape == KeyVarlen:
+		return fmt.Sprintf("%d to %d bytes each, shape %s", lo, hi, shape)
+	}
+	return fmt.Sprintf("%d bytes each, shape %s", lo, shape)
 }

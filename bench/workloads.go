@@ -43,7 +43,7 @@ type threadState struct {
 	writes   int64
 	busy     time.Duration
 	hists    [numOpTypes]*Histogram // --histogram
-	key      []byte
+	keys     *KeyGen
 	values   *ValueGenerator
 	valBuf   []byte // reused by Get
 	batch    WriteBatch
@@ -283,6 +283,7 @@ func doWrite(r *Runner, e Engine, t *threadState, p writeParams) error {
 			start = time.Now()
 		}
 		var err error
+		before := t.bytes
 		if p.batch == 1 {
 			k := t.nextKey(p.seq, &next, keyRange)
 			v := t.values.Next(p.valueSize)
@@ -295,7 +296,7 @@ func doWrite(r *Runner, e Engine, t *threadState, p writeParams) error {
 		if err != nil {
 			return fmt.Errorf("put: %w", err)
 		}
-		t.wlimit.request(p.batch * int64(len(t.key)+p.valueSize))
+		t.wlimit.request(t.bytes - before)
 		t.ops += p.batch
 		t.tick(opWrite, start, p.batch)
 	}
@@ -304,11 +305,11 @@ func doWrite(r *Runner, e Engine, t *threadState, p writeParams) error {
 
 func (t *threadState) nextKey(seq bool, next *uint64, keyRange uint64) []byte {
 	if seq {
-		k := MakeKey(t.key, *next)
+		k := t.keys.Key(*next)
 		*next++
 		return k
 	}
-	return MakeKey(t.key, t.rng.Next()%keyRange)
+	return t.keys.Key(t.rng.Next() % keyRange)
 }
 
 // writeBatch writes one batch of p.batch entries, atomically when the
@@ -341,23 +342,25 @@ func (t *threadState) writeBatch(e Engine, p writeParams, next *uint64, keyRange
 // readRandom is db_bench's ReadRandom: per read one draw picks the DB and
 // one the key.
 func readRandom(r *Runner, e Engine, t *threadState) error {
-	return doRead(r, e, t, r.cfg.Num, len(t.key), true)
+	return doRead(r, e, t, r.cfg.Num, false, true)
 }
 
 // readMissing reads keys one byte longer than any written (db_bench pads
-// them with one more '0'), so none is found.
+// them with one more '0'; the other key shapes with a '.', see
+// KeyGen.Missing), so none is found.
 func readMissing(r *Runner, e Engine, t *threadState) error {
-	t.key = append(t.key, '0')
-	return doRead(r, e, t, r.cfg.Num, len(t.key), true)
+	return doRead(r, e, t, r.cfg.Num, true, true)
 }
 
 // readHot is LevelDB's readhot (db_bench 7.8.3 has none): random reads of
 // the first 1 % of the key space, one draw per read.
 func readHot(r *Runner, e Engine, t *threadState) error {
-	return doRead(r, e, t, (r.cfg.Num+99)/100, len(t.key), false)
+	return doRead(r, e, t, (r.cfg.Num+99)/100, false, false)
 }
 
-func doRead(r *Runner, e Engine, t *threadState, keyRange int64, keyLen int, pickDB bool) error {
+// doRead reads random keys of [0, keyRange), or the missing keys made from
+// them, one draw per key after one to pick the DB when pickDB is set.
+func doRead(r *Runner, e Engine, t *threadState, keyRange int64, missing, pickDB bool) error {
 	lim := r.newLimiter(r.reads(), true)
 	n := uint64(max(keyRange, 1))
 	timing := t.timing() || t.st != nil
@@ -366,7 +369,12 @@ func doRead(r *Runner, e Engine, t *threadState, keyRange int64, keyLen int, pic
 		if pickDB {
 			t.rng.Next()
 		}
-		k := MakeKey(t.key[:keyLen], t.rng.Next()%n)
+		var k []byte
+		if missing {
+			k = t.keys.Missing(t.rng.Next() % n)
+		} else {
+			k = t.keys.Key(t.rng.Next() % n)
+		}
 		if timing {
 			start = time.Now()
 		}
@@ -399,7 +407,7 @@ func seekRandom(r *Runner, e Engine, t *threadState) error {
 	var start time.Time
 	var target []byte
 	for !lim.done(1) {
-		k := MakeKey(t.key, t.rng.Next()%n)
+		k := t.keys.Key(t.rng.Next() % n)
 		if timing {
 			start = time.Now()
 		}
@@ -508,7 +516,7 @@ func updateRandom(r *Runner, e Engine, t *threadState) error {
 	var start time.Time
 	for !lim.done(1) {
 		t.rng.Next()
-		k := MakeKey(t.key, t.rng.Next()%n)
+		k := t.keys.Key(t.rng.Next() % n)
 		if timing {
 			start = time.Now()
 		}
@@ -548,7 +556,7 @@ func readRandomWriteRandom(r *Runner, e Engine, t *threadState) error {
 	getWeight, putWeight := 0, 0
 	for !lim.done(1) {
 		t.rng.Next()
-		k := MakeKey(t.key, t.rng.Next()%n)
+		k := t.keys.Key(t.rng.Next() % n)
 		if getWeight == 0 && putWeight == 0 {
 			getWeight = r.cfg.ReadWritePercent
 			putWeight = 100 - getWeight
@@ -609,9 +617,9 @@ func doDelete(r *Runner, e Engine, t *threadState, seq bool) error {
 		for j := int64(0); j < batch; j++ {
 			var k []byte
 			if seq {
-				k = MakeKey(t.key, i+uint64(j))
+				k = t.keys.Key(i + uint64(j))
 			} else {
-				k = MakeKey(t.key, t.rng.Next()%n)
+				k = t.keys.Key(t.rng.Next() % n)
 			}
 			size += deleteBytes(len(k))
 			switch {
@@ -644,7 +652,7 @@ func bgWriter(r *Runner, e Engine, t *threadState, stop *atomic.Bool) error {
 	var start time.Time
 	for !stop.Load() {
 		t.rng.Next()
-		k := MakeKey(t.key, t.rng.Next()%n)
+		k := t.keys.Key(t.rng.Next() % n)
 		v := t.values.Next(r.cfg.ValueSize)
 		if t.st != nil {
 			start = time.Now()
@@ -715,7 +723,7 @@ func (r *Runner) newThreadStates(b dbBench, readers int, bar *progress) []*threa
 		st := &threadState{
 			id:     i,
 			rng:    newRandom64(r.seed + r.threadSeq),
-			key:    paddedBuf(r.cfg.KeySize, r.cfg.KeySize+1),
+			keys:   NewKeyGen(r.cfg.KeyShape, r.cfg.KeySize),
 			valBuf: paddedBuf(0, r.cfg.ValueSize),
 			values: NewValueGenerator(r.cfg.CompressionRatio, r.valueBufferSize()),
 			wlimit: wlimit,
