@@ -10,8 +10,9 @@ import (
 
 // BigBatchBenchmark is the first step of the bigbatch scenario, run by this
 // package rather than kvbench: on a fresh store, one batch of all Num keys
-// (kvbench's keys, bench.MakeKey of 0..Num-1, each once, in the random
-// order of [newPermutation] with the comparison's seed; values from
+// (kvbench's keys of the run's shape, bench.KeyGen's of 0..Num-1, each
+// once, in the random order of [newPermutation] with the comparison's
+// seed; values from
 // kvbench's value generator), through the engine's own batch API
 // ([bench.BatchEngine]: vigil's NewBatch/Apply, Pebble's NewBatch/Apply/
 // Close). It reports:
@@ -31,8 +32,9 @@ import (
 // The reads of the scenario's next step reopen the store.
 const BigBatchBenchmark = "bigbatch"
 
-// runBigBatch runs BigBatchBenchmark on engine c with the database in db.
-func runBigBatch(o Options, num int64, c Contender, db string) ([]bench.Result, error) {
+// runBigBatch runs BigBatchBenchmark on engine c with keys of shape,
+// the database in db.
+func runBigBatch(o Options, num int64, shape bench.KeyShape, c Contender, db string) ([]bench.Result, error) {
 	eo := o.Engine
 	eo.Dir = db
 	eo.Fresh = true
@@ -52,12 +54,15 @@ func runBigBatch(o Options, num int64, c Contender, db string) ([]bench.Result, 
 	}
 	perm := newPermutation(uint64(num), o.Seed)
 	values := bench.NewValueGenerator(o.CompressionRatio, o.ValueSize)
-	key := make([]byte, o.KeySize)
+	keys := bench.NewKeyGen(shape, o.KeySize)
 
 	t0 := time.Now()
 	wb := be.NewWriteBatch()
+	var bytes int64
 	for i := int64(0); i < num; i++ {
-		wb.Put(bench.MakeKey(key, perm.Next()), values.Next(o.ValueSize))
+		k, v := keys.Key(perm.Next()), values.Next(o.ValueSize)
+		bytes += int64(len(k) + len(v))
+		wb.Put(k, v)
 	}
 	t1 := time.Now()
 	if err := wb.Commit(false); err != nil {
@@ -75,7 +80,6 @@ func runBigBatch(o Options, num int64, c Contender, db string) ([]bench.Result, 
 	}
 	t4 := time.Now()
 
-	bytes := num * int64(o.KeySize+o.ValueSize)
 	phase := func(name string, d time.Duration) bench.Result {
 		return bench.Result{Name: name, Ops: num, Bytes: bytes, Elapsed: d, Busy: d}
 	}

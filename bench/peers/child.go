@@ -32,6 +32,9 @@ func IsChild(args []string) bool { return len(args) == 2 && args[1] == ChildArg 
 // the Open functions: the child opens the engine named Engine among
 // DefaultContenders(PebbleCacheCredit).
 type Job struct {
+	// Scenario is the scenario as the run has it: its KeyShape is the
+	// run's key shape (Compare sets it), so the child makes the keys the
+	// parent chose, as it takes KeySize from the job.
 	Scenario Scenario `json:"scenario"`
 	Engine   string   `json:"engine"`
 	// Run is 1-based (for the profile's name).

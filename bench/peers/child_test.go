@@ -304,6 +304,8 @@ func TestTableRSS(t *testing.T) {
 			sample("bigbatch", "pebble", run, "batch-apply", 1, time.Second),
 			sample("fillrandom", "vigil", run, "fillrandom", 100, time.Second),
 			sample("fillrandom", "pebble", run, "fillrandom", 100, time.Second),
+			keyed(sample("fillrandom", "vigil", run, "fillrandom", 260, time.Second), "hashed"),
+			keyed(sample("fillrandom", "pebble", run, "fillrandom", 200, time.Second), "hashed"),
 		)
 		// vigil 100, 200, 300 MiB -> 200; pebble 100 -> ratio 2 (bigbatch);
 		// fillrandom: 50 against 100 MiB.
@@ -312,6 +314,9 @@ func TestTableRSS(t *testing.T) {
 			EngineRun{Scenario: "bigbatch", Engine: "pebble", Run: run, MaxRSSKiB: 100 << 10},
 			EngineRun{Scenario: "fillrandom", Engine: "vigil", Run: run, MaxRSSKiB: 50 << 10},
 			EngineRun{Scenario: "fillrandom", Engine: "pebble", Run: run, MaxRSSKiB: 100 << 10},
+			// The same scenario with other keys is a row (and RSS) of its own.
+			EngineRun{Scenario: "fillrandom", Keys: "hashed", Engine: "vigil", Run: run, MaxRSSKiB: 80 << 10},
+			EngineRun{Scenario: "fillrandom", Keys: "hashed", Engine: "pebble", Run: run, MaxRSSKiB: 100 << 10},
 		)
 	}
 	rows := rep.Rows()
@@ -322,16 +327,17 @@ func TestTableRSS(t *testing.T) {
 	if err := rep.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	want := `scenario    benchmark   vigil ops/s  pebble ops/s  vigil/pebble  target          vigil RSS MiB  pebble RSS MiB  RSS vigil/pebble (<= 1.0x)  n  spread vigil/pebble
-bigbatch    bigbatch            300           200         1.50x  >= 1.3x met               200             100  2.00x MISSED                3              0% / 0%
-bigbatch    readseq             100           100         1.00x                                                                             3              0% / 0%
-fillrandom  fillrandom          100           100         1.00x  >= 1.3x MISSED             50             100  0.50x met                   3              0% / 0%
+	want := `scenario    keys     benchmark   vigil ops/s  pebble ops/s  vigil/pebble  target          vigil RSS MiB  pebble RSS MiB  RSS vigil/pebble (<= 1.0x)  n  spread vigil/pebble
+bigbatch    dbbench  bigbatch            300           200         1.50x  >= 1.3x met               200             100  2.00x MISSED                3              0% / 0%
+bigbatch    dbbench  readseq             100           100         1.00x                                                                             3              0% / 0%
+fillrandom  dbbench  fillrandom          100           100         1.00x  >= 1.3x MISSED             50             100  0.50x met                   3              0% / 0%
+fillrandom  hashed   fillrandom          260           200         1.30x  >= 1.3x met                80             100  0.80x met                   3              0% / 0%
 (ops/sec: median of n samples per engine = 3 runs x repeats per run; spread = (max-min)/median)
 (RSS: peak resident set of the scenario's process, one per engine run, median of 3 runs, from wait4's ru_maxrss; none can read below the parent's own peak, 10 MiB)
 
 Steps timed in seconds (median of 3 runs; flush and compact are not part of any read figure; batch-apply + batch-flush make up bigbatch):
-scenario  step         vigil s  pebble s  speedup  n  spread vigil/pebble
-bigbatch  batch-apply     2.00      1.00    0.50x  3              0% / 0%
+scenario  keys     step         vigil s  pebble s  speedup  n  spread vigil/pebble
+bigbatch  dbbench  batch-apply     2.00      1.00    0.50x  3              0% / 0%
 `
 	if b.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
@@ -352,7 +358,50 @@ bigbatch  batch-apply     2.00      1.00    0.50x  3              0% / 0%
 	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Report.EngineRuns) != 12 || doc.Rows[0].RSSRatio != 2 || doc.Rows[0].RSSKiB[0] != 200<<10 {
+	if len(doc.Report.EngineRuns) != 18 || doc.Rows[0].RSSRatio != 2 || doc.Rows[0].RSSKiB[0] != 200<<10 {
 		t.Errorf("JSON: %+v", doc)
+	}
+}
+
+// TestKeyShapeReachesChild: a job's key shape reaches the child and both
+// engines: after a child's fillseq (kvbench) or bigbatch (this package)
+// with decimal keys, each engine's store holds the decimal key of the last
+// index and not db_bench's.
+func TestKeyShapeReachesChild(t *testing.T) {
+	o := tinyOptions(t.TempDir())
+	o.ChildCommand = selfChild(t)
+	fill := Scenario{Name: "fill", Num: 300, WriteBufferSize: 1 << 20, KeyShape: "decimal",
+		Steps: []Step{{Benchmarks: "fillseq", Reads: -1}}}
+	big, _ := SelectScenarios(DefaultScenarios(), "bigbatch")
+	batch := big[0].Scale(0.0003)
+	batch.KeyShape = "decimal"
+	for _, sc := range []Scenario{fill, batch} {
+		for _, c := range DefaultContenders(2) {
+			dir := t.TempDir()
+			job := Job{Scenario: sc, Engine: c.Name, Run: 1, Dir: dir, EngineOptions: o.Engine, KeySize: o.KeySize,
+				ValueSize: o.ValueSize, CompressionRatio: o.CompressionRatio, Seed: o.Seed, PebbleCacheCredit: 2}
+			if _, _, err := spawn(context.Background(), o, job); err != nil {
+				t.Fatalf("%s on %s: %v", sc.Name, c.Name, err)
+			}
+			eo := o.forScenario(sc).Engine
+			eo.Dir = filepath.Join(dir, "db")
+			e, err := c.Open(eo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf []byte
+			last := uint64(sc.Num - 1)
+			decimal, _ := bench.ParseKeyShape("decimal")
+			found, _, err := e.Get(bench.NewKeyGen(decimal, o.KeySize).Key(last), &buf)
+			if err != nil || !found {
+				t.Errorf("%s on %s: decimal key of %d: found %v, %v", sc.Name, c.Name, last, found, err)
+			}
+			if found, _, _ := e.Get(bench.MakeKey(make([]byte, o.forScenario(sc).KeySize), last), &buf); found {
+				t.Errorf("%s on %s: db_bench's key of %d is there too", sc.Name, c.Name, last)
+			}
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -44,8 +44,63 @@ type Scenario struct {
 	KeySize     int    `json:"key_size,omitempty"`
 	ValueSize   int    `json:"value_size,omitempty"`
 	Compression string `json:"compression,omitempty"`
+	// KeyShape is the scenario's key shape (a bench.ParseKeyShape name).
+	// Set in a scenario's definition, it overrides the comparison's
+	// Options.KeyShapes (geth's keys are hashes whatever --keys says);
+	// Compare sets it on the copy each run gets, so a Job carries the
+	// shape to its child. "" = the comparison's shapes.
+	KeyShape string `json:"key_shape,omitempty"`
 	// Steps run in order on one directory, fresh for each run.
 	Steps []Step `json:"steps"`
+}
+
+// keyShapeName is the shape a scenario's KeyShape names: "" is
+// db_bench's.
+func keyShapeName(s string) string {
+	if s == "" {
+		return bench.KeyDBBench.String()
+	}
+	return s
+}
+
+// shapes returns the key shapes sc runs with under o: its own, or else
+// each of o.KeyShapes (db_bench's when there are none).
+func (sc Scenario) shapes(o Options) []string {
+	switch {
+	case sc.KeyShape != "":
+		return []string{sc.KeyShape}
+	case len(o.KeyShapes) == 0:
+		return []string{keyShapeName("")}
+	}
+	return o.KeyShapes
+}
+
+// ParseKeyShapes reads a comma-separated list of key shape names
+// (bench.KeyShapeNames; "all" = every one), in the order given, each once.
+func ParseKeyShapes(list string) ([]string, error) {
+	var out []string
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		names := []string{name}
+		switch name {
+		case "":
+			continue
+		case "all":
+			names = bench.KeyShapeNames()
+		}
+		for _, n := range names {
+			if _, err := bench.ParseKeyShape(n); err != nil {
+				return nil, err
+			}
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no key shape selected")
+	}
+	return out, nil
 }
 
 // SetupBenchmarks are the steps reported in seconds, in their own section
@@ -61,7 +116,8 @@ var SetupBenchmarks = map[string]bool{
 // DefaultScenarios returns the scenarios of issue 8 (reads served by the
 // memtable, reads of a fully compacted on-disk store, random fills that
 // flush and compact as they go), random fills without compression, and
-// one big batch followed by reads.
+// one big batch followed by reads, and go-ethereum's pattern: single Puts
+// of hashed keys in random order, then random reads.
 func DefaultScenarios() []Scenario {
 	return []Scenario{
 		{
@@ -116,6 +172,18 @@ func DefaultScenarios() []Scenario {
 				// Reopened: every key read once at random, then one scan.
 				{Benchmarks: "readrandom,readseq", Reads: -1},
 			},
+		},
+		{
+			Name:            "geth",
+			About:           "go-ethereum's pattern: 1M single Puts of 33-byte hashed keys (whatever --keys says) in random order, 32-byte values, no compression, then readrandom of 1M",
+			Num:             1_000_000,
+			WriteBufferSize: 64 << 20,
+			KeyShape:        bench.KeyHashed.String(),
+			ValueSize:       32,
+			Compression:     "none",
+			// One thread, one Put per key (kvbench's --batch_size 1), the
+			// WAL on without fsync (unless --disable_wal).
+			Steps: []Step{{Benchmarks: "fillrandom,readrandom", Reads: -1}},
 		},
 	}
 }
@@ -221,7 +289,11 @@ type Options struct {
 	Engine bench.EngineOptions
 	// KeySize, ValueSize and CompressionRatio are kvbench's; a scenario
 	// may override KeySize and ValueSize.
-	KeySize          int
+	KeySize int
+	// KeyShapes are the key shapes (bench.ParseKeyShape names) every
+	// scenario runs with, once each, unless it has its own; none =
+	// db_bench's.
+	KeyShapes        []string
 	ValueSize        int
 	CompressionRatio float64
 	// Seed drives the random keys; every engine and run gets the same ones.
@@ -251,7 +323,9 @@ type Options struct {
 // Sample is one benchmark result of one engine in one run.
 type Sample struct {
 	Scenario string `json:"scenario"`
-	Engine   string `json:"engine"`
+	// Keys is the key shape of the scenario run.
+	Keys   string `json:"keys"`
+	Engine string `json:"engine"`
 	// Run is 1-based.
 	Run int `json:"run"`
 	// First says this engine ran first in its run's pair.
@@ -265,9 +339,11 @@ type Sample struct {
 // Options.ChildCommand, one child process.
 type EngineRun struct {
 	Scenario string `json:"scenario"`
-	Engine   string `json:"engine"`
-	Run      int    `json:"run"`
-	First    bool   `json:"first"`
+	// Keys is the key shape of the scenario run.
+	Keys   string `json:"keys"`
+	Engine string `json:"engine"`
+	Run    int    `json:"run"`
+	First  bool   `json:"first"`
 	// MaxRSSKiB is the child's peak resident set size, ru_maxrss of the
 	// rusage wait4 returned (KiB; 0 for in-process runs or where the OS
 	// does not say). On Linux it cannot be below the parent's own peak
@@ -287,8 +363,11 @@ type EngineRun struct {
 type Report struct {
 	Engines   []string   `json:"engines"`
 	Scenarios []Scenario `json:"scenarios"`
-	Runs      int        `json:"runs"`
-	Samples   []Sample   `json:"samples"`
+	// KeyShapes are Options.KeyShapes: the scenarios without a key shape
+	// of their own ran once with each.
+	KeyShapes []string `json:"key_shapes"`
+	Runs      int      `json:"runs"`
+	Samples   []Sample `json:"samples"`
 	// EngineRuns has one entry per engine run, in the order they ran.
 	EngineRuns []EngineRun `json:"engine_runs"`
 	// ParentPeakKiB is the comparing process's own peak RSS at the end
@@ -310,72 +389,100 @@ func RunOrder(contenders []Contender, i int) []Contender {
 	return order
 }
 
-// Compare runs every scenario o.Runs times on each contender, alternating
-// engines run by run (see RunOrder), each engine run on a fresh temporary
+// Compare runs every scenario o.Runs times on each contender, once per key
+// shape (Options.KeyShapes, or the scenario's own), alternating engines
+// run by run (see RunOrder), each engine run on a fresh temporary
 // directory that is removed afterwards, and in a child process of its own
 // when o.ChildCommand is set. It stops between engine runs when ctx is
 // done (and kills a running child), returning the samples so far with
 // ctx's error.
 func Compare(ctx context.Context, o Options) (*Report, error) {
-	if len(o.Contenders) != 2 {
-		return nil, fmt.Errorf("compare: need exactly 2 engines, got %d", len(o.Contenders))
+	if err := o.check(); err != nil {
+		return nil, err
 	}
-	if o.Runs < 1 {
-		return nil, fmt.Errorf("compare: runs = %d, want >= 1", o.Runs)
-	}
-	if o.Seed == 0 {
-		return nil, fmt.Errorf("compare: seed must not be 0 (both engines must see the same keys)")
-	}
-	if len(o.Scenarios) == 0 {
-		return nil, fmt.Errorf("compare: no scenarios")
-	}
-	rep := &Report{Scenarios: o.Scenarios, Runs: o.Runs}
+	rep := &Report{Scenarios: o.Scenarios, KeyShapes: o.KeyShapes, Runs: o.Runs}
 	for _, c := range o.Contenders {
 		rep.Engines = append(rep.Engines, c.Name)
 	}
 	defer func() { rep.ParentPeakKiB = selfHWMKiB() }()
-	progress := o.Progress
-	if progress == nil {
-		progress = io.Discard
+	if o.Progress == nil {
+		o.Progress = io.Discard
 	}
 	for _, sc := range o.Scenarios {
-		for i := 0; i < o.Runs; i++ {
-			for pos, c := range RunOrder(o.Contenders, i) {
-				if err := ctx.Err(); err != nil {
-					return rep, err
-				}
-				results, info, err := engineRun(ctx, o, sc, c, i+1)
-				if err != nil {
-					if cerr := ctx.Err(); cerr != nil {
-						return rep, cerr
-					}
-					return rep, fmt.Errorf("%s run %d, %s: %w", sc.Name, i+1, c.Name, err)
-				}
-				info.First = pos == 0
-				rep.EngineRuns = append(rep.EngineRuns, info)
-				for _, r := range results {
-					rep.Samples = append(rep.Samples, Sample{
-						Scenario: sc.Name, Engine: c.Name, Run: i + 1, First: pos == 0,
-						OpsPerSec: r.OpsPerSec(), Result: r,
-					})
-				}
-				rss := ""
-				if info.MaxRSSKiB > 0 {
-					rss = fmt.Sprintf("; peak RSS %.0f MiB", float64(info.MaxRSSKiB)/1024)
-				}
-				fmt.Fprintf(progress, "[%s %d/%d] %-6s %s%s\n", sc.Name, i+1, o.Runs, c.Name, summarize(results), rss)
+		for _, shape := range sc.shapes(o) {
+			run := sc
+			run.KeyShape = shape
+			if err := compareScenario(ctx, o, run, rep); err != nil {
+				return rep, err
 			}
 		}
 	}
 	return rep, nil
 }
 
+// check reports what keeps Compare from running o.
+func (o Options) check() error {
+	if len(o.Contenders) != 2 {
+		return fmt.Errorf("compare: need exactly 2 engines, got %d", len(o.Contenders))
+	}
+	if o.Runs < 1 {
+		return fmt.Errorf("compare: runs = %d, want >= 1", o.Runs)
+	}
+	if o.Seed == 0 {
+		return fmt.Errorf("compare: seed must not be 0 (both engines must see the same keys)")
+	}
+	if len(o.Scenarios) == 0 {
+		return fmt.Errorf("compare: no scenarios")
+	}
+	for _, sc := range o.Scenarios {
+		for _, shape := range sc.shapes(o) {
+			if _, err := bench.ParseKeyShape(shape); err != nil {
+				return fmt.Errorf("compare: scenario %s: %w", sc.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// compareScenario runs scenario sc (its KeyShape set) o.Runs times on
+// each contender and adds the samples and engine runs to rep.
+func compareScenario(ctx context.Context, o Options, sc Scenario, rep *Report) error {
+	for i := 0; i < o.Runs; i++ {
+		for pos, c := range RunOrder(o.Contenders, i) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			results, info, err := engineRun(ctx, o, sc, c, i+1)
+			if err != nil {
+				if cerr := ctx.Err(); cerr != nil {
+					return cerr
+				}
+				return fmt.Errorf("%s (%s keys) run %d, %s: %w", sc.Name, sc.KeyShape, i+1, c.Name, err)
+			}
+			info.First = pos == 0
+			rep.EngineRuns = append(rep.EngineRuns, info)
+			for _, r := range results {
+				rep.Samples = append(rep.Samples, Sample{
+					Scenario: sc.Name, Keys: sc.KeyShape, Engine: c.Name, Run: i + 1, First: pos == 0,
+					OpsPerSec: r.OpsPerSec(), Result: r,
+				})
+			}
+			rss := ""
+			if info.MaxRSSKiB > 0 {
+				rss = fmt.Sprintf("; peak RSS %.0f MiB", float64(info.MaxRSSKiB)/1024)
+			}
+			fmt.Fprintf(o.Progress, "[%s %s %d/%d] %-6s %s%s\n", sc.Name, sc.KeyShape, i+1, o.Runs, c.Name, summarize(results), rss)
+		}
+	}
+	return nil
+}
+
 // engineRun runs one scenario once on one engine, in a fresh temporary
 // directory it removes afterwards: in this process, or in a child process
 // when o.ChildCommand is set.
 func engineRun(ctx context.Context, o Options, sc Scenario, c Contender, run int) (results []bench.Result, info EngineRun, err error) {
-	info = EngineRun{Scenario: sc.Name, Engine: c.Name, Run: run}
-	dir, err := os.MkdirTemp(o.Dir, "vs-"+sc.Name+"-"+c.Name+"-")
+	info = EngineRun{Scenario: sc.Name, Keys: keyShapeName(sc.KeyShape), Engine: c.Name, Run: run}
+	dir, err := os.MkdirTemp(o.Dir, "vs-"+sc.Name+"-"+keyShapeName(sc.KeyShape)+"-"+c.Name+"-")
 	if err != nil {
 		return nil, info, fmt.Errorf("temporary directory: %w", err)
 	}
@@ -461,7 +568,7 @@ func summarize(results []bench.Result) string {
 // database in dir/db (dir exists and is the caller's to remove).
 func runEngine(o Options, sc Scenario, c Contender, run int, dir string) (results []bench.Result, err error) {
 	if o.CPUProfile != "" {
-		stop, err := startProfile(fmt.Sprintf("%s-%s-%s-run%d.pprof", o.CPUProfile, sc.Name, c.Name, run))
+		stop, err := startProfile(profilePath(o.CPUProfile, sc, c.Name, run))
 		if err != nil {
 			return nil, err
 		}
@@ -473,6 +580,10 @@ func runEngine(o Options, sc Scenario, c Contender, run int, dir string) (result
 	}
 	o = o.forScenario(sc)
 	eo := o.Engine
+	shape, err := bench.ParseKeyShape(keyShapeName(sc.KeyShape))
+	if err != nil {
+		return nil, err
+	}
 	log := o.Log
 	if log == nil {
 		log = io.Discard
@@ -481,7 +592,7 @@ func runEngine(o Options, sc Scenario, c Contender, run int, dir string) (result
 	noBar := false
 	for _, st := range sc.Steps {
 		if st.Benchmarks == BigBatchBenchmark {
-			rs, err := runBigBatch(o, sc.Num, c, db)
+			rs, err := runBigBatch(o, sc.Num, shape, c, db)
 			results = append(results, rs...)
 			if err != nil {
 				return results, err
@@ -494,6 +605,7 @@ func runEngine(o Options, sc Scenario, c Contender, run int, dir string) (result
 			Reads:            st.Reads,
 			Writes:           -1,
 			KeySize:          o.KeySize,
+			KeyShape:         shape,
 			ValueSize:        o.ValueSize,
 			CompressionRatio: o.CompressionRatio,
 			Seed:             o.Seed,
@@ -515,6 +627,17 @@ func runEngine(o Options, sc Scenario, c Contender, run int, dir string) (result
 		results = append(results, r.Results()...)
 	}
 	return results, nil
+}
+
+// profilePath is the CPU profile of one engine run:
+// PREFIX-<scenario>-<engine>-run<i>.pprof, with -<shape> after the
+// scenario for keys other than db_bench's.
+func profilePath(prefix string, sc Scenario, engine string, run int) string {
+	name := sc.Name
+	if shape := keyShapeName(sc.KeyShape); shape != bench.KeyDBBench.String() {
+		name += "-" + shape
+	}
+	return fmt.Sprintf("%s-%s-%s-run%d.pprof", prefix, name, engine, run)
 }
 
 // startProfile starts a CPU profile into path and returns its stop.

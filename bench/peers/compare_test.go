@@ -45,6 +45,20 @@ func TestDefaultScenarios(t *testing.T) {
 		b.Steps[0].Benchmarks != BigBatchBenchmark || b.Steps[1].Benchmarks != "readrandom,readseq" || b.Steps[1].Reads != -1 {
 		t.Errorf("bigbatch = %+v", b)
 	}
+	if g := byName["geth"]; g.Num != 1_000_000 || g.WriteBufferSize != 64<<20 || g.KeyShape != "hashed" || g.ValueSize != 32 ||
+		g.Compression != "none" || len(g.Steps) != 1 || g.Steps[0].Benchmarks != "fillrandom,readrandom" || g.Steps[0].Reads != -1 {
+		t.Errorf("geth = %+v", g)
+	}
+	// geth's keys are hashed whatever --keys says; the others take --keys.
+	if got := byName["geth"].shapes(Options{KeyShapes: []string{"dbbench", "decimal"}}); len(got) != 1 || got[0] != "hashed" {
+		t.Errorf("geth shapes %v", got)
+	}
+	if got := byName["fillrandom"].shapes(Options{KeyShapes: []string{"dbbench", "decimal"}}); len(got) != 2 || got[1] != "decimal" {
+		t.Errorf("fillrandom shapes %v", got)
+	}
+	if got := byName["fillrandom"].shapes(Options{}); len(got) != 1 || got[0] != "dbbench" {
+		t.Errorf("fillrandom shapes without --keys %v", got)
+	}
 	// Overrides apply to the scenario only.
 	o := Options{KeySize: 16, ValueSize: 100, Engine: bench.EngineOptions{Compression: "snappy"}}
 	if got := o.forScenario(byName["bigbatch"]); got.KeySize != 32 || got.ValueSize != 32 || got.Engine.Compression != "none" ||
@@ -72,6 +86,82 @@ func TestSelectScenarios(t *testing.T) {
 		if _, err := SelectScenarios(all, bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+func TestParseKeyShapes(t *testing.T) {
+	for list, want := range map[string]string{
+		"dbbench":                   "dbbench",
+		" decimal , hashed,decimal": "decimal,hashed",
+		"all":                       strings.Join(bench.KeyShapeNames(), ","),
+		"varlen,all":                "varlen,dbbench,decimal,prefixed,hashed",
+	} {
+		got, err := ParseKeyShapes(list)
+		if err != nil || strings.Join(got, ",") != want {
+			t.Errorf("%q: %v, %v; want %s", list, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", ",", "uuid", "decimal,uuid"} {
+		if _, err := ParseKeyShapes(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if _, err := ParseKeyShapes("uuid"); err == nil || !strings.Contains(err.Error(), "varlen") {
+		t.Errorf("unknown shape: %v", err)
+	}
+}
+
+// TestCompareKeyShapes: each scenario runs once per key shape, geth once
+// with its hashed keys; samples, engine runs and rows carry the shape, and
+// every shape's reads find what its fill wrote.
+func TestCompareKeyShapes(t *testing.T) {
+	all := DefaultScenarios()
+	sel, err := SelectScenarios(all, "memtable,geth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := tinyOptions(t.TempDir())
+	o.Runs = 1
+	o.KeyShapes = []string{"decimal", "varlen"}
+	for _, s := range sel {
+		o.Scenarios = append(o.Scenarios, s.Scale(0.001))
+	}
+	var progress bytes.Buffer
+	o.Progress = &progress
+	rep, err := Compare(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string]int{}
+	for _, r := range rep.EngineRuns {
+		runs[r.Scenario+"/"+r.Keys]++
+	}
+	if len(runs) != 3 || runs["memtable/decimal"] != 2 || runs["memtable/varlen"] != 2 || runs["geth/hashed"] != 2 {
+		t.Errorf("engine runs %v", runs)
+	}
+	for _, s := range rep.Samples {
+		if s.Keys == "" || (s.Scenario == "geth") != (s.Keys == "hashed") {
+			t.Errorf("sample %s keys %q", s.Scenario, s.Keys)
+		}
+		if s.Scenario == "memtable" && s.Result.Name == "readrandom" && !strings.Contains(s.Result.Message, "(500 of 500 found)") {
+			t.Errorf("%s %s readrandom: %q", s.Keys, s.Engine, s.Result.Message)
+		}
+	}
+	var b bytes.Buffer
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"memtable  decimal  fillseq", "memtable  varlen   readrandom", "geth      hashed   fillrandom", "geth      hashed   readrandom"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	if !strings.Contains(progress.String(), "[geth hashed 1/1]") {
+		t.Errorf("progress:\n%s", progress.String())
+	}
+	o.KeyShapes = []string{"uuid"}
+	if _, err := Compare(context.Background(), o); err == nil || !strings.Contains(err.Error(), "uuid") {
+		t.Errorf("unknown shape: %v", err)
 	}
 }
 
@@ -126,6 +216,12 @@ func sample(scenario, engine string, run int, name string, ops int64, elapsed ti
 	return Sample{Scenario: scenario, Engine: engine, Run: run, OpsPerSec: r.OpsPerSec(), Result: r}
 }
 
+// keyed sets a sample's key shape (sample's are db_bench's).
+func keyed(s Sample, keys string) Sample {
+	s.Keys = keys
+	return s
+}
+
 func TestRowsAndTable(t *testing.T) {
 	rep := &Report{Engines: []string{"vigil", "pebble"}, Runs: 3}
 	// ops/sec: vigil 100, 300, 200 -> median 200, spread 100 %;
@@ -164,14 +260,14 @@ func TestRowsAndTable(t *testing.T) {
 	if err := rep.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	want := `scenario  benchmark   vigil ops/s  pebble ops/s  vigil/pebble  target          n  spread vigil/pebble
-memtable  fillseq             200           100         2.00x  >= 1.0x met     3            100% / 0%
-ondisk    readrandom           70           100         0.70x  >= 0.8x MISSED  3              0% / 0%
+	want := `scenario  keys     benchmark   vigil ops/s  pebble ops/s  vigil/pebble  target          n  spread vigil/pebble
+memtable  dbbench  fillseq             200           100         2.00x  >= 1.0x met     3            100% / 0%
+ondisk    dbbench  readrandom           70           100         0.70x  >= 0.8x MISSED  3              0% / 0%
 (ops/sec: median of n samples per engine = 3 runs x repeats per run; spread = (max-min)/median)
 
 Steps timed in seconds (median of 3 runs; flush and compact are not part of any read figure; batch-apply + batch-flush make up bigbatch):
-scenario  step   vigil s  pebble s  speedup  n  spread vigil/pebble
-ondisk    flush     2.00      1.00    0.50x  3              0% / 0%
+scenario  keys     step   vigil s  pebble s  speedup  n  spread vigil/pebble
+ondisk    dbbench  flush     2.00      1.00    0.50x  3              0% / 0%
 `
 	if b.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
@@ -216,6 +312,12 @@ func TestTargets(t *testing.T) {
 	}
 	if r, ok := TargetFor("bigbatch", BigBatchBenchmark); !ok || r != 1.3 {
 		t.Errorf("bigbatch target %v %v", r, ok)
+	}
+	if r, ok := TargetFor("geth", "fillrandom"); !ok || r != 1.3 {
+		t.Errorf("geth fillrandom target %v %v", r, ok)
+	}
+	if r, ok := TargetFor("geth", "readrandom"); !ok || r != 1.5 {
+		t.Errorf("geth readrandom target %v %v", r, ok)
 	}
 	if _, ok := TargetFor("ondisk", "fillseq"); ok {
 		t.Error("ondisk fillseq has a target")

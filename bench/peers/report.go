@@ -11,7 +11,9 @@ import (
 // Row is one line of the comparison table: a benchmark of a scenario with
 // each engine's median over its runs.
 type Row struct {
-	Scenario  string
+	Scenario string
+	// Keys is the key shape the scenario ran with.
+	Keys      string
 	Benchmark string
 	// Setup marks the steps timed in seconds (SetupBenchmarks): Median
 	// holds seconds, not ops/sec.
@@ -56,13 +58,14 @@ func (r Row) RSSRatio() float64 {
 }
 
 // RSS returns each engine's median peak RSS (KiB, in Engines order) over
-// the engine runs of a scenario that report one; 0 for an engine without.
-func (rep *Report) RSS(scenario string) []float64 {
+// the engine runs of a scenario with a key shape ("" = db_bench's) that
+// report one; 0 for an engine without.
+func (rep *Report) RSS(scenario, keys string) []float64 {
 	out := make([]float64, len(rep.Engines))
 	for e, name := range rep.Engines {
 		var xs []float64
 		for _, r := range rep.EngineRuns {
-			if r.Scenario == scenario && r.Engine == name && r.MaxRSSKiB > 0 {
+			if r.Scenario == scenario && keyShapeName(r.Keys) == keyShapeName(keys) && r.Engine == name && r.MaxRSSKiB > 0 {
 				xs = append(xs, float64(r.MaxRSSKiB))
 			}
 		}
@@ -76,18 +79,19 @@ func (rep *Report) HasRSS() bool {
 	return slices.ContainsFunc(rep.EngineRuns, func(r EngineRun) bool { return r.MaxRSSKiB > 0 })
 }
 
-// Rows reduces the samples to one row per (scenario, benchmark), in the
+// Rows reduces the samples to one row per (scenario, key shape,
+// benchmark), in the
 // order the benchmarks ran: the median of every sample of each engine
 // (all runs, all repeats within a run; warm-ups left out).
 func (rep *Report) Rows() []Row {
-	type key struct{ scenario, bench string }
+	type key struct{ scenario, keys, bench string }
 	var order []key
 	vals := map[key][][]float64{}
 	for _, s := range rep.Samples {
 		if s.Result.Warmup {
 			continue
 		}
-		k := key{s.Scenario, s.Result.Name}
+		k := key{s.Scenario, keyShapeName(s.Keys), s.Result.Name}
 		v, ok := vals[k]
 		if !ok {
 			order = append(order, k)
@@ -107,7 +111,7 @@ func (rep *Report) Rows() []Row {
 	rows := make([]Row, 0, len(order))
 	for _, k := range order {
 		v := vals[k]
-		row := Row{Scenario: k.scenario, Benchmark: k.bench, Setup: SetupBenchmarks[k.bench], RSSKiB: rep.RSS(k.scenario)}
+		row := Row{Scenario: k.scenario, Keys: k.keys, Benchmark: k.bench, Setup: SetupBenchmarks[k.bench], RSSKiB: rep.RSS(k.scenario, k.keys)}
 		for _, xs := range v {
 			med := Median(xs)
 			spread := 0.0
@@ -139,7 +143,7 @@ func Median(xs []float64) float64 {
 }
 
 // Target is the project's goal for a benchmark's ratio (first engine over
-// the second).
+// the second), whatever the keys' shape.
 type Target struct {
 	Scenario, Benchmark string
 	MinRatio            float64
@@ -148,7 +152,8 @@ type Target struct {
 // Targets are the goals for Vigil over Pebble: issue 8's (at least match
 // Pebble on memtable workloads, stay within 0.8× on disk), and the later
 // ones for writes: fillrandom ≥ 1.3× with snappy and without compression,
-// and the big batch (apply + flush) ≥ 1.3×.
+// and the big batch (apply + flush) ≥ 1.3×, and go-ethereum's pattern
+// (geth): its fillrandom ≥ 1.3× and readrandom ≥ 1.5×.
 var Targets = []Target{
 	{"memtable", "fillseq", 1.0},
 	{"memtable", "readrandom", 1.0},
@@ -160,6 +165,8 @@ var Targets = []Target{
 	{"fillrandom", "fillrandom", 1.3},
 	{"fillrandom-nocompress", "fillrandom", 1.3},
 	{"bigbatch", BigBatchBenchmark, 1.3},
+	{"geth", "fillrandom", 1.3},
+	{"geth", "readrandom", 1.5},
 }
 
 // MaxRSSRatio is the goal for memory: Vigil's peak RSS at most Pebble's,
@@ -184,8 +191,8 @@ func mib(kib float64) string {
 	return fmt.Sprintf("%.0f", kib/1024)
 }
 
-// WriteTable renders the rows as an aligned text table: scenario,
-// benchmark, each engine's median ops/sec, the ratio, the target, then,
+// WriteTable renders the rows as an aligned text table: scenario, key
+// shape, benchmark, each engine's median ops/sec, the ratio, the target, then,
 // when the runs had processes of their own, each engine's median peak RSS
 // and their ratio against MaxRSSRatio (on the first row of each scenario:
 // one process covers all its benchmarks), and the number of samples and
@@ -198,7 +205,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	withRSS := rep.HasRSS()
 	rows := rep.Rows()
 	var main, setup [][]string
-	rssShown := map[string]bool{}
+	rssShown := map[[2]string]bool{}
 	for _, r := range rows {
 		ratio := "-"
 		if x := r.Ratio(); x > 0 {
@@ -213,7 +220,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			n += "/" + fmt.Sprint(r.Samples[1])
 		}
 		if r.Setup {
-			setup = append(setup, []string{r.Scenario, r.Benchmark,
+			setup = append(setup, []string{r.Scenario, r.Keys, r.Benchmark,
 				fmt.Sprintf("%.2f", r.Median[0]), fmt.Sprintf("%.2f", r.Median[1]), ratio, n, spread})
 			continue
 		}
@@ -225,12 +232,12 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			}
 			target = fmt.Sprintf(">= %.1fx %s", t, verdict)
 		}
-		line := []string{r.Scenario, r.Benchmark,
+		line := []string{r.Scenario, r.Keys, r.Benchmark,
 			fmt.Sprintf("%.0f", r.Median[0]), fmt.Sprintf("%.0f", r.Median[1]), ratio, target}
 		if withRSS {
 			var ra, rb, rr string
-			if !rssShown[r.Scenario] {
-				rssShown[r.Scenario] = true
+			if run := [2]string{r.Scenario, r.Keys}; !rssShown[run] {
+				rssShown[run] = true
 				ra, rb, rr = mib(r.RSSKiB[0]), mib(r.RSSKiB[1]), "-"
 				if x := r.RSSRatio(); x > 0 {
 					verdict := "met"
@@ -244,8 +251,8 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 		main = append(main, append(line, n, spread))
 	}
-	header := []string{"scenario", "benchmark", a + " ops/s", b + " ops/s", a + "/" + b, "target"}
-	right := []bool{false, false, true, true, true, false}
+	header := []string{"scenario", "keys", "benchmark", a + " ops/s", b + " ops/s", a + "/" + b, "target"}
+	right := []bool{false, false, false, true, true, true, false}
 	if withRSS {
 		header = append(header, a+" RSS MiB", b+" RSS MiB", fmt.Sprintf("RSS %s/%s (<= %.1fx)", a, b, MaxRSSRatio))
 		right = append(right, true, true, false)
@@ -271,8 +278,8 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if _, err := fmt.Fprintf(w, "\nSteps timed in seconds (median of %d runs; flush and compact are not part of any read figure; batch-apply + batch-flush make up bigbatch):\n", rep.Runs); err != nil {
 			return err
 		}
-		header := []string{"scenario", "step", a + " s", b + " s", "speedup", "n", "spread " + a + "/" + b}
-		if err := writeAligned(w, header, setup, []bool{false, false, true, true, true, true, true}); err != nil {
+		header := []string{"scenario", "keys", "step", a + " s", b + " s", "speedup", "n", "spread " + a + "/" + b}
+		if err := writeAligned(w, header, setup, []bool{false, false, false, true, true, true, true, true}); err != nil {
 			return err
 		}
 	}
@@ -320,6 +327,7 @@ func writeAligned(w io.Writer, header []string, rows [][]string, right []bool) e
 func (rep *Report) WriteJSON(w io.Writer, machine Machine) error {
 	type jsonRow struct {
 		Scenario  string    `json:"scenario"`
+		Keys      string    `json:"keys"`
 		Benchmark string    `json:"benchmark"`
 		Setup     bool      `json:"setup,omitempty"`
 		Median    []float64 `json:"median"`
@@ -334,7 +342,7 @@ func (rep *Report) WriteJSON(w io.Writer, machine Machine) error {
 		Rows    []jsonRow `json:"rows"`
 	}{Machine: machine, Report: rep}
 	for _, r := range rep.Rows() {
-		jr := jsonRow{r.Scenario, r.Benchmark, r.Setup, r.Median, r.Spread, r.Ratio(), nil, r.RSSRatio()}
+		jr := jsonRow{r.Scenario, r.Keys, r.Benchmark, r.Setup, r.Median, r.Spread, r.Ratio(), nil, r.RSSRatio()}
 		if jr.RSSRatio > 0 {
 			jr.RSSKiB = r.RSSKiB
 		}

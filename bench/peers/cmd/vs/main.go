@@ -13,7 +13,12 @@
 // readseq, readreverse), fillrandom (1M keys, 64 MiB buffers),
 // fillrandom-nocompress (the same without compression) and bigbatch (one
 // batch of 1M 32-byte keys and 32-byte values, applied and flushed, then
-// readrandom x1M and readseq).
+// readrandom x1M and readseq) and geth (go-ethereum's pattern: 1M single
+// Puts of 33-byte hashed keys in random order, 32-byte values, no
+// compression, then readrandom x1M).
+// --keys picks the key shapes (bench.KeyShapeNames, "all" = every one;
+// default dbbench): each scenario runs once per shape, except geth, whose
+// keys are always hashed; the table's keys column says which.
 // --num-scale F multiplies key and read counts, write buffers and the
 // block cache by F, keeping their ratios. Progress goes to stderr, the
 // header and table to stdout.
@@ -67,6 +72,7 @@ type config struct {
 	jsonPath   string
 	credit     int
 	scenarioCS string
+	keysCS     string
 	isolate    bool
 }
 
@@ -89,6 +95,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	scenarios, err := peers.SelectScenarios(peers.DefaultScenarios(), c.scenarioCS)
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("--scenarios: %v", err))
+	}
+	if c.opts.KeyShapes, err = peers.ParseKeyShapes(c.keysCS); err != nil {
+		problems = append(problems, fmt.Sprintf("--keys: %v", err))
 	}
 	if len(problems) > 0 {
 		return nil, usageError{strings.Join(problems, "; ")}
@@ -118,7 +127,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 // often, where) on fs; it returns --verbose's variable.
 func (c *config) register(fs *flag.FlagSet) *bool {
 	fs.IntVar(&c.opts.Runs, "runs", 3, "runs per scenario and engine; the table shows medians")
-	fs.StringVar(&c.scenarioCS, "scenarios", "all", "comma-separated scenarios: memtable, ondisk, fillrandom, fillrandom-nocompress, bigbatch (or all)")
+	fs.StringVar(&c.scenarioCS, "scenarios", "all", "comma-separated scenarios: memtable, ondisk, fillrandom, fillrandom-nocompress, bigbatch, geth (or all)")
+	fs.StringVar(&c.keysCS, "keys", "dbbench", "comma-separated key shapes, each scenario run once per shape (geth's keys are always hashed): "+
+		strings.Join(bench.KeyShapeNames(), ", ")+" (or all)")
 	fs.BoolVar(&c.isolate, "isolate", true, "run each (scenario, engine, run) in a child process of its own and report its peak RSS; false = all in this process, no RSS")
 	fs.Float64Var(&c.numScale, "num-scale", 1, "multiply key/read counts, write buffers and cache size by this (e.g. 0.1 for a quick check)")
 	fs.StringVar(&c.jsonPath, "json", "", "write the raw per-run results and the table as JSON to this file")
@@ -126,7 +137,7 @@ func (c *config) register(fs *flag.FlagSet) *bool {
 	fs.Uint64Var(&c.opts.Seed, "seed", 301, "random seed for keys (same for both engines; must not be 0)")
 	fs.StringVar(&c.opts.Dir, "dir", "", "parent directory of the temporary DB directories (default: the system's temp dir)")
 	verbose := fs.Bool("verbose", false, "also print kvbench's db_bench-style lines (to stderr)")
-	fs.IntVar(&c.opts.KeySize, "key_size", 16, "key size in bytes")
+	fs.IntVar(&c.opts.KeySize, "key_size", 16, "key size in bytes of the dbbench key shape (the other shapes fix their own)")
 	fs.IntVar(&c.opts.ValueSize, "value_size", 100, "value size in bytes")
 	fs.Float64Var(&c.opts.CompressionRatio, "compression_ratio", 0.5, "values compress to this fraction")
 	fs.IntVar(&c.credit, "pebble_cache_credit", peers.PebbleMemtableCacheCredit,
@@ -273,8 +284,8 @@ func printHeader(w io.Writer, c *config, m peers.Machine) {
 		fmt.Fprintln(w, "Process:  every run in this one process (--isolate=false): no RSS figures")
 	}
 	fmt.Fprint(w, m.String())
-	fmt.Fprintf(w, "Keys:     %d B, values %d B (compressible to %.2f), seed %d\n",
-		c.opts.KeySize, c.opts.ValueSize, c.opts.CompressionRatio, c.opts.Seed)
+	fmt.Fprintf(w, "Keys:     %s (dbbench: %d B), values %d B (compressible to %.2f), seed %d\n",
+		strings.Join(c.opts.KeyShapes, ", "), c.opts.KeySize, c.opts.ValueSize, c.opts.CompressionRatio, c.opts.Seed)
 	probe := c.opts.Engine
 	probe.WriteBufferSize = c.opts.Scenarios[0].WriteBufferSize
 	if d, err := peers.Describe(probe, c.credit); err == nil {
@@ -302,6 +313,9 @@ func printHeader(w io.Writer, c *config, m peers.Machine) {
 		}
 		if s.Compression != "" {
 			over = append(over, "compression="+s.Compression)
+		}
+		if s.KeyShape != "" {
+			over = append(over, "keys="+s.KeyShape)
 		}
 		if len(over) > 0 {
 			over = append(over, "")

@@ -34,7 +34,7 @@ func TestRunSmoke(t *testing.T) {
 	}
 	out := stdout.String()
 	for _, want := range []string{"CPU:", "GOMAXPROCS", "go1.", "pebble crc32c", "SCALED:", "vigil/pebble",
-		"fillrandom  fillrandom", "memtable    readreverse", "Load avg", "one child process per", "vigil RSS MiB", "ru_maxrss"} {
+		"fillrandom  dbbench  fillrandom", "memtable    dbbench  readreverse", "Load avg", "one child process per", "vigil RSS MiB", "ru_maxrss"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
@@ -88,7 +88,7 @@ func TestRunInProcess(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
-	for _, want := range []string{"this one process", "fillrandom-nocompress  fillrandom", "bigbatch               bigbatch",
+	for _, want := range []string{"this one process", "fillrandom-nocompress  dbbench  fillrandom", "bigbatch               dbbench  bigbatch",
 		"compression=none", "key_size=32", "batch-apply"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
@@ -99,10 +99,33 @@ func TestRunInProcess(t *testing.T) {
 	}
 }
 
+// TestRunKeys: --keys runs each scenario once per shape, geth with its own
+// hashed keys only.
+func TestRunKeys(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	args := []string{"--runs", "1", "--num-scale", "0.001", "--scenarios", "fillrandom,geth", "--keys", "decimal,prefixed",
+		"--dir", t.TempDir(), "--isolate=false"}
+	if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"Keys:     decimal, prefixed", "keys=hashed", "fillrandom  decimal   fillrandom", "fillrandom  prefixed  fillrandom",
+		"geth        hashed    fillrandom", "geth        hashed    readrandom"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "dbbench  fillrandom") || strings.Count(out, "geth        hashed    fillrandom") != 1 {
+		t.Errorf("wrong runs:\n%s", out)
+	}
+}
+
 func TestRunUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"--runs", "0"},
 		{"--scenarios", "bogus"},
+		{"--keys", "bogus"},
+		{"--keys", ""},
 		{"--seed", "0"},
 		{"--num-scale", "0"},
 		{"--compression_type", "zstd"},
