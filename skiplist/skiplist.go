@@ -458,7 +458,27 @@ func (l *Skiplist) splitProbe(key []byte) (prefix []byte, trailer uint64, ok boo
 
 // cmpProbe compares the probe (prefix, trailer) with the key of the node at
 // off: >0 means the node sorts before the probe.
+//
+// Callers call it only where the abbreviations tie. Under InternalKeys,
+// when both key prefixes have 16 bytes or more, the second 8 bytes are
+// compared the same way first, as one integer: a tie of the first 8 bytes
+// is what keys with a common start (zero-padded decimal ids, table
+// prefixes, "user:..." strings) give on nearly every step, and the full
+// comparison cost such a random insert a sixth of its time
+// (BenchmarkInsertShapes/decimal).
 func (l *Skiplist) cmpProbe(prefix []byte, trailer uint64, off uint32) int {
+	if l.order == orderInternal && len(prefix) >= 16 {
+		if s := int(off) + offKey; l.keyLen(off) >= 24 && s+16 <= len(l.buf) {
+			a := binary.BigEndian.Uint64(prefix[8:16])
+			b := binary.BigEndian.Uint64(l.buf[s+8 : s+16])
+			if a != b {
+				if a < b {
+					return -1
+				}
+				return 1
+			}
+		}
+	}
 	k := l.keyAt(off)
 	switch l.order {
 	case orderBytewise:

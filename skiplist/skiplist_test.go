@@ -34,12 +34,22 @@ var orderCases = []orderCase{
 func randKey(rng choices, internal bool) []byte {
 	alphabet := []byte{0x00, 'a', 'b', 0xff}
 	n := rng.IntN(12)
-	if rng.IntN(4) == 0 {
+	shared := 0
+	switch rng.IntN(4) {
+	case 0:
 		n = 8 + rng.IntN(3)
+	case 1:
+		// A common first 8 bytes, as zero-padded ids and table prefixes
+		// have: the abbreviations tie and the second 8 bytes decide, or
+		// tie too (lengths 14..19 straddle the 16 that comparison needs).
+		n, shared = 14+rng.IntN(6), 8
 	}
 	k := make([]byte, n, n+8)
 	for i := range k {
-		k[i] = alphabet[rng.IntN(len(alphabet))]
+		k[i] = 'a'
+		if i >= shared {
+			k[i] = alphabet[rng.IntN(len(alphabet))]
+		}
 	}
 	if internal {
 		// Few distinct trailers, so the same prefix shows up with several.
@@ -471,7 +481,7 @@ func TestAbbrev(t *testing.T) {
 	arena, _ := NewArena(1 << 12)
 	for _, oc := range orderCases {
 		l, _ := New(arena, oc.opts)
-		for _, k := range [][]byte{nil, {1}, {1, 2, 3}, []byte("abcdefgh"), []byte("abcdefghij")} {
+		for _, k := range [][]byte{nil, {1}, {1, 2, 3}, []byte("abcdefgh"), []byte("abcdefghij"), []byte("abcdefghijklmnopq")} {
 			key := k
 			if oc.opts.InternalKeys {
 				key = binary.LittleEndian.AppendUint64(bytes.Clone(k), 0xffff)
