@@ -6,12 +6,20 @@
 //
 //	go run ./bench/cmd/vsrocksdb                                  # every scenario, 3 runs (~10 min)
 //	go run ./bench/cmd/vsrocksdb --runs 1 --scale 0.05 --scenarios checksum,memtable   # a quick look
+//	go run ./bench/cmd/vsrocksdb --scenarios large                 # a DB ten times the cache (only when named)
 //
 // Scenarios (--scenarios, default all): memtable (RocksDB PR #12889:
 // fillseq, readrandom, readseq, readreverse in a 256 MiB memtable, paranoid
 // memory checks off and on), fillseq (PR #9069: -memtablerep=vector
 // -allow_concurrent_memtable_write=false per checksum type) and checksum
-// (PR #9069's crc32c, xxhash, xxhash64, xxh3 at 4096-byte blocks). A case
+// (PR #9069's crc32c, xxhash, xxhash64, xxh3 at 4096-byte blocks). Not in
+// all, only when named: large, a DB ten times the cache (fillrandom of 10M
+// keys with a 64 MiB cache and 64 MiB write buffers, snappy, then
+// readrandom and seekrandom x1M in the same process, on disk under --dir),
+// whose --histogram=1 output adds a second table of each benchmark's P99,
+// P99.9 and slowest operation per engine, the DB's size on disk, and the
+// scenario's goals met or missed; --scale scales its cache and write
+// buffers with its counts. A case
 // db_bench cannot run (a flag or benchmark it lacks: db_bench 7.8.3 has no
 // --paranoid_memory_checks, no checksum type 5, no crc64) shows "n/a" on its
 // side. vigil is built from this module unless --vigil names a binary.
@@ -65,11 +73,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	c := &config{}
 	var list string
 	fs.IntVar(&c.runs, "runs", 3, "runs per case and engine, engines alternating; the table shows medians")
-	fs.Float64Var(&c.scale, "scale", 1, "multiply key, read and checksum-op counts by this (0.05 for a quick look)")
-	fs.StringVar(&list, "scenarios", "all", "comma-separated: memtable, fillseq, checksum (or all)")
+	fs.Float64Var(&c.scale, "scale", 1, "multiply key, read and checksum-op counts by this (0.05 for a quick look); large also scales its cache and write buffers")
+	fs.StringVar(&list, "scenarios", "all", "comma-separated: memtable, fillseq, checksum, large (all = every one but large, which runs only when named)")
 	fs.StringVar(&c.vigil, "vigil", "", "vigil binary (default: go build this module's ./cmd/vigil)")
 	fs.StringVar(&c.dbBench, "db_bench", "db_bench", "RocksDB's db_bench binary (name or path)")
-	fs.StringVar(&c.dir, "dir", "", "parent of the temporary DB directories (default: the system's; fillseq uses /dev/shm when present)")
+	fs.StringVar(&c.dir, "dir", "", "parent of the temporary DB directories (default: the system's; fillseq uses /dev/shm when present; large wants a disk: up to ~1 GB per engine)")
 	fs.StringVar(&c.jsonPath, "json", "", "write every sample and the table rows as JSON to this file")
 	fs.BoolVar(&c.verbose, "verbose", false, "copy both engines' output to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -235,6 +243,24 @@ type Sample struct {
 	Ops      float64 `json:"ops_per_sec"`
 	MBs      float64 `json:"mb_per_sec,omitempty"`
 	RSSKiB   int64   `json:"peak_rss_kib"`
+	// Latency is the benchmark's histogram summary (--histogram=1 cases).
+	Latency *Latency `json:"latency_us,omitempty"`
+	// DBBytes is the DB directory's size when the process ended (the
+	// cases with Latency set; 0 otherwise).
+	DBBytes int64 `json:"db_bytes,omitempty"`
+}
+
+// Latency is what db_bench's --histogram=1 prints after a benchmark, in
+// microseconds: its "Min: ... Median: ... Max: ..." and "Percentiles: ..."
+// lines of the benchmark's first histogram.
+type Latency struct {
+	Min    float64 `json:"min"`
+	Median float64 `json:"median"`
+	Max    float64 `json:"max"`
+	P50    float64 `json:"p50"`
+	P99    float64 `json:"p99"`
+	P999   float64 `json:"p99_9"`
+	P9999  float64 `json:"p99_99"`
 }
 
 // Report holds a comparison's samples.
@@ -295,11 +321,20 @@ func compare(ctx context.Context, c *config, engines []Engine, tmp string, progr
 					var parts []string
 					for _, b := range res.benches {
 						rep.Samples = append(rep.Samples, Sample{Scenario: cs.Scenario, Case: cs.Name, Engine: e.Name,
-							Run: i + 1, First: pos == 0, Bench: b.name, Ops: b.ops, MBs: b.mbs, RSSKiB: res.rssKiB})
-						parts = append(parts, fmt.Sprintf("%s %.0f/s", b.name, b.ops))
+							Run: i + 1, First: pos == 0, Bench: b.name, Ops: b.ops, MBs: b.mbs, RSSKiB: res.rssKiB,
+							Latency: b.lat, DBBytes: res.dbBytes})
+						part := fmt.Sprintf("%s %.0f/s", b.name, b.ops)
+						if b.lat != nil {
+							part += fmt.Sprintf(" (P99 %.1f us, max %.0f us)", b.lat.P99, b.lat.Max)
+						}
+						parts = append(parts, part)
 					}
-					fmt.Fprintf(progress, "[%s %s %d/%d] %-8s %s; peak RSS %.1f MiB\n", cs.Scenario, cs.Name, i+1, c.runs,
-						e.Name, strings.Join(parts, ", "), float64(res.rssKiB)/1024)
+					db := ""
+					if res.dbBytes > 0 {
+						db = fmt.Sprintf("; DB %.1f MiB", float64(res.dbBytes)/(1<<20))
+					}
+					fmt.Fprintf(progress, "[%s %s %d/%d] %-8s %s; peak RSS %.1f MiB%s\n", cs.Scenario, cs.Name, i+1, c.runs,
+						e.Name, strings.Join(parts, ", "), float64(res.rssKiB)/1024, db)
 				}
 			}
 		}
@@ -310,11 +345,13 @@ func compare(ctx context.Context, c *config, engines []Engine, tmp string, progr
 type benchFigure struct {
 	name     string
 	ops, mbs float64
+	lat      *Latency // nil without --histogram=1
 }
 
 type procResult struct {
 	benches []benchFigure
 	rssKiB  int64
+	dbBytes int64 // the DB directory's size at the end (Case.Latency only)
 	notes   []string
 }
 
@@ -349,6 +386,9 @@ func runProcess(ctx context.Context, e Engine, flags []string, cs Case, tmp stri
 		return res, fmt.Errorf("%s %s: %v\n%s%s", e.Path, strings.Join(args, " "), err, tail(out.String()), tail(errOut.String()))
 	}
 	res.benches = parseResults(out.String())
+	if cs.Latency {
+		res.dbBytes = dirBytes(dir)
+	}
 	if len(res.benches) == 0 {
 		return res, fmt.Errorf("no result lines in the output of %s %s:\n%s", e.Path, strings.Join(args, " "), tail(out.String()))
 	}
@@ -363,6 +403,29 @@ func runProcess(ctx context.Context, e Engine, flags []string, cs Case, tmp stri
 	return res, nil
 }
 
+// dirBytes is the total size of the files under dir (what du
+// --apparent-size says), 0 if it cannot be walked.
+func dirBytes(dir string) int64 {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			n += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
 func tail(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > 15 {
@@ -374,35 +437,52 @@ func tail(s string) string {
 var (
 	resultRE = regexp.MustCompile(`^(\S+)\s+:\s+[\d.]+ micros/op (\d+) ops/sec(?: [\d.]+ seconds \d+ operations)?;\s*(?:([\d.]+) MB/s)?`)
 	medianRE = regexp.MustCompile(`^(\S+) \[MEDIAN \d+ runs\] : (\d+) ops/sec(?:;\s+([\d.]+) MB/sec)?`)
+	minMaxRE = regexp.MustCompile(`^Min: ([\d.]+)\s+Median: ([\d.]+)\s+Max: ([\d.]+)`)
+	pctRE    = regexp.MustCompile(`^Percentiles: P50: ([\d.]+) P75: [\d.]+ P99: ([\d.]+) P99\.9: ([\d.]+) P99\.99: ([\d.]+)`)
 )
 
 // parseResults reads db_bench-format output: one figure per benchmark,
-// the [MEDIAN n runs] line for a repeated one.
+// the [MEDIAN n runs] line for a repeated one, and with --histogram=1 the
+// latency summary of the first histogram after a benchmark's first result
+// line.
 func parseResults(out string) []benchFigure {
 	var fs []benchFigure
 	idx := map[string]int{}
+	last := -1 // the figure the histogram lines that follow belong to
+	var pending Latency
 	put := func(name string, ops, mbs float64, median bool) {
 		if i, ok := idx[name]; ok {
 			if median {
-				fs[i] = benchFigure{name, ops, mbs}
+				fs[i].ops, fs[i].mbs = ops, mbs
 			}
+			last = i
 			return
 		}
 		idx[name] = len(fs)
-		fs = append(fs, benchFigure{name, ops, mbs})
+		last = len(fs)
+		fs = append(fs, benchFigure{name: name, ops: ops, mbs: mbs})
 	}
+	num := func(s string) float64 { x, _ := strconv.ParseFloat(s, 64); return x }
 	for _, l := range strings.Split(out, "\n") {
 		l = strings.TrimSpace(l[strings.LastIndexByte(l, '\r')+1:])
 		if m := medianRE.FindStringSubmatch(l); m != nil {
-			ops, _ := strconv.ParseFloat(m[2], 64)
-			mbs, _ := strconv.ParseFloat(m[3], 64)
-			put(m[1], ops, mbs, true)
+			put(m[1], num(m[2]), num(m[3]), true)
+			last = -1
 			continue
 		}
 		if m := resultRE.FindStringSubmatch(l); m != nil {
-			ops, _ := strconv.ParseFloat(m[2], 64)
-			mbs, _ := strconv.ParseFloat(m[3], 64)
-			put(m[1], ops, mbs, false)
+			put(m[1], num(m[2]), num(m[3]), false)
+			continue
+		}
+		if m := minMaxRE.FindStringSubmatch(l); m != nil {
+			pending = Latency{Min: num(m[1]), Median: num(m[2]), Max: num(m[3])}
+			continue
+		}
+		if m := pctRE.FindStringSubmatch(l); m != nil && last >= 0 && fs[last].lat == nil {
+			lat := pending
+			lat.P50, lat.P99, lat.P999, lat.P9999 = num(m[1]), num(m[2]), num(m[3]), num(m[4])
+			fs[last].lat = &lat
+			last = -1
 		}
 	}
 	return fs
@@ -415,6 +495,18 @@ type Row struct {
 	RSSMiB                [2]float64
 	N                     [2]int
 	NA                    string
+	// P99 and P999 are the medians of the runs' P99 and P99.9 latencies
+	// (microseconds), MaxLat the largest Max of any run: the slowest
+	// operation seen. All 0 without histograms.
+	P99, P999, MaxLat [2]float64
+	// DBMiB is the median size of the DB directory when the process ended
+	// (0 = not measured).
+	DBMiB [2]float64
+}
+
+// HasLatency says whether either engine's runs carried histograms.
+func (r Row) HasLatency() bool {
+	return r.P99[0] > 0 || r.P99[1] > 0 || r.MaxLat[0] > 0 || r.MaxLat[1] > 0
 }
 
 // Ratio is the first engine's median ops/sec over the second's, 0 if unknown.
@@ -438,38 +530,55 @@ func median(xs []float64) float64 {
 	}
 }
 
+// series are one row's per-engine sample values, before the medians.
+type series struct {
+	ops, mbs, rss, p99, p999, db [2][]float64
+	maxLat                       [2]float64
+}
+
 // Rows reduces the samples to one row per (case, benchmark), in run order.
 func (rep *Report) Rows() []Row {
 	type key struct{ sc, cs, b string }
 	var order []key
-	ops := map[key][2][]float64{}
-	mbs := map[key][2][]float64{}
-	rss := map[key][2][]float64{}
+	vals := map[key]*series{}
 	for _, s := range rep.Samples {
 		k := key{s.Scenario, s.Case, s.Bench}
-		if _, ok := ops[k]; !ok {
+		v, ok := vals[k]
+		if !ok {
 			order = append(order, k)
+			v = &series{}
+			vals[k] = v
 		}
 		e := slices.Index(rep.Engines, s.Engine)
 		if e < 0 || e > 1 {
 			continue
 		}
-		o, m, r := ops[k], mbs[k], rss[k]
-		o[e] = append(o[e], s.Ops)
+		v.ops[e] = append(v.ops[e], s.Ops)
 		if s.MBs > 0 {
-			m[e] = append(m[e], s.MBs)
+			v.mbs[e] = append(v.mbs[e], s.MBs)
 		}
-		r[e] = append(r[e], float64(s.RSSKiB)/1024)
-		ops[k], mbs[k], rss[k] = o, m, r
+		v.rss[e] = append(v.rss[e], float64(s.RSSKiB)/1024)
+		if s.Latency != nil {
+			v.p99[e] = append(v.p99[e], s.Latency.P99)
+			v.p999[e] = append(v.p999[e], s.Latency.P999)
+			v.maxLat[e] = max(v.maxLat[e], s.Latency.Max)
+		}
+		if s.DBBytes > 0 {
+			v.db[e] = append(v.db[e], float64(s.DBBytes)/(1<<20))
+		}
 	}
 	var rows []Row
 	for _, k := range order {
-		row := Row{Scenario: k.sc, Case: k.cs, Bench: k.b, NA: rep.NA[k.sc+"/"+k.cs]}
+		v := vals[k]
+		row := Row{Scenario: k.sc, Case: k.cs, Bench: k.b, NA: rep.NA[k.sc+"/"+k.cs], MaxLat: v.maxLat}
 		for e := 0; e < 2; e++ {
-			row.Ops[e] = median(ops[k][e])
-			row.MBs[e] = median(mbs[k][e])
-			row.RSSMiB[e] = median(rss[k][e])
-			row.N[e] = len(ops[k][e])
+			row.Ops[e] = median(v.ops[e])
+			row.MBs[e] = median(v.mbs[e])
+			row.RSSMiB[e] = median(v.rss[e])
+			row.N[e] = len(v.ops[e])
+			row.P99[e] = median(v.p99[e])
+			row.P999[e] = median(v.p999[e])
+			row.DBMiB[e] = median(v.db[e])
 		}
 		rows = append(rows, row)
 	}
@@ -500,14 +609,33 @@ func (rep *Report) WriteTable(w io.Writer) {
 		cells = append(cells, []string{r.Scenario, r.Case, r.Bench, num(r.Ops[0], "%.0f"), num(r.Ops[1], "%.0f"), ratio,
 			mbA, mbB, num(r.RSSMiB[0], "%.1f"), num(r.RSSMiB[1], "%.1f"), fmt.Sprintf("%d/%d", r.N[0], r.N[1])})
 	}
-	right := []bool{false, false, false, true, true, true, true, true, true, true, true}
+	writeAligned(w, header, cells, []bool{false, false, false, true, true, true, true, true, true, true, true})
+	fmt.Fprintf(w, "(medians of n process runs per engine, engines alternating run by run; repeated benchmarks [-Xn]\n"+
+		" count by their [MEDIAN n runs] line; RSS = the process's peak resident set, from wait4's rusage)\n")
+	rep.writeLatencyTable(w)
+	var na []string
+	for k, why := range rep.NA {
+		na = append(na, fmt.Sprintf("  %s: %s", k, why))
+	}
+	slices.Sort(na)
+	if len(na) > 0 {
+		fmt.Fprintf(w, "%s did not run:\n%s\n", b, strings.Join(na, "\n"))
+	}
+	if len(rep.Notes) > 0 {
+		fmt.Fprintf(w, "Notes:\n  %s\n", strings.Join(rep.Notes, "\n  "))
+	}
+}
+
+// writeAligned prints header and rows with columns padded to their widest
+// cell, right-aligned where right says so, two spaces apart.
+func writeAligned(w io.Writer, header []string, rows [][]string, right []bool) {
 	width := make([]int, len(header))
-	for _, row := range append([][]string{header}, cells...) {
+	for _, row := range append([][]string{header}, rows...) {
 		for i, c := range row {
 			width[i] = max(width[i], len([]rune(c)))
 		}
 	}
-	for _, row := range append([][]string{header}, cells...) {
+	for _, row := range append([][]string{header}, rows...) {
 		var sb strings.Builder
 		for i, c := range row {
 			pad := strings.Repeat(" ", width[i]-len([]rune(c)))
@@ -522,19 +650,74 @@ func (rep *Report) WriteTable(w io.Writer) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(sb.String(), " "))
 	}
-	fmt.Fprintf(w, "(medians of n process runs per engine, engines alternating run by run; repeated benchmarks [-Xn]\n"+
-		" count by their [MEDIAN n runs] line; RSS = the process's peak resident set, from wait4's rusage)\n")
-	var na []string
-	for k, why := range rep.NA {
-		na = append(na, fmt.Sprintf("  %s: %s", k, why))
+}
+
+// writeLatencyTable prints, for the rows with histograms, each engine's
+// P99, P99.9 and slowest operation, and the DB size; then the large
+// scenario's goals, when it ran.
+func (rep *Report) writeLatencyTable(w io.Writer) {
+	a, b := rep.Engines[0], rep.Engines[1]
+	var rows []Row
+	for _, r := range rep.Rows() {
+		if r.HasLatency() {
+			rows = append(rows, r)
+		}
 	}
-	slices.Sort(na)
-	if len(na) > 0 {
-		fmt.Fprintf(w, "%s did not run:\n%s\n", b, strings.Join(na, "\n"))
+	if len(rows) == 0 {
+		return
 	}
-	if len(rep.Notes) > 0 {
-		fmt.Fprintf(w, "Notes:\n  %s\n", strings.Join(rep.Notes, "\n  "))
+	us := func(x float64) string {
+		if x <= 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.2f", x)
 	}
+	header := []string{"scenario", "case", "benchmark", a + " P99", b + " P99", a + " P99.9", b + " P99.9",
+		a + " max", b + " max", a + " DB MiB", b + " DB MiB"}
+	var cells [][]string
+	for _, r := range rows {
+		cells = append(cells, []string{r.Scenario, r.Case, r.Bench, us(r.P99[0]), us(r.P99[1]), us(r.P999[0]), us(r.P999[1]),
+			us(r.MaxLat[0]), us(r.MaxLat[1]), us(r.DBMiB[0]), us(r.DBMiB[1])})
+	}
+	fmt.Fprintf(w, "\nLatency, microseconds (--histogram=1):\n")
+	writeAligned(w, header, cells, []bool{false, false, false, true, true, true, true, true, true, true, true})
+	fmt.Fprintf(w, "(P99, P99.9: medians over the runs; max: the slowest single operation of any run;\n"+
+		" DB MiB: the DB directory's size when the process ended, files' apparent sizes)\n")
+	if goals := largeGoals(rows); len(goals) > 0 {
+		fmt.Fprintf(w, "Goals of the large scenario (%s against %s):\n  %s\n", a, b, strings.Join(goals, "\n  "))
+	}
+}
+
+// largeGoals checks the large scenario's rows against its issue's goals:
+// readrandom and seekrandom >= 1.5x, their P99 <= the other engine's, peak
+// RSS <= the other's, and the slowest write of the fill <= 2x the other's
+// and <= 10 ms. None without large rows.
+func largeGoals(rows []Row) []string {
+	verdict := func(ok bool, format string, args ...any) string {
+		v := "met"
+		if !ok {
+			v = "MISSED"
+		}
+		return fmt.Sprintf(format, args...) + ": " + v
+	}
+	var out []string
+	for _, r := range rows {
+		if r.Scenario != "large" || r.Ops[1] <= 0 {
+			continue
+		}
+		switch r.Bench {
+		case "readrandom", "seekrandom":
+			out = append(out,
+				verdict(r.Ratio() >= 1.5, "%s ops/s %.2fx (>= 1.5x)", r.Bench, r.Ratio()),
+				verdict(r.P99[0] <= r.P99[1], "%s P99 %.2f us vs %.2f us (<=)", r.Bench, r.P99[0], r.P99[1]))
+		case "fillrandom":
+			out = append(out,
+				verdict(r.MaxLat[0] <= 2*r.MaxLat[1] && r.MaxLat[0] <= 10_000,
+					"fillrandom slowest write %.0f us vs %.0f us (<= 2x and <= 10000 us)", r.MaxLat[0], r.MaxLat[1]),
+				verdict(r.RSSMiB[0] <= r.RSSMiB[1], "peak RSS %.1f MiB vs %.1f MiB (<=)", r.RSSMiB[0], r.RSSMiB[1]))
+		}
+	}
+	return out
 }
 
 func printHeader(w io.Writer, c *config, vig, dbb Engine) {
@@ -544,7 +727,7 @@ func printHeader(w io.Writer, c *config, vig, dbb Engine) {
 	fmt.Fprintf(w, "vigil:    %s (%s)\n", vig.Version, vig.Path)
 	fmt.Fprintf(w, "db_bench: %s (%s)\n", dbb.Version, dbb.Path)
 	if c.scale != 1 {
-		fmt.Fprintf(w, "SCALED:   --scale %g (key, read and checksum-op counts) - not the reference figures\n", c.scale)
+		fmt.Fprintf(w, "SCALED:   --scale %g (key, read and checksum-op counts; large also its cache and write buffers) - not the reference figures\n", c.scale)
 	}
 	for _, s := range c.scenarios {
 		fmt.Fprintf(w, "Scenario %-9s %s\n", s.Name, s.About)

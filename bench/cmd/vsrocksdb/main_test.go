@@ -30,8 +30,8 @@ func TestParseResults(t *testing.T) {
 		"deleteseq    :       5.325 micros/op 187671 ops/sec 0.107 seconds 20000 operations;\n" +
 		"xxh3         :       0.16 micros/op 6250000 ops/sec; 24000.0 MB/s (4096 per op)\n"
 	got := parseResults(out)
-	want := []benchFigure{{"fillseq", 908445, 100.5}, {"readrandom", 608146, 67.3}, {"readseq", 32500000, 3550},
-		{"deleteseq", 187671, 0}, {"xxh3", 6250000, 24000}}
+	want := []benchFigure{{"fillseq", 908445, 100.5, nil}, {"readrandom", 608146, 67.3, nil}, {"readseq", 32500000, 3550, nil},
+		{"deleteseq", 187671, 0, nil}, {"xxh3", 6250000, 24000, nil}}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v", got)
 	}

@@ -20,6 +20,9 @@ type Case struct {
 	VigilOnly string `json:"vigil_only,omitempty"`
 	// ShmDB puts the DB on /dev/shm when it exists, as PR #9069 measured.
 	ShmDB bool `json:"shm_db,omitempty"`
+	// Latency asks for the latency table (the flags must include
+	// --histogram=1) and the DB's size on disk when the process ends.
+	Latency bool `json:"latency,omitempty"`
 }
 
 // Scenario is a group of cases from one source.
@@ -27,15 +30,40 @@ type Scenario struct {
 	Name  string
 	About string
 	Cases func(scale float64) []Case
+	// Explicit keeps the scenario out of "all": it runs only when named.
+	Explicit bool
 }
 
 func scaled(n int64, f float64) string {
 	return strconv.FormatInt(max(int64(math.Round(float64(n)*f)), 100), 10)
 }
 
+// scaledBytes scales a cache or buffer size by f, at least 1 MiB.
+func scaledBytes(n int64, f float64) string {
+	if f == 1 {
+		return strconv.FormatInt(n, 10)
+	}
+	return strconv.FormatInt(max(int64(math.Round(float64(n)*f)), 1<<20), 10)
+}
+
+// largeCase is the "DB ten times the cache" case: a random fill of 10M
+// keys (~1.1 GB raw, ~0.6 GB with snappy) with a 64 MiB cache and 64 MiB
+// write buffers, then random point reads and seeks on the DB it made, in
+// the same process, latency histograms on. Counts, cache and write buffer
+// scale with f, keeping their ratio to the data.
+func largeCase(f float64) Case {
+	return Case{Scenario: "large", Name: "10M keys", Latency: true, Flags: []string{
+		"--benchmarks=fillrandom,readrandom,seekrandom",
+		"--num=" + scaled(10_000_000, f), "--reads=" + scaled(1_000_000, f), "--seek_nexts=0",
+		"--cache_size=" + scaledBytes(64<<20, f), "--write_buffer_size=" + scaledBytes(64<<20, f),
+		"--compression_type=snappy", "--key_size=16", "--value_size=100", "--bloom_bits=10",
+		"--histogram=1", "--threads=1", "--seed=1"}}
+}
+
 // Scenarios are the seeds' measurements: RocksDB PR #12889's memtable
 // reads with paranoid memory checks off and on, PR #9069's fillseq per
-// checksum type, and its checksum micro-benchmarks at 4 KiB blocks.
+// checksum type, and its checksum micro-benchmarks at 4 KiB blocks; and
+// large, a DB ten times the cache (only when named: it takes minutes).
 var Scenarios = []Scenario{
 	{
 		Name: "memtable",
@@ -88,13 +116,21 @@ var Scenarios = []Scenario{
 			}
 		},
 	},
+	{
+		Name: "large",
+		About: "a DB ten times the cache: fillrandom of 10M keys (64 MiB cache and write buffers, snappy), then " +
+			"readrandom and seekrandom x1M on it, on disk; latency P99, P99.9, max and the DB size (not in all)",
+		Cases:    func(f float64) []Case { return []Case{largeCase(f)} },
+		Explicit: true,
+	},
 }
 
-// SelectScenarios picks scenarios by name ("" or "all": every one).
+// SelectScenarios picks scenarios by name ("" or "all": every one but the
+// Explicit ones).
 func SelectScenarios(list string) ([]Scenario, error) {
 	list = strings.TrimSpace(list)
 	if list == "" || list == "all" {
-		return slices.Clone(Scenarios), nil
+		return slices.DeleteFunc(slices.Clone(Scenarios), func(s Scenario) bool { return s.Explicit }), nil
 	}
 	var out []Scenario
 	for _, name := range strings.Split(list, ",") {
