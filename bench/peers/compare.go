@@ -52,6 +52,12 @@ type Scenario struct {
 	KeyShape string `json:"key_shape,omitempty"`
 	// Steps run in order on one directory, fresh for each run.
 	Steps []Step `json:"steps"`
+	// Histogram turns on kvbench's --histogram: every Result then carries
+	// its Latency, and the progress lines show P99 and max. Off elsewhere,
+	// since timing every operation costs a little.
+	Histogram bool `json:"histogram,omitempty"`
+	// Explicit keeps the scenario out of "all": it runs only when named.
+	Explicit bool `json:"explicit,omitempty"`
 }
 
 // keyShapeName is the shape a scenario's KeyShape names: "" is
@@ -188,12 +194,40 @@ func DefaultScenarios() []Scenario {
 	}
 }
 
+// ExtraScenarios returns the scenarios that run only when named (they take
+// minutes): large, a DB ten times the cache, 10M random keys with 64 MiB
+// write buffers (and the comparison's cache, 64 MiB by default), then
+// readrandom and seekrandom x1M on the same directory, latencies recorded.
+func ExtraScenarios() []Scenario {
+	return []Scenario{
+		{
+			Name:            "large",
+			About:           "a DB ten times the cache: fillrandom of 10M keys into 64 MiB buffers, then reopen, readrandom and seekrandom x1M; latency histograms on (only when named)",
+			Num:             10_000_000,
+			WriteBufferSize: 64 << 20,
+			Histogram:       true,
+			Explicit:        true,
+			Steps: []Step{
+				{Benchmarks: "fillrandom", Reads: -1},
+				// Reopened on the same directory: the LSM the fill left.
+				{Benchmarks: "readrandom,seekrandom", Reads: 1_000_000},
+			},
+		},
+	}
+}
+
+// AllScenarios returns DefaultScenarios and then ExtraScenarios: every
+// scenario a name can select.
+func AllScenarios() []Scenario {
+	return append(DefaultScenarios(), ExtraScenarios()...)
+}
+
 // SelectScenarios picks scenarios by name from all, in the order given;
-// "" or "all" selects every one.
+// "" or "all" selects every one but the Explicit ones.
 func SelectScenarios(all []Scenario, list string) ([]Scenario, error) {
 	list = strings.TrimSpace(list)
 	if list == "" || list == "all" {
-		return slices.Clone(all), nil
+		return slices.DeleteFunc(slices.Clone(all), func(s Scenario) bool { return s.Explicit }), nil
 	}
 	var out []Scenario
 	for _, name := range strings.Split(list, ",") {
@@ -535,12 +569,14 @@ func (o Options) forScenario(sc Scenario) Options {
 func summarize(results []bench.Result) string {
 	var names []string
 	vals := map[string][]float64{}
+	lat := map[string]*bench.Percentiles{} // the first repeat's, with --histogram
 	for _, r := range results {
 		if r.Warmup {
 			continue
 		}
 		if _, ok := vals[r.Name]; !ok {
 			names = append(names, r.Name)
+			lat[r.Name] = r.Latency
 		}
 		x := r.OpsPerSec()
 		if SetupBenchmarks[r.Name] {
@@ -559,6 +595,9 @@ func summarize(results []bench.Result) string {
 			parts[i] = fmt.Sprintf("%s %.2fs%s", n, Median(xs), rep)
 		} else {
 			parts[i] = fmt.Sprintf("%s %.0f/s%s", n, Median(xs), rep)
+		}
+		if l := lat[n]; l != nil && l.Count > 0 {
+			parts[i] += fmt.Sprintf(" (P99 %.1f us, max %.0f us)", l.P99, l.Max)
 		}
 	}
 	return strings.Join(parts, ", ")
@@ -616,6 +655,7 @@ func runEngine(o Options, sc Scenario, c Contender, run int, dir string) (result
 			EngineName:       c.Name,
 			NumSet:           true,
 			BlockSize:        eo.BlockSize,
+			Histogram:        sc.Histogram,
 			Progress:         &noBar,
 			Stdout:           log,
 			Stderr:           log,

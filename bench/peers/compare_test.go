@@ -325,7 +325,7 @@ func TestTargets(t *testing.T) {
 	// Every target names a benchmark its scenario runs.
 	for _, tg := range Targets {
 		found := false
-		for _, s := range DefaultScenarios() {
+		for _, s := range AllScenarios() {
 			for _, st := range s.Steps {
 				specs, _ := bench.ParseSpecs(st.Benchmarks)
 				for _, sp := range specs {

@@ -5,6 +5,7 @@
 //
 //	cd bench/peers && go run ./cmd/vs                      # full: --runs 3, every scenario
 //	go -C bench/peers run ./cmd/vs --num-scale 0.1 --runs 1  # quick check, from the repo root
+//	go -C bench/peers run ./cmd/vs --scenarios large         # a DB ten times the cache (only when named)
 //
 // Scenarios (--scenarios, default all): memtable (250k keys in a 256 MiB
 // write buffer: fillseq, readrandom x500k, readseq and readreverse each
@@ -15,7 +16,10 @@
 // batch of 1M 32-byte keys and 32-byte values, applied and flushed, then
 // readrandom x1M and readseq) and geth (go-ethereum's pattern: 1M single
 // Puts of 33-byte hashed keys in random order, 32-byte values, no
-// compression, then readrandom x1M).
+// compression, then readrandom x1M). Not in all, only when named: large
+// (a DB ten times the cache: fillrandom of 10M keys into 64 MiB buffers,
+// then reopen, readrandom and seekrandom x1M, with latency histograms: the
+// progress lines show each benchmark's P99 and max; it takes minutes).
 // --keys picks the key shapes (bench.KeyShapeNames, "all" = every one;
 // default dbbench): each scenario runs once per shape, except geth, whose
 // keys are always hashed; the table's keys column says which.
@@ -92,7 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	problems := c.problems()
 	ct, eproblems := ef.check()
 	problems = append(problems, eproblems...)
-	scenarios, err := peers.SelectScenarios(peers.DefaultScenarios(), c.scenarioCS)
+	scenarios, err := peers.SelectScenarios(peers.AllScenarios(), c.scenarioCS)
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("--scenarios: %v", err))
 	}
@@ -127,7 +131,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 // often, where) on fs; it returns --verbose's variable.
 func (c *config) register(fs *flag.FlagSet) *bool {
 	fs.IntVar(&c.opts.Runs, "runs", 3, "runs per scenario and engine; the table shows medians")
-	fs.StringVar(&c.scenarioCS, "scenarios", "all", "comma-separated scenarios: memtable, ondisk, fillrandom, fillrandom-nocompress, bigbatch, geth (or all)")
+	fs.StringVar(&c.scenarioCS, "scenarios", "all", "comma-separated scenarios: memtable, ondisk, fillrandom, fillrandom-nocompress, bigbatch, geth, large (all = every one but large, which takes minutes and runs only when named)")
 	fs.StringVar(&c.keysCS, "keys", "dbbench", "comma-separated key shapes, each scenario run once per shape (geth's keys are always hashed): "+
 		strings.Join(bench.KeyShapeNames(), ", ")+" (or all)")
 	fs.BoolVar(&c.isolate, "isolate", true, "run each (scenario, engine, run) in a child process of its own and report its peak RSS; false = all in this process, no RSS")
