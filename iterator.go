@@ -153,6 +153,10 @@ type tableIter struct {
 	h *tableEntry
 }
 
+// mayHoldUserKey reports whether the table's filter may contain userKey
+// (see mergingIter.SeekGE).
+func (t *tableIter) mayHoldUserKey(userKey []byte) bool { return t.h.reader.MayContain(userKey) }
+
 func (t *tableIter) Close() error {
 	err := t.InternalIterator.Close()
 	t.h.release()

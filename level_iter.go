@@ -127,6 +127,27 @@ func (l *levelIter) backwardFrom(i int, seek func(base.InternalIterator) bool) b
 	return false
 }
 
+// mayHoldUserKey reports whether the level may hold an entry of userKey:
+// some file whose range covers it has a filter that may contain it (or
+// no filter). A table that cannot be opened answers yes, so that the
+// SeekGE that follows reports the error. It opens the first such file
+// (SeekGE then reuses it). See mergingIter.SeekGE.
+func (l *levelIter) mayHoldUserKey(userKey []byte) bool {
+	for i := manifest.FindFile(l.files, userKey); i < len(l.files); i++ {
+		if bytes.Compare(l.files[i].Smallest.UserKey, userKey) > 0 {
+			return false
+		}
+		if !l.open(i) {
+			l.err = nil
+			return true
+		}
+		if l.h.reader.MayContain(userKey) {
+			return true
+		}
+	}
+	return false
+}
+
 func (l *levelIter) SeekGE(key []byte) bool {
 	l.err = nil
 	return l.forwardFrom(manifest.FindFile(l.files, key), func(it base.InternalIterator) bool { return it.SeekGE(key) })
