@@ -132,8 +132,13 @@ func (d *DB) checkpointPoint() (*checkpointAt, error) {
 	p.v = d.vs.current
 	p.v.Ref()
 	p.lastSeq, p.nextFile = d.vs.lastSeq, d.vs.nextFileNum
+	// The WALs from the log number up to the live one. Not a newer one: the
+	// spare being prepared holds no batch at or below snap, and once a
+	// rotation makes it live it is written while the copy would read it
+	// without a limit, over its zero reserve ("zeroed bytes followed by
+	// data", vigil stress --crash=inprocess with 64 KiB write buffers).
 	for _, n := range d.wal.all {
-		if n >= d.vs.logNumber {
+		if n >= d.vs.logNumber && (walW == nil || n <= p.liveWAL) {
 			p.wals = append(p.wals, n)
 		}
 	}
