@@ -155,9 +155,10 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 // The steps every commit takes (Apply, a large batch, an ingestion), in
 // order: enterCommit (commitMu, once the write fits, stalling until it
 // does), sequence (seqnums) and logCommit (the WAL record, the publish
-// ticket), still under commitMu, then, without locks, the path's own work (a memtable insert;
-// nothing for a large batch; a flush and a MANIFEST edit for an ingestion)
-// and finishCommit (the WAL synced if asked, then visible in seqnum order).
+// ticket), still under commitMu, then, without locks, the path's own work
+// (a memtable insert; nothing for a large batch; a flush and a MANIFEST
+// edit for an ingestion) and finishCommit (the WAL synced if asked, then
+// visible in seqnum order).
 
 // commitSlot is a commit's place once sequenced: its first seqnum, its
 // publish ticket, and the end of its WAL record (walW nil without a WAL).
@@ -659,12 +660,6 @@ var errNoSpareWAL = errors.New("vigil: " + stallNoSpareWAL)
 // stallNoSpareWAL is the stall reason of a write that switches WALs before
 // the next one is created.
 const stallNoSpareWAL = "waiting for the next WAL to be created"
-
-// walReserve bounds the zeros a WAL keeps written and synced past its end.
-// Its doubling steps (64 KiB, 128 KiB, ... 1 MiB) are each paid by one
-// synced write that had to make a new file size durable anyway; past the
-// first MiB a WAL takes a full fsync once per MiB of synced writes.
-const walReserve = 1 << 20
 
 // rotateMemtableLocked makes the mutable memtable immutable, switches to a
 // new WAL and memtable, and schedules a flush. It does no file I/O: the new

@@ -3,7 +3,6 @@ package vigil
 import (
 	"errors"
 	"fmt"
-	"github.com/vigildb/vigil/checksum"
 	"sync/atomic"
 
 	"github.com/vigildb/vigil/wal"
@@ -191,15 +190,14 @@ func (d *DB) createWALFile(logNum uint64) (*wal.Writer, error) {
 		return nil, fmt.Errorf("syncing directory after creating %s: %w", name, err)
 	}
 	// From the first synced write on, synced appends land in durable zeros
-	// and cost a SyncData rather than a Sync (see wal.Writer.SetReserve).
-	// Not without checksums: a process killed inside a write(2) leaves the
-	// first pages of an append before zeros, and nothing but a fragment's
-	// checksum tells that from a record whose payload ends in zeros (vigil
-	// stress --crash=kill read such records as batches with zeroed values).
-	// Without the reserve the file ends where the write stopped, and the
-	// fragment's length running past end of file marks the torn tail.
-	if d.cksum != checksum.None {
-		w.SetReserve(walReserve)
-	}
+	// and cost a SyncData rather than a Sync (see wal.Writer.SetReserve,
+	// which keeps none for a log without checksums).
+	w.SetReserve(walReserve)
 	return w, nil
 }
+
+// walReserve bounds the zeros a WAL keeps written and synced past its end.
+// Its doubling steps (64 KiB, 128 KiB, ... 1 MiB) are each paid by one
+// synced write that had to make a new file size durable anyway; past the
+// first MiB a WAL takes a full fsync once per MiB of synced writes.
+const walReserve = 1 << 20

@@ -234,3 +234,42 @@ func TestReserveOSFile(t *testing.T) {
 		t.Fatalf("err %v, %d records, stats %+v", res.err, len(res.recs), res.stats)
 	}
 }
+
+// TestNoReserveWithoutChecksums: a log without checksums keeps no zero
+// reserve, whatever SetReserve asks: the file ends at the log's end after
+// synced appends, none of them a SyncData.
+func TestNoReserveWithoutChecksums(t *testing.T) {
+	for _, ct := range []checksum.Type{checksum.None, checksum.XXH3} {
+		fs := vfs.NewMem()
+		f, _ := fs.Create("log")
+		w, err := NewWriter(f, "log", 3, ct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.SetReserve(1 << 20)
+		for i := range 50 {
+			end, err := w.WriteRecord(pattern(i, 1000))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.SyncTo(end); err != nil {
+				t.Fatal(err)
+			}
+		}
+		size := w.Size()
+		fi, err := fs.Stat("log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := w.Stats()
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if ct == checksum.None && (st.Reserved != 0 || st.DataSyncs != 0 || fi.Size() != size) {
+			t.Fatalf("%s: reserved %d, data syncs %d, file %d bytes for a %d-byte log", ct, st.Reserved, st.DataSyncs, fi.Size(), size)
+		}
+		if ct != checksum.None && (st.Reserved == 0 || fi.Size() <= size) {
+			t.Fatalf("%s: reserved %d, file %d bytes for a %d-byte log: the reserve is missing", ct, st.Reserved, fi.Size(), size)
+		}
+	}
+}

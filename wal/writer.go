@@ -806,7 +806,18 @@ const minReserve = 64 << 10
 // boundary to end of file are unwritten space (ReaderStats.UnwrittenBytes),
 // in every recovery mode. Writes must go through a file that implements
 // WriteAt (every vfs.FS's Create does).
+//
+// A log without checksums (checksum.None) keeps no reserve, whatever n: a
+// process killed inside a write(2) leaves the first pages of an append,
+// and in front of zeros only a fragment's checksum tells that from a whole
+// record whose payload ends in zeros (vigil stress --crash=kill read such
+// records back as batches with zeroed values). Without the reserve the
+// file ends where the write stopped, and the fragment's length running
+// past end of file marks the torn tail.
 func (w *Writer) SetReserve(n int64) {
+	if w.ctype == checksum.None {
+		n = 0
+	}
 	w.mu.Lock()
 	w.reserveMax = max(n, 0)
 	w.reserveNext = min(int64(minReserve), w.reserveMax)
