@@ -128,24 +128,20 @@ func (l *levelIter) backwardFrom(i int, seek func(base.InternalIterator) bool) b
 }
 
 // mayHoldUserKey reports whether the level may hold an entry of userKey:
-// some file whose range covers it has a filter that may contain it (or
-// no filter). A table that cannot be opened answers yes, so that the
-// SeekGE that follows reports the error. It opens the first such file
+// the one file that can (manifest.FindFile) covers it and its filter may
+// contain it (or it has none). A table that cannot be opened answers yes,
+// so that the SeekGE that follows reports the error. It opens that file
 // (SeekGE then reuses it). See mergingIter.SeekGE.
 func (l *levelIter) mayHoldUserKey(userKey []byte) bool {
-	for i := manifest.FindFile(l.files, userKey); i < len(l.files); i++ {
-		if bytes.Compare(l.files[i].Smallest.UserKey, userKey) > 0 {
-			return false
-		}
-		if !l.open(i) {
-			l.err = nil
-			return true
-		}
-		if l.h.reader.MayContain(userKey) {
-			return true
-		}
+	i := manifest.FindFile(l.files, userKey)
+	if i == len(l.files) || bytes.Compare(l.files[i].Smallest.UserKey, userKey) > 0 {
+		return false
 	}
-	return false
+	if !l.open(i) {
+		l.err = nil
+		return true
+	}
+	return l.h.reader.MayContain(userKey)
 }
 
 func (l *levelIter) SeekGE(key []byte) bool {

@@ -27,13 +27,13 @@ type mergingIter struct {
 	// cur is the index of the current child, -1 when invalid.
 	cur int
 	// parked marks the children SeekGE left unpositioned because their
-	// filters rule out its key (deferred lists them, deferKey is the key):
-	// every entry they hold at or after it has a greater user key, so the
-	// current entry, of that user key, is the smallest without them. They
-	// are sought before any move (unpark). Parked children are outside the
-	// heap and their Valid is stale.
+	// filters rule out its key (deferKey; nParked counts them): every entry
+	// they hold at or after it has a greater user key, so the current
+	// entry, of that user key, is the smallest without them. They are
+	// sought before any move (unpark). Parked children are outside the heap
+	// and their Valid is stale.
 	parked   []bool
-	deferred []int
+	nParked  int
 	deferKey []byte
 }
 
@@ -131,25 +131,23 @@ func (m *mergingIter) SeekGE(key []byte) bool {
 		return m.position(true, func(c base.InternalIterator) bool { return c.SeekGE(key) })
 	}
 	m.err = nil
-	m.deferred = m.deferred[:0]
+	m.clearParked()
 	for i, c := range m.children {
-		m.parked[i] = false
 		if f, ok := c.(userKeyFilter); ok && !f.mayHoldUserKey(key) {
 			m.parked[i] = true
-			m.deferred = append(m.deferred, i)
+			m.nParked++
 			continue
 		}
 		c.SeekGE(key)
 	}
 	ok := m.rebuild(true)
-	if len(m.deferred) == 0 || m.err != nil {
+	if m.nParked == 0 || m.err != nil {
 		return ok
 	}
+	m.deferKey = append(m.deferKey[:0], key...)
 	if ok && bytes.Equal(m.keys[m.cur].UserKey, key) {
-		m.deferKey = append(m.deferKey[:0], key...)
 		return true
 	}
-	m.deferKey = append(m.deferKey[:0], key...)
 	return m.unpark()
 }
 
@@ -157,21 +155,22 @@ func (m *mergingIter) SeekGE(key []byte) bool {
 // them (their entries sort after the current one, which stays current).
 // It reports whether the iterator is valid.
 func (m *mergingIter) unpark() bool {
-	for _, i := range m.deferred {
-		m.parked[i] = false
-		m.children[i].SeekGE(m.deferKey)
+	for i, p := range m.parked {
+		if p {
+			m.children[i].SeekGE(m.deferKey)
+		}
 	}
-	m.deferred = m.deferred[:0]
+	m.clearParked()
 	return m.rebuild(true)
 }
 
 // clearParked forgets parked children ahead of a call that positions
 // every child anew.
 func (m *mergingIter) clearParked() {
-	for _, i := range m.deferred {
-		m.parked[i] = false
+	if m.nParked > 0 {
+		clear(m.parked)
+		m.nParked = 0
 	}
-	m.deferred = m.deferred[:0]
 }
 
 func (m *mergingIter) SeekLT(key []byte) bool {
@@ -218,7 +217,7 @@ func (m *mergingIter) Next() bool {
 	if len(m.children) == 1 {
 		return m.single(m.children[0].Next())
 	}
-	if len(m.deferred) > 0 && !m.unpark() {
+	if m.nParked > 0 && !m.unpark() {
 		return false
 	}
 	if !m.forward {
