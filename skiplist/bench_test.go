@@ -36,7 +36,13 @@ func benchKey(buf []byte, n uint64) []byte {
 }
 
 func newBenchList(b *testing.B, entries int, validate bool) *Skiplist {
-	arena, err := NewArena(entries*(MaxNodeSize(benchUserKey+8, benchValue)) + MinArenaSize)
+	return newListFor(b, entries, benchUserKey, validate)
+}
+
+// newListFor is an InternalKeys list with room for entries of user keys up
+// to userKeyLen bytes and benchValue-byte values.
+func newListFor(b *testing.B, entries, userKeyLen int, validate bool) *Skiplist {
+	arena, err := NewArena(entries*(MaxNodeSize(userKeyLen+8, benchValue)) + MinArenaSize)
 	if err != nil {
 		b.Fatal(err)
 	}

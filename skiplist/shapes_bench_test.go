@@ -45,6 +45,9 @@ var benchShapes = []struct {
 	}},
 }
 
+// maxShapeKey is the longest user key of benchShapes (hashed: 33 bytes).
+const maxShapeKey = 40
+
 func mix64(x uint64) uint64 {
 	x += 0x9e3779b97f4a7c15
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
@@ -64,14 +67,14 @@ func BenchmarkInsertShapes(b *testing.B) {
 	const perList = 1 << 18
 	for _, sh := range benchShapes {
 		b.Run(sh.name, func(b *testing.B) {
-			l := newShapeList(b, perList, false)
+			l := newListFor(b, perList, maxShapeKey, false)
 			rng := rand.New(rand.NewPCG(1, 2))
 			var ubuf, kbuf []byte
 			n := 0
 			for b.Loop() {
 				if n == perList {
 					b.StopTimer()
-					l = newShapeList(b, perList, false)
+					l = newListFor(b, perList, maxShapeKey, false)
 					n = 0
 					b.StartTimer()
 				}
@@ -93,7 +96,7 @@ func BenchmarkGetShapes(b *testing.B) {
 	const entries = 1 << 18
 	for _, sh := range benchShapes {
 		b.Run(sh.name, func(b *testing.B) {
-			l := newShapeList(b, entries, false)
+			l := newListFor(b, entries, maxShapeKey, false)
 			rng := rand.New(rand.NewPCG(3, 4))
 			var ubuf, kbuf []byte
 			vs := make([]uint64, 0, entries)
@@ -114,16 +117,4 @@ func BenchmarkGetShapes(b *testing.B) {
 			}
 		})
 	}
-}
-
-func newShapeList(b *testing.B, entries int, validate bool) *Skiplist {
-	arena, err := NewArena(entries*MaxNodeSize(48, benchValue) + MinArenaSize)
-	if err != nil {
-		b.Fatal(err)
-	}
-	l, err := New(arena, Options{InternalKeys: true, Validate: validate})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return l
 }
