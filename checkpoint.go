@@ -98,8 +98,8 @@ func (d *DB) Checkpoint(dir string) error {
 
 // checkpointAt is a checkpoint's consistent point: the visible seqnum, the
 // current version (its tables stay while it is referenced), the version
-// set's numbers, and the WALs at or above the log number, which
-// deleteObsoleteFiles keeps while they are copied (walSet.keep).
+// set's numbers, and the WALs from the log number up to the live one,
+// which deleteObsoleteFiles keeps while they are copied (walSet.keep).
 type checkpointAt struct {
 	snap              uint64
 	v                 *manifest.Version
