@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -102,12 +100,7 @@ func TestLargeScenario(t *testing.T) {
 // histograms and write a file into their DB directory: the latency table,
 // the DB size, the goals and the JSON.
 func TestFakeLatency(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("shell scripts")
-	}
-	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("no sh")
-	}
+	needShell(t)
 	dir := t.TempDir()
 	// Both write 2 MiB into the DB directory (--db=...).
 	body := func(fill, read, seek, readP99, fillMax string) string {

@@ -83,15 +83,22 @@ func fakeScript(t *testing.T, dir, name, body string) string {
 	return p
 }
 
-// TestFakeEngines drives the whole comparison with two scripts standing in
-// for vigil and db_bench: alternation, n/a cases, the table and the JSON.
-func TestFakeEngines(t *testing.T) {
+// needShell skips a test that runs shell scripts standing in for the
+// engines where there is no sh.
+func needShell(t *testing.T) {
+	t.Helper()
 	if runtime.GOOS == "windows" {
 		t.Skip("shell scripts")
 	}
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh")
 	}
+}
+
+// TestFakeEngines drives the whole comparison with two scripts standing in
+// for vigil and db_bench: alternation, n/a cases, the table and the JSON.
+func TestFakeEngines(t *testing.T) {
+	needShell(t)
 	dir := t.TempDir()
 	vig := fakeScript(t, dir, "vigil", `case "$1" in version) echo "vigil (fake)"; exit 0;; esac
 case "$*" in *crc64*) echo "crc64        :       0.300 micros/op 3333333 ops/sec 0.3 seconds 1000 operations; 13000.0 MB/s (4096 per op)"; exit 0;; esac
