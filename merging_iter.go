@@ -35,6 +35,9 @@ type mergingIter struct {
 	parked   []bool
 	nParked  int
 	deferKey []byte
+	// filters[i] is children[i] as a userKeyFilter, nil if it is none
+	// (asserted once, not on every seek).
+	filters []userKeyFilter
 }
 
 // userKeyFilter is implemented by the children that can tell, from a bloom
@@ -45,13 +48,18 @@ type userKeyFilter interface {
 }
 
 func newMergingIter(children []base.InternalIterator) *mergingIter {
-	return &mergingIter{
+	m := &mergingIter{
 		children: children,
 		heap:     make([]int, 0, len(children)),
 		keys:     make([]base.InternalKey, len(children)),
 		parked:   make([]bool, len(children)),
+		filters:  make([]userKeyFilter, len(children)),
 		cur:      -1,
 	}
+	for i, c := range children {
+		m.filters[i], _ = c.(userKeyFilter)
+	}
+	return m
 }
 
 // less orders heap entries: by internal key, reversed going backward.
@@ -133,7 +141,7 @@ func (m *mergingIter) SeekGE(key []byte) bool {
 	m.err = nil
 	m.clearParked()
 	for i, c := range m.children {
-		if f, ok := c.(userKeyFilter); ok && !f.mayHoldUserKey(key) {
+		if f := m.filters[i]; f != nil && !f.mayHoldUserKey(key) {
 			m.parked[i] = true
 			m.nParked++
 			continue
