@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -35,9 +36,10 @@ var (
 // ApplyFunc turns one committed command (a raft.LogCommand entry) into
 // writes: it adds them to b and returns the response that raft hands to
 // the Apply future on the leader. It must be deterministic, must not read
-// the DB (b is applied together with the other entries of its raft batch,
-// so the DB does not reflect earlier entries of the batch yet), and should
-// add nothing for a command it rejects (check first, then add).
+// the DB directly (b is applied together with the other entries of its
+// raft batch, so the DB does not reflect earlier entries of the batch yet;
+// FSM.GetPending reads what they wrote), and should add nothing for a
+// command it rejects (check first, then add).
 type ApplyFunc func(l *raft.Log, b *vigil.Batch) any
 
 // FSMOptions configures an FSM.
@@ -502,6 +504,56 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	}
 	f.applied.Store(last)
 	return resps
+}
+
+// GetPending returns a copy of key's value as the entries applied before
+// the current one left it: the writes that earlier entries of the same raft
+// batch added to b, over the DB. It is for an ApplyFunc that reads before it
+// writes (a compare-and-set, a counter), and may be called only from the
+// ApplyFunc, with the batch it was handed (the FSM's lock is held by the
+// ApplyBatch that called it). A key that is absent gives an error wrapping
+// vigil.ErrNotFound. It costs one pass over b's records and, when none of
+// them decides, one DB read: a raft batch holds at most
+// raft.Config.MaxAppendEntries entries.
+func (f *FSM) GetPending(b *vigil.Batch, key []byte) ([]byte, error) {
+	var (
+		val     []byte
+		decided bool
+	)
+	r := b.Reader()
+	for {
+		kind, k, v, ok := r.Next()
+		if !ok {
+			break
+		}
+		switch kind {
+		case vigil.BatchPut:
+			if bytes.Equal(k, key) {
+				val, decided = v, true
+			}
+		case vigil.BatchDelete:
+			if bytes.Equal(k, key) {
+				val, decided = nil, true
+			}
+		case vigil.BatchDeleteRange:
+			if bytes.Compare(k, key) <= 0 && bytes.Compare(key, v) < 0 {
+				val, decided = nil, true
+			}
+		}
+	}
+	if err := r.Error(); err != nil {
+		return nil, err
+	}
+	switch {
+	case !decided:
+		if f.db == nil {
+			return nil, fmt.Errorf("raftstore: FSM: %w", vigil.ErrClosed)
+		}
+		return f.db.Get(key)
+	case val == nil:
+		return nil, fmt.Errorf("raftstore: FSM: key %q: %w", key, vigil.ErrNotFound)
+	}
+	return bytes.Clone(val), nil
 }
 
 // Err returns the failure that stopped the FSM, or nil.
