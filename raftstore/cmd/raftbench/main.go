@@ -1,21 +1,29 @@
-// Command vsbolt runs hashicorp/raft's store benchmarks against Vigil's
-// raftstore.Store and raft-boltdb v2, alternating the engines round by
-// round (vigil first in even rounds, boltdb first in odd ones), and prints
-// the median ns/op of each and the median over the rounds of the ratio
-// boltdb/vigil of one round's two runs (above 1: Vigil is faster). The two
-// runs of a round are back to back, so their ratio is what other load on
-// the machine disturbs least.
+// Command raftbench compares Vigil's raftstore.Store with raft-boltdb v2 and
+// raft-wal, every engine durable on every write (see benchsuite.Engines for
+// what each does per write).
 //
-//	go run ./cmd/vsbolt                  # 3 rounds of 1 s per benchmark and engine
-//	go run ./cmd/vsbolt -rounds 5 -bench 'StoreLogs|GetLog' -benchtime 2s
+// It runs hashicorp/raft's store benchmarks (benchsuite.Cases)
+// for -rounds rounds, every benchmark once per engine in a round, the
+// engines' order rotated round by round (vigil boltdb raftwal, then boltdb
+// raftwal vigil, ...), and prints per benchmark the median ns/op of each
+// engine and, for each other engine, the median over the rounds of the
+// ratio other/first of one round's runs (first: the first of -engines,
+// vigil by default; above 1: the first is faster). The runs of a round are back to
+// back, so their ratio is what other load on the machine disturbs least.
 //
-// The machine's load average is printed before and after: the synced
-// benchmarks measure fsync latency, which other work on the machine moves.
+//	go run ./cmd/raftbench                  # 3 rounds of 1 s per benchmark and engine
+//	go run ./cmd/raftbench -rounds 5 -bench 'StoreLogs|GetLog' -benchtime 2s -engines vigil,raftwal
+//
+// Stores are made in -dir (default: the system's temporary directory);
+// its file system is printed, with a warning for tmpfs, where fsync is
+// free. The machine's load average is printed before and after: synced
+// writes measure fsync latency, which other work on the machine moves.
 package main
 
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"runtime"
@@ -31,16 +39,47 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each runs every benchmark once per engine")
 	benchtime := flag.Duration("benchtime", time.Second, "target time of one benchmark run")
 	bench := flag.String("bench", ".", "regexp of the benchmarks to run")
+	engineList := flag.String("engines", "vigil,boltdb,raftwal", "comma-separated engines; ratios are against the first")
+	dir := flag.String("dir", "", "directory to make the stores in (default: the system's temporary directory)")
 	flag.Parse()
+	fail := func(code int, err any) {
+		fmt.Fprintln(os.Stderr, "raftbench:", err)
+		os.Exit(code)
+	}
+	if flag.NArg() > 0 {
+		fail(2, fmt.Sprintf("unexpected arguments %q", flag.Args()))
+	}
+	if *rounds < 1 {
+		fail(2, "-rounds must be at least 1")
+	}
+	engines, err := parseEngines(*engineList)
+	if err != nil {
+		fail(2, err)
+	}
+	if *dir != "" {
+		if err := os.MkdirAll(*dir, 0o755); err != nil {
+			fail(1, err)
+		}
+	}
+	benchsuite.TempDir = *dir
+	where := *dir
+	if where == "" {
+		where = os.TempDir()
+	}
+	fs := fsType(where)
+	fmt.Printf("raftbench: %s %s/%s GOMAXPROCS=%d, engines %s, stores in %s (%s), load average %s\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), *engineList, where, fs, loadavg())
+	if fs == "tmpfs" || fs == "ramfs" {
+		fmt.Printf("raftbench: warning: %s is in memory, where fsync costs nothing: use -dir on the disk raft would use\n", where)
+	}
+
 	re, err := regexp.Compile(*bench)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "vsbolt: -bench:", err)
-		os.Exit(2)
+		fail(2, fmt.Errorf("-bench: %w", err))
 	}
 	testing.Init()
 	if err := flag.Set("test.benchtime", benchtime.String()); err != nil {
-		fmt.Fprintln(os.Stderr, "vsbolt:", err)
-		os.Exit(2)
+		fail(2, err)
 	}
 	var cases []benchsuite.Case
 	for _, c := range benchsuite.Cases {
@@ -48,61 +87,146 @@ func main() {
 			cases = append(cases, c)
 		}
 	}
-	engines := benchsuite.Engines
-	fmt.Printf("vsbolt: %s %s/%s GOMAXPROCS=%d, %d rounds of %v, load average %s\n",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), *rounds, *benchtime, loadavg())
-
-	type result struct{ ns, allocs []float64 }
-	res := make([][]result, len(cases))
-	for i := range res {
-		res[i] = make([]result, len(engines))
+	fmt.Printf("benchmarks: %d rounds of %v per benchmark and engine\n", *rounds, *benchtime)
+	res, err := benchRounds(engines, cases, *rounds, os.Stderr)
+	if err != nil {
+		fail(1, err)
 	}
-	for r := 0; r < *rounds; r++ {
+	fmt.Println()
+	printBench(os.Stdout, engines, cases, res)
+	fmt.Printf("\nns/op: median of %d rounds; other/%s: median of the rounds' ratios (per round in brackets); n/a: the engine cannot run raft's helper; load average after: %s\n",
+		*rounds, engines[0].Name, loadavg())
+}
+
+// parseEngines returns the engines a comma-separated list names.
+func parseEngines(list string) ([]benchsuite.Engine, error) {
+	var engines []benchsuite.Engine
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		e, ok := benchsuite.EngineByName(name)
+		if !ok {
+			return nil, fmt.Errorf("-engines: unknown engine %q", name)
+		}
+		if slices.ContainsFunc(engines, func(o benchsuite.Engine) bool { return o.Name == name }) {
+			return nil, fmt.Errorf("-engines: %s named twice", name)
+		}
+		engines = append(engines, e)
+	}
+	return engines, nil
+}
+
+// benchResult is one case on one engine over the rounds.
+type benchResult struct{ ns, allocs []float64 }
+
+// benchRounds runs every case on every engine once per round, the engines'
+// order rotated by one each round; res[case][engine].
+func benchRounds(engines []benchsuite.Engine, cases []benchsuite.Case, rounds int, progress io.Writer) ([][]benchResult, error) {
+	res := make([][]benchResult, len(cases))
+	for i := range res {
+		res[i] = make([]benchResult, len(engines))
+	}
+	for r := range rounds {
 		for ci, c := range cases {
 			for k := range engines {
-				ei := k
-				if r%2 == 1 {
-					ei = len(engines) - 1 - k
-				}
+				ei := (k + r) % len(engines)
 				e := engines[ei]
-				var failed string
+				if !c.Supports(e) {
+					continue
+				}
+				var failed bool
 				br := testing.Benchmark(func(b *testing.B) {
-					defer func() {
-						if b.Failed() {
-							failed = "failed"
-						}
-					}()
+					defer func() { failed = failed || b.Failed() }()
 					benchsuite.Run(b, e, c)
 				})
-				if failed != "" || br.N == 0 {
-					fmt.Fprintf(os.Stderr, "vsbolt: %s on %s failed\n", c.Name, e.Name)
-					os.Exit(1)
+				if failed || br.N == 0 {
+					return nil, fmt.Errorf("%s on %s failed", c.Name, e.Name)
 				}
-				res[ci][ei].ns = append(res[ci][ei].ns, float64(br.NsPerOp()))
+				ns := float64(br.T.Nanoseconds()) / float64(br.N) // NsPerOp rounds down to whole ns
+				res[ci][ei].ns = append(res[ci][ei].ns, ns)
 				res[ci][ei].allocs = append(res[ci][ei].allocs, float64(br.AllocsPerOp()))
-				fmt.Fprintf(os.Stderr, "round %d %-12s %-7s %10d ns/op %4d allocs/op (N=%d)\n", r+1, c.Name, e.Name, br.NsPerOp(), br.AllocsPerOp(), br.N)
+				fmt.Fprintf(progress, "round %d %-17s %-7s %12.1f ns/op %4d allocs/op (N=%d)\n", r+1, c.Name, e.Name, ns, br.AllocsPerOp(), br.N)
 			}
 		}
 	}
+	return res, nil
+}
 
-	fmt.Println()
-	fmt.Printf("| benchmark | vigil ns/op | boltdb ns/op | boltdb/vigil | per round | vigil allocs/op | boltdb allocs/op |\n")
-	fmt.Printf("|---|---:|---:|---:|---|---:|---:|\n")
-	for ci, c := range cases {
-		var ratios []float64
-		var perRound []string
-		for r := range res[ci][0].ns {
-			ratios = append(ratios, res[ci][1].ns[r]/max(res[ci][0].ns[r], 1))
-			perRound = append(perRound, fmt.Sprintf("%.2f", ratios[r]))
-		}
-		fmt.Printf("| %s | %s | %s | %.2fx | %s | %.0f | %.0f |\n", c.Name,
-			fmtNs(median(res[ci][0].ns)), fmtNs(median(res[ci][1].ns)), median(ratios), strings.Join(perRound, " "),
-			median(res[ci][0].allocs), median(res[ci][1].allocs))
+// printBench prints benchRounds' results as a Markdown table.
+func printBench(w io.Writer, engines []benchsuite.Engine, cases []benchsuite.Case, res [][]benchResult) {
+	base := engines[0].Name
+	head := []string{"benchmark"}
+	for _, e := range engines {
+		head = append(head, e.Name+" ns/op")
 	}
-	fmt.Printf("\nns/op: median of %d rounds; boltdb/vigil: median of the rounds' ratios; load average after: %s\n", *rounds, loadavg())
+	for _, e := range engines[1:] {
+		head = append(head, e.Name+"/"+base)
+	}
+	for _, e := range engines {
+		head = append(head, e.Name+" allocs/op")
+	}
+	printRow(w, head)
+	printRule(w, len(head))
+	for ci, c := range cases {
+		row := []string{c.Name}
+		for ei := range engines {
+			row = append(row, ifRan(res[ci][ei].ns, fmtNs))
+		}
+		for ei := 1; ei < len(engines); ei++ {
+			row = append(row, fmtRatios(perRound(res[ci][ei].ns, res[ci][0].ns)))
+		}
+		for ei := range engines {
+			row = append(row, ifRan(res[ci][ei].allocs, func(x float64) string { return fmt.Sprintf("%.0f", x) }))
+		}
+		printRow(w, row)
+	}
+}
+
+// perRound returns num[r]/den[r] for every round both ran.
+func perRound(num, den []float64) []float64 {
+	var rs []float64
+	for r := range min(len(num), len(den)) {
+		rs = append(rs, num[r]/max(den[r], 1e-9))
+	}
+	return rs
+}
+
+// fmtRatios formats ratios' median and, in brackets, the ratios.
+func fmtRatios(rs []float64) string {
+	if len(rs) == 0 {
+		return "n/a"
+	}
+	each := make([]string, len(rs))
+	for i, r := range rs {
+		each[i] = fmt.Sprintf("%.2f", r)
+	}
+	return fmt.Sprintf("%.2fx [%s]", median(rs), strings.Join(each, " "))
+}
+
+// ifRan formats the median of xs, or "n/a" if there are none.
+func ifRan(xs []float64, format func(float64) string) string {
+	if len(xs) == 0 {
+		return "n/a"
+	}
+	return format(median(xs))
+}
+
+func printRow(w io.Writer, cells []string) {
+	fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+}
+
+func printRule(w io.Writer, n int) {
+	cells := make([]string, n)
+	cells[0] = "---"
+	for i := 1; i < n; i++ {
+		cells[i] = "---:"
+	}
+	fmt.Fprintf(w, "|%s|\n", strings.Join(cells, "|"))
 }
 
 func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	if len(s)%2 == 1 {
