@@ -2,7 +2,7 @@
 // raft-wal, every engine durable on every write (see benchsuite.Engines for
 // what each does per write).
 //
-// It runs hashicorp/raft's store benchmarks (benchsuite.Cases)
+// By default it runs hashicorp/raft's store benchmarks (benchsuite.Cases)
 // for -rounds rounds, every benchmark once per engine in a round, the
 // engines' order rotated round by round (vigil boltdb raftwal, then boltdb
 // raftwal vigil, ...), and prints per benchmark the median ns/op of each
@@ -13,6 +13,27 @@
 //
 //	go run ./cmd/raftbench                  # 3 rounds of 1 s per benchmark and engine
 //	go run ./cmd/raftbench -rounds 5 -bench 'StoreLogs|GetLog' -benchtime 2s -engines vigil,raftwal
+//
+// With -sustained D it instead appends for D per engine and round, as a
+// raft leader under sustained load writes its log: one writer, consecutive
+// indexes, -batch entries of -entry bytes per StoreLogs (each call synced
+// before the next), and every -compact-every entries a DeleteRange of all
+// but the newest -trailing entries, as raft compacts after a snapshot. Each
+// run is a child process of its own (this binary re-executed), so that the
+// peak RSS reported is that engine's alone; the engines run A B C A B C
+// ... for -rounds rounds, and the ratios are taken per round, then their
+// median.
+//
+//	go run ./cmd/raftbench -sustained 20s -rounds 5
+//	go run ./cmd/raftbench -sustained 20s -batch 1 -entry 1024 -dir /data/bench
+//
+// The defaults are raft's own: -batch 64 is MaxAppendEntries, the most a
+// leader puts into one StoreLogs when applies queue up (as they do under a
+// sustained load) and the longest AppendEntries a follower stores; -batch
+// 1 is an idle leader's single apply, which measures little but fsync
+// latency. -compact-every 8192 is SnapshotThreshold and -trailing 10240
+// TrailingLogs. -entry 256 is a small command (a key, a value and some
+// framing), the kind raft's users replicate.
 //
 // Stores are made in -dir (default: the system's temporary directory);
 // its file system is printed, with a warning for tmpfs, where fsync is
@@ -36,11 +57,19 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == childArg {
+		os.Exit(childMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	rounds := flag.Int("rounds", 3, "rounds; each runs every benchmark once per engine")
 	benchtime := flag.Duration("benchtime", time.Second, "target time of one benchmark run")
 	bench := flag.String("bench", ".", "regexp of the benchmarks to run")
 	engineList := flag.String("engines", "vigil,boltdb,raftwal", "comma-separated engines; ratios are against the first")
 	dir := flag.String("dir", "", "directory to make the stores in (default: the system's temporary directory)")
+	sustained := flag.Duration("sustained", 0, "run the sustained-append workload for this long per engine and round instead of the benchmarks")
+	batch := flag.Int("batch", 64, "sustained: entries per StoreLogs (raft's MaxAppendEntries)")
+	entry := flag.Int("entry", 256, "sustained: bytes of data per entry")
+	compactEvery := flag.Uint64("compact-every", 8192, "sustained: compact the log every this many entries (raft's SnapshotThreshold; 0: never)")
+	trailing := flag.Uint64("trailing", 10240, "sustained: entries a compaction keeps (raft's TrailingLogs)")
 	flag.Parse()
 	fail := func(code int, err any) {
 		fmt.Fprintln(os.Stderr, "raftbench:", err)
@@ -71,6 +100,27 @@ func main() {
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), *engineList, where, fs, loadavg())
 	if fs == "tmpfs" || fs == "ramfs" {
 		fmt.Printf("raftbench: warning: %s is in memory, where fsync costs nothing: use -dir on the disk raft would use\n", where)
+	}
+
+	if *sustained > 0 {
+		cfg := benchsuite.Sustained{Duration: *sustained, Batch: *batch, Entry: *entry, CompactEvery: *compactEvery, Trailing: *trailing}
+		if cfg.Batch < 1 || cfg.Entry < 0 {
+			fail(2, "-batch must be at least 1 and -entry at least 0")
+		}
+		fmt.Printf("sustained appends: %d rounds of %v per engine, %d entries of %d bytes per StoreLogs, compaction every %d entries keeping %d\n",
+			*rounds, cfg.Duration, cfg.Batch, cfg.Entry, cfg.CompactEvery, cfg.Trailing)
+		exe, err := os.Executable()
+		if err != nil {
+			fail(1, err)
+		}
+		res, err := sustainedRounds(exe, engines, cfg, *rounds, where, os.Stderr)
+		if err != nil {
+			fail(1, err)
+		}
+		fmt.Println()
+		printSustained(os.Stdout, engines, res)
+		fmt.Printf("\nload average after: %s\n", loadavg())
+		return
 	}
 
 	re, err := regexp.Compile(*bench)

@@ -1,7 +1,8 @@
 // Package benchsuite runs hashicorp/raft's store benchmarks
 // (github.com/hashicorp/raft/bench, the set raft-boltdb runs) against
 // raftstore.Store, raft-boltdb v2 and raft-wal, each on a fresh store in a
-// temporary directory, for `go test -bench` and for cmd/raftbench.
+// temporary directory, for `go test -bench` and for cmd/raftbench; and a
+// sustained-append workload (RunSustained) shaped like a raft leader's log.
 package benchsuite
 
 import (
