@@ -3,6 +3,7 @@ module github.com/vigildb/vigil/raftstore
 go 1.26
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/cockroachdb/pebble v1.1.5
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/raft v1.8.0
