@@ -25,6 +25,10 @@ type clusterConfig struct {
 	Host      string
 	RaftPort  int // 0: any free port (then a restart cannot find the same addresses)
 	HTTPPort  int // 0: any free port
+	// Only, if not 0, runs node Only (1-based) alone in this process; the
+	// others are other processes, found by the port scheme (RaftPort and
+	// HTTPPort must be set).
+	Only      int
 	LogOutput io.Writer
 }
 
@@ -59,6 +63,9 @@ func port(base, i int) int {
 // startCluster starts cfg.Nodes nodes and bootstraps them if their data
 // directories are new.
 func startCluster(cfg clusterConfig) (c *cluster, err error) {
+	if cfg.Only != 0 && (cfg.RaftPort == 0 || cfg.HTTPPort == 0 || cfg.Only < 0 || cfg.Only > cfg.Nodes) {
+		return nil, fmt.Errorf("node %d of %d: a node of its own needs fixed raft and HTTP ports and a number from 1 to %d", cfg.Only, cfg.Nodes, cfg.Nodes)
+	}
 	c = &cluster{httpOf: map[raft.ServerAddress]string{}}
 	defer func() {
 		if err != nil {
@@ -66,24 +73,27 @@ func startCluster(cfg clusterConfig) (c *cluster, err error) {
 		}
 	}()
 	// The transports first: the bootstrap configuration needs every
-	// node's address.
-	for i := range cfg.Nodes {
-		n := &node{id: raft.ServerID(fmt.Sprintf("node%d", i+1))}
-		c.nodes = append(c.nodes, n)
-		bind := net.JoinHostPort(cfg.Host, fmt.Sprint(port(cfg.RaftPort, i)))
-		if n.trans, err = raft.NewTCPTransport(bind, nil, 3, 10*time.Second, cfg.LogOutput); err != nil {
-			return nil, fmt.Errorf("%s: raft transport: %w", n.id, err)
-		}
-		n.raftAddr = n.trans.LocalAddr()
-		if n.ln, err = net.Listen("tcp", net.JoinHostPort(cfg.Host, fmt.Sprint(port(cfg.HTTPPort, i)))); err != nil {
-			return nil, fmt.Errorf("%s: HTTP listener: %w", n.id, err)
-		}
-		n.httpAddr = n.ln.Addr().String()
-		c.httpOf[n.raftAddr] = n.httpAddr
-	}
+	// node's address. A node of another process is only its addresses.
 	var servers []raft.Server
-	for _, n := range c.nodes {
-		servers = append(servers, raft.Server{ID: n.id, Address: n.raftAddr, Suffrage: raft.Voter})
+	for i := range cfg.Nodes {
+		id := raft.ServerID(fmt.Sprintf("node%d", i+1))
+		raftAddr := raft.ServerAddress(net.JoinHostPort(cfg.Host, fmt.Sprint(port(cfg.RaftPort, i))))
+		httpAddr := net.JoinHostPort(cfg.Host, fmt.Sprint(port(cfg.HTTPPort, i)))
+		if cfg.Only == 0 || cfg.Only == i+1 {
+			n := &node{id: id}
+			c.nodes = append(c.nodes, n)
+			if n.trans, err = raft.NewTCPTransport(string(raftAddr), nil, 3, 10*time.Second, cfg.LogOutput); err != nil {
+				return nil, fmt.Errorf("%s: raft transport: %w", n.id, err)
+			}
+			n.raftAddr = n.trans.LocalAddr()
+			if n.ln, err = net.Listen("tcp", httpAddr); err != nil {
+				return nil, fmt.Errorf("%s: HTTP listener: %w", n.id, err)
+			}
+			n.httpAddr = n.ln.Addr().String()
+			raftAddr, httpAddr = n.raftAddr, n.httpAddr
+		}
+		c.httpOf[raftAddr] = httpAddr
+		servers = append(servers, raft.Server{ID: id, Address: raftAddr, Suffrage: raft.Voter})
 	}
 	for _, n := range c.nodes {
 		if err := c.startNode(n, cfg, raft.Configuration{Servers: servers}); err != nil {
