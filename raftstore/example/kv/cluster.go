@@ -20,11 +20,11 @@ import (
 )
 
 type clusterConfig struct {
-	Dir       string
-	Nodes     int
-	Host      string
-	RaftPort  int // 0: any free port (then a restart cannot find the same addresses)
-	HTTPPort  int // 0: any free port
+	Dir      string
+	Nodes    int
+	Host     string
+	RaftPort int // 0: any free port (then a restart cannot find the same addresses)
+	HTTPPort int // 0: any free port
 	// Only, if not 0, runs node Only (1-based) alone in this process; the
 	// others are other processes, found by the port scheme (RaftPort and
 	// HTTPPort must be set).
