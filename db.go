@@ -673,6 +673,7 @@ type dbStats struct {
 	stallNanos        atomic.Int64
 	flushes           atomic.Int64
 	flushBytes        atomic.Int64
+	flushElided       atomic.Uint64
 	flushNanos        atomic.Int64
 	compactions       atomic.Int64
 	compactReadBytes  atomic.Int64

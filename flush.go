@@ -9,6 +9,7 @@ import (
 
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/bgsys"
+	"github.com/vigildb/vigil/internal/compact"
 	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/sst"
 )
@@ -161,9 +162,11 @@ func (d *DB) flushOne() (did bool, err error) {
 	// lands it would be flushed as nothing, its WAL then obsolete.
 	e.writers.wait()
 	var fileNum uint64
+	var keep flushKeep
 	if !e.t.Empty() {
 		d.mu.Lock()
 		fileNum = d.vs.allocFileNum()
+		keep = d.flushKeepLocked(e)
 		d.mu.Unlock()
 	}
 	if h := d.testingHooks; h != nil && h.beforeFlush != nil {
@@ -171,7 +174,7 @@ func (d *DB) flushOne() (did bool, err error) {
 	}
 	var meta *manifest.FileMetadata
 	if err = e.readable(); err == nil && fileNum != 0 {
-		meta, err = d.writeMemtableTable(e.t, fileNum, "flush")
+		meta, err = d.writeMemtableTable(e.t, fileNum, keep, "flush")
 	}
 
 	d.mu.Lock()
@@ -270,10 +273,33 @@ func (d *DB) sstWriterOptions(fileNum uint64) sst.WriterOptions {
 	}
 }
 
-// writeMemtableTable validates mt and writes it to table fileNum, returning
-// its metadata, or nil for an empty memtable. On any error the partial file
-// is removed.
-func (d *DB) writeMemtableTable(mt flushable, fileNum uint64, why string) (meta *manifest.FileMetadata, err error) {
+// flushKeep says which point entries of a memtable a flush must write.
+// With elide set it leaves out those no reader can see: a version shadowed
+// by a newer one of its key, or covered by a range tombstone of the
+// memtable, with no snapshot between the two (compact.Filter, the
+// compaction's rule). Range tombstones are all written, so older data below
+// stays deleted.
+type flushKeep struct {
+	elide bool
+	snaps []uint64 // the live snapshots' seqnums, ascending
+}
+
+// flushKeepLocked is the flushKeep for flushing e. Entries are left out only
+// when every batch of e is visible: a reader at the visible seqnum reads no
+// snapshot, and a version it sees must not be dropped for a newer one it
+// does not see yet (compactions count the visible seqnum as a snapshot for
+// the same reason). d.mu is held.
+func (d *DB) flushKeepLocked(e *memTableEntry) flushKeep {
+	if d.visibleSeq.Load() < e.lastSeq.Load() {
+		return flushKeep{}
+	}
+	return flushKeep{elide: true, snaps: d.snapshots.seqs()}
+}
+
+// writeMemtableTable validates mt and writes it to table fileNum (leaving
+// out what keep allows), returning its metadata, or nil for an empty
+// memtable. On any error the partial file is removed.
+func (d *DB) writeMemtableTable(mt flushable, fileNum uint64, keep flushKeep, why string) (meta *manifest.FileMetadata, err error) {
 	if mt.Empty() {
 		// Nothing to write, but an empty skiplist can still be damaged.
 		if err := mt.Validate(); err != nil {
@@ -296,7 +322,7 @@ func (d *DB) writeMemtableTable(mt flushable, fileNum uint64, why string) (meta 
 	// One pass: the validation walk hands each entry to the writer as its
 	// checks pass; if a check fails, even after the last entry, the table
 	// is removed, never installed.
-	if meta, err = d.writeValidated(mt, w, name, fileNum, why); err == nil && meta == nil {
+	if meta, err = d.writeValidated(mt, w, name, fileNum, keep, why); err == nil && meta == nil {
 		// Nothing but empty tombstones: no table.
 		w.Abort()
 		_ = d.fs.Remove(name)
@@ -308,10 +334,22 @@ func (d *DB) writeMemtableTable(mt flushable, fileNum uint64, why string) (meta 
 // memtable far larger than the CPU caches costs a cache miss per entry and
 // pass, so it is read once, not validated and then read again). On error
 // the caller aborts w and removes the file.
-func (d *DB) writeValidated(mt flushable, w *sst.Writer, name string, fileNum uint64, why string) (*manifest.FileMetadata, error) {
-	var n, dropped uint64
+func (d *DB) writeValidated(mt flushable, w *sst.Writer, name string, fileNum uint64, keep flushKeep, why string) (*manifest.FileMetadata, error) {
+	var filter *compact.Filter
+	if keep.elide {
+		tombs, err := mt.RangeDels(base.SeqNumMax)
+		if err != nil {
+			return nil, d.validationFailed(err, fileNum, why)
+		}
+		filter, _, _ = compact.NewFilter(keep.snaps, tombs, nil)
+	}
+	var n, dropped, elided uint64
 	var werr error // the writer's error, not the memtable's
 	err := mt.ValidateEach(func(ik base.InternalKey, value []byte) error {
+		if filter != nil && filter.Drop(ik) {
+			elided++ // validated like the rest, and counted below
+			return nil
+		}
 		if werr = w.Add(ik, value); werr != nil {
 			return werr
 		}
@@ -335,10 +373,13 @@ func (d *DB) writeValidated(mt flushable, w *sst.Writer, name string, fileNum ui
 		return nil, fmt.Errorf("%s of table %06d: %w", why, fileNum, werr)
 	case err != nil:
 		return nil, d.validationFailed(err, fileNum, why)
-	case n+dropped != mt.Count():
-		return nil, base.CorruptionErrorf("%s of table %06d: read %d entries from a memtable that took %d adds", why, fileNum, n+dropped, mt.Count())
+	case n+dropped+elided != mt.Count():
+		return nil, base.CorruptionErrorf("%s of table %06d: read %d entries from a memtable that took %d adds", why, fileNum, n+dropped+elided, mt.Count())
 	case n == 0:
 		return nil, nil // nothing but empty tombstones: the caller drops the file
+	}
+	if elided > 0 {
+		d.stats.flushElided.Add(elided)
 	}
 	return d.finishMemtableTable(w, name, fileNum, n, why)
 }

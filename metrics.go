@@ -87,6 +87,10 @@ type Metrics struct {
 		Count    int64
 		Bytes    int64
 		Duration time.Duration
+		// Elided is the point entries flushes left out: versions
+		// shadowed by a newer one, or covered by a range tombstone, that
+		// no snapshot can see.
+		Elided uint64
 	}
 	Compact struct {
 		Count      int64
@@ -186,6 +190,7 @@ func (d *DB) Metrics() *Metrics {
 	m.Flush.Count = s.flushes.Load()
 	m.Flush.Bytes = s.flushBytes.Load()
 	m.Flush.Duration = time.Duration(s.flushNanos.Load())
+	m.Flush.Elided = s.flushElided.Load()
 	m.Compact.Count = s.compactions.Load()
 	m.Compact.ReadBytes = s.compactReadBytes.Load()
 	m.Compact.WriteBytes = s.compactWriteBytes.Load()
@@ -264,7 +269,7 @@ func (m *Metrics) String() string {
 	rc := m.Recovery
 	fmt.Fprintf(&b, "recovery: %d WALs, %d batches; dropped %d records / %s (%d torn tails), %d damaged stretches skipped\n",
 		rc.WALs, rc.Batches, rc.DroppedRecords, humanBytes(uint64(rc.DroppedBytes)), rc.TornTails, rc.Skipped)
-	fmt.Fprintf(&b, "flushes: %d, %s written in %v\n", m.Flush.Count, humanBytes(uint64(m.Flush.Bytes)), m.Flush.Duration.Round(time.Millisecond))
+	fmt.Fprintf(&b, "flushes: %d, %s written in %v, %d entries elided\n", m.Flush.Count, humanBytes(uint64(m.Flush.Bytes)), m.Flush.Duration.Round(time.Millisecond), m.Flush.Elided)
 	fmt.Fprintf(&b, "compactions: %d, read %s, wrote %s in %v\n", m.Compact.Count,
 		humanBytes(uint64(m.Compact.ReadBytes)), humanBytes(uint64(m.Compact.WriteBytes)), m.Compact.Duration.Round(time.Millisecond))
 	fmt.Fprintf(&b, "write stalls: %d, %v", m.Stall.Count, m.Stall.Duration.Round(time.Millisecond))

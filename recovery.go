@@ -497,7 +497,8 @@ func (rp *walReplay) finish() error {
 // Open, with the same validation as a normal flush.
 func (d *DB) flushRecovered(mt *memtable.MemTable) (*manifest.FileMetadata, error) {
 	fileNum := d.vs.allocFileNum()
-	m, err := d.writeMemtableTable(mt, fileNum, "recovery flush")
+	// No reader and no snapshot exists yet: everything is visible.
+	m, err := d.writeMemtableTable(mt, fileNum, flushKeep{elide: true}, "recovery flush")
 	if err != nil {
 		return nil, fmt.Errorf("vigil: flushing recovered WAL data: %w", err)
 	}

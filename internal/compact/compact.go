@@ -43,19 +43,68 @@ type Stats struct {
 	Written uint64
 }
 
-// Iter yields the entries of a compaction's merged input that survive.
-type Iter struct {
-	in     base.InternalIterator
+// Filter decides which point entries survive, given in merged order (user
+// key ascending, seqnum descending): a compaction's Iter, and a flush,
+// which writes a memtable's entries in that order, use it alike.
+//
+// Concurrency: a Filter belongs to one goroutine.
+type Filter struct {
 	snaps  []uint64
 	stacks []rangedel.Stack
 	bottom func(start, end []byte) bool
-	// Kept are the range tombstones to write, in key order.
-	Kept []rangedel.Tombstone
 
 	prevKey    []byte
 	havePrev   bool
 	prevStripe int
-	stats      *Stats
+}
+
+// NewFilter makes the filter for snaps, the live snapshots' seqnums
+// ascending, and tombs, every range tombstone of the input; bottom(start,
+// end) reports whether no data for [start, end] lies below the output (nil:
+// never). It returns the range tombstones to write, in key order, and the
+// number of tombstone pieces it dropped.
+func NewFilter(snaps []uint64, tombs []rangedel.Tombstone, bottom func(start, end []byte) bool) (f *Filter, kept []rangedel.Tombstone, dropped uint64) {
+	if bottom == nil {
+		bottom = func(start, end []byte) bool { return false }
+	}
+	f = &Filter{snaps: snaps, bottom: bottom, stacks: rangedel.Stacks(tombs)}
+	kept, dropped = rangedel.Elide(f.stacks, f.stripe, bottom)
+	return f, kept, dropped
+}
+
+// stripe returns the snapshot stripe of seq.
+func (f *Filter) stripe(seq uint64) int {
+	return sort.Search(len(f.snaps), func(i int) bool { return seq <= f.snaps[i] })
+}
+
+// Drop reports whether the entry k, the next in merged order, can be left
+// out: a newer version of its key in the same stripe shadows it, a range
+// tombstone of its stripe covers it, or it is a deletion every reader sees
+// with nothing left to delete below.
+func (f *Filter) Drop(k base.InternalKey) bool {
+	s := f.stripe(k.SeqNum())
+	if f.havePrev && bytes.Equal(k.UserKey, f.prevKey) {
+		if s == f.prevStripe {
+			return true // shadowed by a newer version the same snapshots see
+		}
+	} else {
+		f.prevKey = append(f.prevKey[:0], k.UserKey...)
+		f.havePrev = true
+	}
+	f.prevStripe = s
+	if rangedel.CoveredInStripe(f.stacks, k.UserKey, k.SeqNum(), f.stripe) {
+		return true
+	}
+	return k.Kind() == base.KindDelete && s == 0 && f.bottom(k.UserKey, k.UserKey)
+}
+
+// Iter yields the entries of a compaction's merged input that survive.
+type Iter struct {
+	in     base.InternalIterator
+	filter *Filter
+	// Kept are the range tombstones to write, in key order.
+	Kept  []rangedel.Tombstone
+	stats *Stats
 }
 
 // NewIter filters in, the merged input iterator of a compaction. snaps are
@@ -63,17 +112,11 @@ type Iter struct {
 // inputs; bottom(start, end) reports whether no data for [start, end] lies
 // below the output level. Counts go to stats.
 func NewIter(in base.InternalIterator, snaps []uint64, tombs []rangedel.Tombstone, bottom func(start, end []byte) bool, stats *Stats) *Iter {
-	it := &Iter{in: in, snaps: snaps, bottom: bottom, stats: stats}
-	it.stacks = rangedel.Stacks(tombs)
+	it := &Iter{in: in, stats: stats}
 	var dropped uint64
-	it.Kept, dropped = rangedel.Elide(it.stacks, it.stripe, bottom)
+	it.filter, it.Kept, dropped = NewFilter(snaps, tombs, bottom)
 	stats.Dropped += dropped
 	return it
-}
-
-// stripe returns the snapshot stripe of seq.
-func (it *Iter) stripe(seq uint64) int {
-	return sort.Search(len(it.snaps), func(i int) bool { return seq <= it.snaps[i] })
 }
 
 // First positions at the first surviving entry.
@@ -95,24 +138,8 @@ func (it *Iter) Error() error { return it.in.Error() }
 // survives.
 func (it *Iter) skip(ok bool) bool {
 	for ; ok; ok = it.in.Next() {
-		k := it.in.Key()
 		it.stats.Read++
-		s := it.stripe(k.SeqNum())
-		if it.havePrev && bytes.Equal(k.UserKey, it.prevKey) {
-			if s == it.prevStripe {
-				it.stats.Dropped++ // shadowed by a newer version the same snapshots see
-				continue
-			}
-		} else {
-			it.prevKey = append(it.prevKey[:0], k.UserKey...)
-			it.havePrev = true
-		}
-		it.prevStripe = s
-		if rangedel.CoveredInStripe(it.stacks, k.UserKey, k.SeqNum(), it.stripe) {
-			it.stats.Dropped++
-			continue
-		}
-		if k.Kind() == base.KindDelete && s == 0 && it.bottom(k.UserKey, k.UserKey) {
+		if it.filter.Drop(it.in.Key()) {
 			it.stats.Dropped++
 			continue
 		}
