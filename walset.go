@@ -31,6 +31,10 @@ type walSet struct {
 	spareNum  uint64
 	preparing bool
 	unused    []uint64
+	// ahead is the zero reserve the next prepared WAL writes before its
+	// use (wal.Writer.ReserveAhead): the size of the last WAL rotated
+	// away from, if synced writes filled it (see aheadReserve).
+	ahead int64
 	// all are the numbers of the WALs this DB has, oldest first: those
 	// replayed at Open and those created since.
 	all []uint64
@@ -79,6 +83,7 @@ func (d *DB) switchWALLocked() (uint64, error) {
 	}
 	d.wal.spare, d.wal.spareNum = nil, 0
 	d.wal.live, d.wal.liveNum = newW, logNum
+	d.wal.ahead = aheadReserve(oldW.Size(), oldW.Stats())
 	d.bgWG.Add(1)
 	go d.closeWAL(oldW, oldNum, newW)
 	d.emitWAL(WALInfo{LogNum: logNum, PrevLogNum: oldNum})
@@ -112,15 +117,42 @@ func (d *DB) maybePrepareWALLocked() {
 	num := d.vs.allocFileNum()
 	d.wal.all = append(d.wal.all, num)
 	d.bgWG.Add(1)
-	go d.prepareWAL(num)
+	go d.prepareWAL(num, d.wal.ahead)
 }
+
+// aheadReserve is the zero reserve to write ahead into the next WAL, given
+// the size and stats of the WAL before: its size, up to maxAheadReserve,
+// if a caller waited for a sync at least once per aheadSyncEvery bytes of
+// it (it took synced writes throughout, and grew its reserve to about its
+// size), else none: writers that do not sync never pay for zeros, and the
+// odd sync (a Flush, a SyncWAL) does not make them.
+func aheadReserve(size int64, st wal.WriterStats) int64 {
+	if st.WaitedSyncs*aheadSyncEvery < size {
+		return 0
+	}
+	return min(size, maxAheadReserve)
+}
+
+// aheadSyncEvery: see aheadReserve.
+const aheadSyncEvery = 64 << 10
+
+// maxAheadReserve bounds the zeros a prepared WAL writes ahead: the
+// appends past it grow the reserve as usual (walReserve at a time).
+const maxAheadReserve = 256 << 20
 
 // prepareWAL creates WAL num ahead of its use, its header and directory
 // entry durable, held (see rotateMemtableLocked), and hands it to the next
-// rotation. Runs on its own goroutine, without locks during the I/O.
-func (d *DB) prepareWAL(num uint64) {
+// rotation, with ahead bytes of zero reserve written and synced first.
+// Runs on its own goroutine, without locks during the I/O.
+func (d *DB) prepareWAL(num uint64, ahead int64) {
 	defer d.bgWG.Done()
 	w, err := d.createWALFile(num)
+	if err == nil {
+		if err = w.ReserveAhead(ahead); err != nil {
+			_ = w.Close()
+			err = fmt.Errorf("reserving %d bytes in WAL %06d: %w", ahead, num, err)
+		}
+	}
 	if err == nil {
 		w.Hold()
 	}

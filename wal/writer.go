@@ -206,8 +206,12 @@ type WriterStats struct {
 	// DataSyncs is the part of Syncs that were SyncData calls: syncs of
 	// bytes that landed in the zero reserve (see SetReserve).
 	DataSyncs int64
-	// Reserved counts the zero bytes written past the log for the reserve.
+	// Reserved counts the zero bytes written past the log for the reserve
+	// (ReserveAhead's included).
 	Reserved int64
+	// WaitedSyncs is the part of Syncs that a caller waited for (SyncTo,
+	// Sync): the synced writes, as group commit batched them.
+	WaitedSyncs int64
 	// Gathers counts synced rounds that waited for the writers the
 	// previous sync released (see Writer), GatherWait the time they waited,
 	// GatherQuiets the waits that ended because none of them arrived for
@@ -613,6 +617,9 @@ func (w *Writer) syncRound(r *flushRound) error {
 	if dataSync {
 		w.stats.DataSyncs++
 	}
+	if r.waited {
+		w.stats.WaitedSyncs++
+	}
 	w.stats.Reserved += reserved
 	if reserved > 0 {
 		w.reserveNext = min(2*w.reserveNext, w.reserveMax)
@@ -824,6 +831,47 @@ func (w *Writer) SetReserve(n int64) {
 	w.mu.Unlock()
 }
 
+// ReserveAhead writes n bytes of zeros past what the log holds and makes
+// them durable (a full Sync, through bgsys: it is background work), so that
+// the synced appends that land in them later cost a SyncData only and none
+// of them pays for growing the reserve (see SetReserve) until the log
+// outgrows them. The DB calls it on a WAL it prepares ahead of a rotation,
+// when the WAL before took synced writes throughout: a WAL taking 64 MiB of
+// synced appends otherwise writes a MiB of zeros and a full fsync in front
+// of every 64th append of 16 KiB. It does nothing for a writer that keeps no
+// reserve (SetReserve, never called or with 0, or a log without checksums).
+// It must be called before the first WriteRecord after the writer's header
+// was synced, with no other call running; a failure fails the writer.
+func (w *Writer) ReserveAhead(n int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.err != nil:
+		return w.err
+	case w.reserveMax == 0 || n <= 0:
+		return nil
+	case w.stats.Records > 0 || w.flushedOff != w.syncedOff || w.syncedOff != w.size.Load():
+		return base.InvalidArgumentErrorf("wal: %s: ReserveAhead after records were appended", w.name)
+	}
+	end := w.syncedOff
+	for off := end; off < end+n; {
+		k := min(int64(len(zeroBlock)), end+n-off)
+		if _, err := w.f.WriteAt(zeroBlock[:k], off); err != nil {
+			w.err = fmt.Errorf("wal: %s: writing the zero reserve: %w", w.name, err)
+			return w.err
+		}
+		off += k
+	}
+	if err := bgsys.Sync(w.f); err != nil {
+		w.err = fmt.Errorf("wal: %s: sync: %w", w.name, err)
+		return w.err
+	}
+	w.stats.Syncs++
+	w.stats.Reserved += n
+	w.durableEnd = max(w.durableEnd, end+n)
+	return nil
+}
+
 // Hold stops the flusher from handing anything more to the file until
 // Release: records still append in memory (WriteRecord blocks once the
 // block bound is reached), and Flush, SyncTo and Close wait. The DB holds
@@ -887,16 +935,32 @@ func (w *Writer) Sync() error { return w.SyncTo(w.Size()) }
 // caller error, reported as base.ErrInvalidArgument without failing the
 // writer. After Close, whose final fsync covered everything, it returns nil
 // unless the writer had failed.
-func (w *Writer) SyncTo(end int64) error {
+func (w *Writer) SyncTo(end int64) error { return w.SyncToAfter(end, nil) }
+
+// SyncToAfter is SyncTo that runs work (if not nil) while the fsync is
+// under way: the sync is asked for first, then work runs without the
+// writer's lock, then the call waits for the sync. The DB inserts a synced
+// batch into the memtable this way, so the insert's CPU time overlaps the
+// device's. work runs exactly once, whatever the outcome, before the call
+// returns; if the writer has failed or end was already synced, it runs
+// right away.
+func (w *Writer) SyncToAfter(end int64, work func()) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err != nil {
+	if w.err != nil || w.syncedOff >= end {
+		if work != nil {
+			w.mu.Unlock()
+			work()
+			w.mu.Lock()
+		}
 		return w.err
 	}
-	if w.syncedOff >= end {
-		return nil
-	}
 	if size := w.curOff + int64(w.cur.written); end > size {
+		if work != nil {
+			w.mu.Unlock()
+			work()
+			w.mu.Lock()
+		}
 		return base.InvalidArgumentErrorf("wal: %s: SyncTo(%d) beyond the end of the log (%d)", w.name, end, size)
 	}
 	if end > w.syncWant {
@@ -909,6 +973,11 @@ func (w *Writer) SyncTo(end int64) error {
 	w.arrivals++
 	if end <= w.syncTarget {
 		w.lateCovered++
+	}
+	if work != nil {
+		w.mu.Unlock()
+		work()
+		w.mu.Lock()
 	}
 	for w.err == nil && w.syncedOff < end {
 		w.doneCond.Wait()
