@@ -131,16 +131,28 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 		h.beforeApply()
 	}
 
-	applyErr := d.applyToMemtable(mem, b)
-	if applyErr != nil {
-		// Part of the batch may be in the memtable. Poison it before the
-		// batch's seqnums become visible, so no reader sees half a batch;
-		// the WAL holds the whole batch for the next Open.
-		mem.poison(applyErr)
-		syncWAL = false
+	var applyErr error
+	insert := func() {
+		if applyErr = d.applyToMemtable(mem, b); applyErr != nil {
+			// Part of the batch may be in the memtable. Poison it before
+			// the batch's seqnums become visible, so no reader sees half a
+			// batch; the WAL holds the whole batch for the next Open.
+			mem.poison(applyErr)
+		}
+		mem.writers.done()
 	}
-	mem.writers.done()
-	if err := d.finishCommit(slot, syncWAL); err != nil {
+	if syncWAL && slot.walW != nil {
+		// The fsync runs while the batch goes into the memtable; the batch
+		// becomes visible only after both, as finishCommit makes it.
+		if err := slot.walW.SyncToAfter(slot.walEnd, insert); err != nil && applyErr == nil {
+			d.pub.fail(slot.ticket)
+			return d.walFailed(err)
+		}
+		syncWAL = false
+	} else {
+		insert()
+	}
+	if err := d.finishCommit(slot, syncWAL && applyErr == nil); err != nil {
 		return err
 	}
 	if applyErr != nil {
