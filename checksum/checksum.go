@@ -4,7 +4,6 @@ import (
 	"hash/crc32"
 	"math/bits"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/zeebo/xxh3"
 )
 
@@ -59,17 +58,6 @@ func Block(t Type, data []byte, lastByte byte) uint32 {
 	return 0
 }
 
-// xxh64WithLastByte is XXH64(data ‖ last, 0). The digest lives on the stack:
-// full 32-byte stripes are hashed in place, only the tail is buffered.
-func xxh64WithLastByte(data []byte, last byte) uint64 {
-	var d xxhash.Digest
-	d.Reset()
-	_, _ = d.Write(data)
-	b := [1]byte{last}
-	_, _ = d.Write(b[:])
-	return d.Sum64()
-}
-
 // Value returns the 32-bit checksum of data in RocksDB's one-buffer form
 // (ComputeBuiltinChecksum): data's last byte plays the role of the trailer's
 // type byte, so Value(t, d) == Block(t, d[:n-1], d[n-1]) for n = len(d) > 0.
@@ -107,7 +95,7 @@ func Sum64(t Type, data []byte) uint64 {
 	case XXHash:
 		return uint64(xxh32(data, 0))
 	case XXHash64:
-		return xxhash.Sum64(data)
+		return xxh64Sum(data)
 	case XXH3, Default:
 		return xxh3.Hash(data)
 	case CRC64:
