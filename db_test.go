@@ -124,6 +124,7 @@ func TestOptionsValidateReportsEverything(t *testing.T) {
 		MemtableProtectionBytesPerKey: 3,
 		LevelMultiplier:               1,
 		Compression:                   9,
+		ZstdLevel:                     23,
 		WALRecoveryMode:               7,
 	}
 	o.EnsureDefaults()
@@ -134,8 +135,8 @@ func TestOptionsValidateReportsEverything(t *testing.T) {
 	// Each invalid value as the user wrote it, with the valid names in the
 	// user's terms (the option constants, not the on-disk codes).
 	for _, want := range []string{"ChecksumType = ChecksumType(42): unknown; valid: ChecksumDefault, ChecksumNone", "MemtableProtectionBytesPerKey = 3",
-		"LevelMultiplier = 1", "Compression = Compression(9): unknown; valid: DefaultCompression, NoCompression or SnappyCompression",
-		"WALRecoveryMode = WALRecoveryMode(7): unknown; valid: WALRecoverPointInTime"} {
+		"LevelMultiplier = 1", "Compression = Compression(9): unknown; valid: DefaultCompression, NoCompression, SnappyCompression or ZstdCompression",
+		"WALRecoveryMode = WALRecoveryMode(7): unknown; valid: WALRecoverPointInTime", "ZstdLevel = 23: must be in [0, 22]"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate error does not mention %s: %v", want, err)
 		}

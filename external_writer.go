@@ -20,6 +20,8 @@ type ExternalWriterOptions struct {
 	ChecksumType ChecksumType
 	// Compression of the table's blocks.
 	Compression Compression
+	// ZstdLevel is zstd's level with ZstdCompression (see Options).
+	ZstdLevel int
 	// BlockSize is the target uncompressed size of data blocks.
 	BlockSize int
 	// BlockRestartInterval is the number of keys between restart points.
@@ -91,13 +93,14 @@ func (o ExternalWriterOptions) sstOptions() (sst.WriterOptions, error) {
 	if !o.ChecksumType.Valid() {
 		add("ChecksumType = %v: unknown; valid: %s", o.ChecksumType, validChecksumTypes)
 	}
-	validateTableOptions(add, o.Compression, o.BlockSize, o.BlockRestartInterval, o.BloomBitsPerKey)
+	validateTableOptions(add, o.Compression, o.ZstdLevel, o.BlockSize, o.BlockRestartInterval, o.BloomBitsPerKey)
 	if len(problems) > 0 {
 		return sst.WriterOptions{}, base.InvalidArgumentErrorf("vigil: ExternalWriterOptions: %s", strings.Join(problems, "; "))
 	}
 	return sst.WriterOptions{
 		ChecksumType:         o.ChecksumType.Resolve(),
 		Compression:          o.Compression.Resolve(),
+		ZstdLevel:            o.ZstdLevel,
 		BlockSize:            o.BlockSize,
 		BlockRestartInterval: o.BlockRestartInterval,
 		BloomBitsPerKey:      max(o.BloomBitsPerKey, 0),

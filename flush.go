@@ -265,6 +265,7 @@ func (d *DB) sstWriterOptions(fileNum uint64) sst.WriterOptions {
 	return sst.WriterOptions{
 		ChecksumType:         d.cksum,
 		Compression:          d.opts.Compression.Resolve(),
+		ZstdLevel:            d.opts.ZstdLevel,
 		BlockSize:            d.opts.BlockSize,
 		BlockRestartInterval: d.opts.BlockRestartInterval,
 		BloomBitsPerKey:      max(d.opts.BloomBitsPerKey, 0),

@@ -46,9 +46,10 @@ const (
 	DefaultCompression = sst.DefaultCompression // Snappy
 	NoCompression      = sst.NoCompression      // blocks stored as they are
 	SnappyCompression  = sst.SnappyCompression  // Snappy's block format, when it saves 1/8
+	ZstdCompression    = sst.ZstdCompression    // one zstd frame per block at ZstdLevel, when it saves 1/8
 )
 
-const validCompressions = "DefaultCompression, NoCompression or SnappyCompression"
+const validCompressions = "DefaultCompression, NoCompression, SnappyCompression or ZstdCompression"
 
 // WALRecoveryMode says what Open does with a damaged WAL. It is the wal
 // package's RecoveryMode (one type for the concept); the zero value is
@@ -146,6 +147,10 @@ type Options struct {
 	BloomBitsPerKey int
 	// Compression of SST blocks. Default Snappy.
 	Compression Compression
+	// ZstdLevel is zstd's level with ZstdCompression (RocksDB's
+	// compression_opts.level): 1 (fastest) to 22 (smallest); 0 means 3,
+	// zstd's default. Ignored by the other compressions.
+	ZstdLevel int
 	// BlockCacheSize is the byte capacity of the block cache shared by all
 	// tables. Default 64 MiB; negative disables the cache.
 	BlockCacheSize int64
@@ -285,7 +290,10 @@ func tableDefaults(blockSize, restartInterval, bloomBits *int) {
 // that shape a table (the DB's and an ExternalWriter's, defaults applied):
 // one set of rules, so that a table the DB would refuse to write is not
 // written for it to ingest either.
-func validateTableOptions(add func(format string, args ...any), c Compression, blockSize, restartInterval, bloomBits int) {
+func validateTableOptions(add func(format string, args ...any), c Compression, zstdLevel, blockSize, restartInterval, bloomBits int) {
+	if zstdLevel < 0 || zstdLevel > sst.MaxZstdLevel {
+		add("ZstdLevel = %d: must be in [0, %d] (0: zstd's default, 3)", zstdLevel, sst.MaxZstdLevel)
+	}
 	if blockSize < 64 || blockSize > 64<<20 {
 		add("BlockSize = %d: must be in [64, %d]", blockSize, 64<<20)
 	}
@@ -324,7 +332,7 @@ func (o *Options) Validate() error {
 	if o.MaxImmutableMemtables < 1 {
 		add("MaxImmutableMemtables = %d: must be at least 1", o.MaxImmutableMemtables)
 	}
-	validateTableOptions(add, o.Compression, o.BlockSize, o.BlockRestartInterval, o.BloomBitsPerKey)
+	validateTableOptions(add, o.Compression, o.ZstdLevel, o.BlockSize, o.BlockRestartInterval, o.BloomBitsPerKey)
 	if o.MaxOpenFiles < 16 {
 		add("MaxOpenFiles = %d: must be at least 16", o.MaxOpenFiles)
 	}
@@ -381,6 +389,7 @@ func (o *Options) String() string {
 	p("block_restart_interval", o.BlockRestartInterval)
 	p("bloom_bits_per_key", o.BloomBitsPerKey)
 	p("compression", o.Compression)
+	p("zstd_level", o.ZstdLevel)
 	p("block_cache_size", o.BlockCacheSize)
 	p("memory_budget", o.MemoryBudget)
 	p("max_open_files", o.MaxOpenFiles)

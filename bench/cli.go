@@ -505,8 +505,8 @@ func durationFlag(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// compressionNames are db_bench's --compression_type names; Vigil has the
-// first two.
+// compressionNames are db_bench's --compression_type names; Vigil has
+// none, snappy and zstd.
 var compressionNames = []string{"none", "snappy", "zlib", "bzip2", "lz4", "lz4hc", "xpress", "zstd"}
 
 // Config builds the run's Config from the parsed flags. The engine options
@@ -646,6 +646,9 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 		eo.Compression = "snappy" // reported by Notices
 	default:
 		bad("--compression_type %q: want one of %s", c.strFlag("compression_type"), strings.Join(compressionNames, ", "))
+	}
+	if l := c.intFlag("compression_level"); l >= 1 && l <= 22 {
+		eo.ZstdLevel = int(l)
 	}
 	if c.Changed("max_write_buffer_number") {
 		n := c.intFlag("max_write_buffer_number")

@@ -71,7 +71,7 @@ func TestUnknownFlagIsUsageError(t *testing.T) {
 // stay silent.
 func TestNotices(t *testing.T) {
 	c := parse(t, "-benchmarks=fillseq", "-memtablerep=vector", "-allow_concurrent_memtable_write=false",
-		"-num=30000", "-checksum_type=1", "--use_direct_reads=true", "--compression_type=zstd",
+		"-num=30000", "-checksum_type=1", "--use_direct_reads=true", "--compression_type=lz4",
 		"--memtablerep=vector", "--stats_interval_seconds=5", "--report_interval_seconds=1",
 		"--print_malloc_stats", "--mrc_only=true", "--analyze_get=true", "--verify_checksum=true",
 		"--level0_slowdown_writes_trigger=8", "--delayed_write_rate=1000000", "--max_bytes_for_level_multiplier=8.5")
@@ -82,7 +82,7 @@ func TestNotices(t *testing.T) {
 			t.Errorf("%s: no note of what ran instead", n.Flag)
 		}
 	}
-	want := []string{"--allow_concurrent_memtable_write=false", "--compression_type=zstd",
+	want := []string{"--allow_concurrent_memtable_write=false", "--compression_type=lz4",
 		"--max_bytes_for_level_multiplier=8.5", "--memtablerep=vector", "--use_direct_reads=true"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("notices for\n %v\nwant\n %v", got, want)
@@ -94,6 +94,16 @@ func TestNotices(t *testing.T) {
 	if cfg.Engine.Compression != "snappy" || cfg.Engine.ChecksumType != 1 || cfg.Num != 30000 ||
 		cfg.Engine.L0SlowdownWritesTrigger != 8 || cfg.Engine.DelayedWriteRate != 1000000 {
 		t.Errorf("config %+v", cfg.Engine)
+	}
+	z := parse(t, "--compression_type=zstd", "--compression_level=9")
+	if n := z.Notices(); len(n) != 0 {
+		t.Errorf("zstd at level 9 reported: %v", n)
+	}
+	if cfg, err := z.Config(); err != nil || cfg.Engine.Compression != "zstd" || cfg.Engine.ZstdLevel != 9 {
+		t.Errorf("zstd at level 9: %+v, %v", cfg.Engine, err)
+	}
+	if n := parse(t, "--compression_type=zstd", "--compression_level=40").Notices(); len(n) != 1 {
+		t.Errorf("zstd level 40: notices %v, want one", n)
 	}
 	if n := parse(t, "--memtablerep=skip_list", "--allow_concurrent_memtable_write=true", "--level0_slowdown_writes_trigger=40").Notices(); len(n) != 0 {
 		t.Errorf("honoured values reported: %v", n)

@@ -79,7 +79,8 @@ type EngineOptions struct {
 	BlockSize                     int
 	CacheSize                     int64  // bytes; 0 disables
 	BloomBits                     int    // 0 disables
-	Compression                   string // "none" or "snappy"
+	Compression                   string // "none", "snappy" or "zstd"
+	ZstdLevel                     int    // zstd's level; 0: its default
 	DisableWAL                    bool
 	// Fresh says the benchmark wants an empty store (fillseq, fillrandom
 	// without --use_existing_db): the engine's directory was removed.

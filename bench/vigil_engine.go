@@ -96,9 +96,10 @@ func VigilOptions(o EngineOptions) (*vigil.Options, error) {
 	}
 	c, ok := parseCompression(o.Compression)
 	if !ok {
-		return nil, fmt.Errorf("%w: unknown compression %q (none or snappy)", vigil.ErrInvalidArgument, o.Compression)
+		return nil, fmt.Errorf("%w: unknown compression %q (none, snappy or zstd)", vigil.ErrInvalidArgument, o.Compression)
 	}
 	opts.Compression = c
+	opts.ZstdLevel = o.ZstdLevel
 	return opts, nil
 }
 
@@ -113,6 +114,8 @@ func parseCompression(name string) (c vigil.Compression, ok bool) {
 		return vigil.NoCompression, true
 	case "snappy", "ksnappycompression", "":
 		return vigil.SnappyCompression, true
+	case "zstd", "kzstd":
+		return vigil.ZstdCompression, true
 	}
 	return 0, false
 }

@@ -245,7 +245,7 @@ func TestEveryBitFlipIsDetected(t *testing.T) {
 		stride = 13
 	}
 	for _, ct := range types {
-		for _, c := range []Compression{NoCompression, SnappyCompression} {
+		for _, c := range []Compression{NoCompression, SnappyCompression, ZstdCompression} {
 			o := goldenOptions(ct, c)
 			data, _ := build(t, o, spec)
 			r := mustOpen(t, data, ReaderOptions{})

@@ -69,8 +69,9 @@
 //	| compression byte | checksum (uint32 LE)        |
 //	+------------------+-----------------------------+
 //
-// The compression byte is 0 (none) or 1 (snappy block format, of the whole
-// block including its restart array). The checksum is
+// The compression byte is 0 (none), 1 (snappy block format) or 7 (one zstd
+// frame with its content size and no frame checksum), RocksDB's numbers, of
+// the whole block including its restart array. The checksum is
 //
 //	checksum.Block(t, block, compressionByte) + checksum.ContextModifier(base, blockOffset)   (mod 2^32)
 //
@@ -81,12 +82,15 @@
 // modifier alone: None still catches a misplaced block, weakly, but no
 // corruption of its content.
 //
-// A writer compresses a block with snappy only if that saves at least 1/8 of
-// its size; filter, properties and metaindex blocks are never compressed. No
-// block, compressed or not, may exceed MaxBlockSize bytes; a reader rejects a
+// A writer compresses a block only if that saves at least 1/8 of its size;
+// filter, properties and metaindex blocks are never compressed. No block,
+// compressed or not, may exceed MaxBlockSize bytes; a reader rejects a
 // snappy block whose declared decoded length exceeds MaxBlockSize or what
-// snappy can possibly produce from its input (64/3 bytes per input byte)
-// before allocating for it.
+// snappy can possibly produce from its input (64/3 bytes per input byte),
+// and a zstd block whose frame header declares no content size, more than
+// MaxBlockSize or more than 128 bytes per stored byte, before allocating for
+// it (a writer stores a block that zstd would shrink further, a long run of
+// one byte, uncompressed).
 //
 // # Index block
 //

@@ -255,6 +255,7 @@ func openSeeds() [][]byte {
 		goldenOptions(checksum.None, NoCompression),
 		goldenOptions(checksum.None, SnappyCompression),
 		goldenOptions(checksum.XXH3, SnappyCompression),
+		goldenOptions(checksum.XXH3, ZstdCompression),
 	} {
 		data, _, err := buildBytes(o, spec)
 		if err != nil {

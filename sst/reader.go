@@ -457,6 +457,12 @@ func (r *fileReader) decodedLen(b []byte, c Compression, h handle, kind BlockKin
 			return 0, blockCorruptf(r.fid, kind, h.offset, "bad snappy block (declared length %d from %d bytes, %v)", dlen, len(b), err)
 		}
 		return dlen, nil
+	case ZstdCompression:
+		dlen, ok := zstdDecodedLen(b)
+		if !ok {
+			return 0, blockCorruptf(r.fid, kind, h.offset, "bad zstd block (%d bytes): no frame with a content size within bounds", len(b))
+		}
+		return dlen, nil
 	}
 	return 0, blockCorruptf(r.fid, kind, h.offset, "unknown compression %s", c)
 }
@@ -472,6 +478,12 @@ func (r *fileReader) decodeInto(dst, b []byte, c Compression, h handle, kind Blo
 		out, err := snappy.Decode(dst, b)
 		if err != nil || len(out) != len(dst) || len(out) > 0 && &out[0] != &dst[0] {
 			return blockCorruptf(r.fid, kind, h.offset, "bad snappy block: %v", err)
+		}
+		return nil
+	case ZstdCompression:
+		out, err := zstdDecoder().DecodeAll(b, dst[:0])
+		if err != nil || len(out) != len(dst) || len(out) > 0 && &out[0] != &dst[0] {
+			return blockCorruptf(r.fid, kind, h.offset, "bad zstd block: decoded %d bytes of %d (%v)", len(out), len(dst), err)
 		}
 		return nil
 	}

@@ -132,7 +132,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	for name, spec := range specs {
 		for ct := checksum.Default; ct < checksum.NumTypes; ct++ {
-			for _, c := range []Compression{NoCompression, SnappyCompression} {
+			for _, c := range []Compression{NoCompression, SnappyCompression, ZstdCompression} {
 				for _, bs := range blockSizes {
 					t.Run(fmt.Sprintf("%s/%s/%s/%d", name, ct, c, bs), func(t *testing.T) {
 						o := testWriterOptions(ct, c, bs)
@@ -219,7 +219,7 @@ func TestWriterRejectsBadInput(t *testing.T) {
 }
 
 func TestEstimatedSize(t *testing.T) {
-	for _, c := range []Compression{NoCompression, SnappyCompression} {
+	for _, c := range []Compression{NoCompression, SnappyCompression, ZstdCompression} {
 		f, _ := testFS().Create("x")
 		w := NewWriter(f, testWriterOptions(checksum.XXH3, c, 4096))
 		for i := 0; i < 5000; i++ {

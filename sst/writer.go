@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/golang/snappy"
+	"github.com/klauspost/compress/zstd"
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/bgsys"
@@ -78,7 +79,8 @@ type Writer struct {
 	pendingHandle handle
 	sepBuf        []byte
 	handleBuf     []byte
-	cbuf          []byte // snappy output
+	cbuf          []byte        // compressed output
+	zstd          *zstd.Encoder // while the writer compresses with zstd; back to the pool at Close
 
 	hashes *hashBuf // filter hashes of distinct user keys (outside the Go heap); nil without a filter
 
@@ -355,18 +357,36 @@ func (w *Writer) flushData() error {
 // saves at least 1/8, else raw itself. The result has BlockTrailerLen bytes
 // of spare capacity (raw must too).
 func (w *Writer) compress(raw []byte, allowed bool) ([]byte, Compression) {
-	if !allowed || w.o.Compression != SnappyCompression {
+	if !allowed || len(raw) == 0 {
 		return raw, NoCompression
 	}
-	need := snappy.MaxEncodedLen(len(raw)) + BlockTrailerLen
-	if cap(w.cbuf) < need {
-		w.cbuf = make([]byte, need)
+	var c []byte
+	switch w.o.Compression {
+	case SnappyCompression:
+		need := snappy.MaxEncodedLen(len(raw)) + BlockTrailerLen
+		if cap(w.cbuf) < need {
+			w.cbuf = make([]byte, need)
+		}
+		c = snappy.Encode(w.cbuf[:cap(w.cbuf)], raw)
+	case ZstdCompression:
+		if w.zstd == nil {
+			w.zstd = zstdEncoder(w.o.ZstdLevel)
+		}
+		c = w.zstd.EncodeAll(raw, w.cbuf[:0])
+		if cap(c)-len(c) < BlockTrailerLen {
+			c = append(c, make([]byte, BlockTrailerLen)...)[:len(c)]
+		}
+		w.cbuf = c[:0]
+		if len(c)*maxZstdExpansion < len(raw) {
+			return raw, NoCompression // see maxZstdExpansion
+		}
+	default:
+		return raw, NoCompression
 	}
-	c := snappy.Encode(w.cbuf[:cap(w.cbuf)], raw)
 	if len(c) >= len(raw)-len(raw)/8 {
 		return raw, NoCompression
 	}
-	return c, SnappyCompression
+	return c, w.o.Compression
 }
 
 // emit appends the trailer to b (which has the spare capacity) and writes
@@ -508,6 +528,10 @@ func (w *Writer) releaseScratch() {
 		wbufPool.Put(&b)
 	}
 	w.wbuf = nil
+	if w.zstd != nil {
+		putZstdEncoder(w.o.ZstdLevel, w.zstd)
+		w.zstd = nil
+	}
 }
 
 // finish writes everything after the last entry; errors land in w.err.
