@@ -273,7 +273,7 @@ func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (o
 		if err != nil {
 			return nil, fmt.Errorf("creating %s: %w", name, err)
 		}
-		return sst.NewWriter(f, d.sstWriterOptions(wNum)), nil
+		return sst.NewWriter(f, d.sstWriterOptions(wNum, c.outputLevel)), nil
 	}
 	finish := func(w compact.Writer) (uint64, error) {
 		sm, err := w.(*sst.Writer).Close()

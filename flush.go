@@ -260,12 +260,14 @@ func (d *DB) flushedLocked(e *memTableEntry, meta *manifest.FileMetadata, dur ti
 		e.logNum, meta.FileNum, meta.NumEntries+meta.NumRangeDels, meta.Size, dur, len(d.vs.current.Levels[0]))
 }
 
-// sstWriterOptions are the table options for new files.
-func (d *DB) sstWriterOptions(fileNum uint64) sst.WriterOptions {
+// sstWriterOptions are the table options for new files that go into
+// level (flushes: 0; see Options.Levels).
+func (d *DB) sstWriterOptions(fileNum uint64, level int) sst.WriterOptions {
+	c, z := d.opts.levelCompression(level)
 	return sst.WriterOptions{
 		ChecksumType:         d.cksum,
-		Compression:          d.opts.Compression.Resolve(),
-		ZstdLevel:            d.opts.ZstdLevel,
+		Compression:          c,
+		ZstdLevel:            z,
 		BlockSize:            d.opts.BlockSize,
 		BlockRestartInterval: d.opts.BlockRestartInterval,
 		BloomBitsPerKey:      max(d.opts.BloomBitsPerKey, 0),
@@ -313,7 +315,7 @@ func (d *DB) writeMemtableTable(mt flushable, fileNum uint64, keep flushKeep, wh
 	if err != nil {
 		return nil, fmt.Errorf("%s: creating %s: %w", why, name, err)
 	}
-	w := sst.NewWriter(f, d.sstWriterOptions(fileNum))
+	w := sst.NewWriter(f, d.sstWriterOptions(fileNum, 0))
 	defer func() {
 		if err != nil {
 			w.Abort()

@@ -502,7 +502,7 @@ func (d *DB) writeExciseTable(start, end []byte) (*ingestFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating %s: %w", name, err)
 	}
-	o := d.sstWriterOptions(num)
+	o := d.sstWriterOptions(num, 0) // a range tombstone alone: nothing to compress
 	o.External = true
 	w := sst.NewWriter(f, o)
 	if err := w.AddRangeDel(start, end, 0); err != nil {

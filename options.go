@@ -7,6 +7,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/memtable"
 	"github.com/vigildb/vigil/sst"
 	"github.com/vigildb/vigil/wal"
@@ -50,6 +51,31 @@ const (
 )
 
 const validCompressions = "DefaultCompression, NoCompression, SnappyCompression or ZstdCompression"
+
+// LevelOptions are the table options of one LSM level (Options.Levels).
+type LevelOptions struct {
+	// Compression of the level's tables; DefaultCompression (the zero
+	// value) means Options.Compression.
+	Compression Compression
+	// ZstdLevel with ZstdCompression; 0 means Options.ZstdLevel.
+	ZstdLevel int
+}
+
+// levelCompression is the compression and zstd level of tables written
+// into level (flushes: 0).
+func (o *Options) levelCompression(level int) (Compression, int) {
+	c, z := o.Compression, o.ZstdLevel
+	if n := len(o.Levels); n > 0 {
+		lo := o.Levels[min(level, n-1)]
+		if lo.Compression != DefaultCompression {
+			c = lo.Compression
+		}
+		if lo.ZstdLevel != 0 {
+			z = lo.ZstdLevel
+		}
+	}
+	return c.Resolve(), z
+}
 
 // WALRecoveryMode says what Open does with a damaged WAL. It is the wal
 // package's RecoveryMode (one type for the concept); the zero value is
@@ -151,6 +177,14 @@ type Options struct {
 	// compression_opts.level): 1 (fastest) to 22 (smallest); 0 means 3,
 	// zstd's default. Ignored by the other compressions.
 	ZstdLevel int
+	// Levels sets the compression of the tables written into each LSM
+	// level (flushes write L0, compactions their output level), as
+	// Pebble's Options.Levels and RocksDB's compression_per_level do:
+	// Levels[i] applies to level i, and the last element to every level
+	// past the slice (so {{NoCompression}, {ZstdCompression}} is none in
+	// L0 and zstd below). A zero LevelOptions, or nil Levels, means
+	// Compression and ZstdLevel above.
+	Levels []LevelOptions
 	// BlockCacheSize is the byte capacity of the block cache shared by all
 	// tables. Default 64 MiB; negative disables the cache.
 	BlockCacheSize int64
@@ -333,6 +367,17 @@ func (o *Options) Validate() error {
 		add("MaxImmutableMemtables = %d: must be at least 1", o.MaxImmutableMemtables)
 	}
 	validateTableOptions(add, o.Compression, o.ZstdLevel, o.BlockSize, o.BlockRestartInterval, o.BloomBitsPerKey)
+	if len(o.Levels) > manifest.NumLevels {
+		add("Levels has %d elements: the LSM has %d levels", len(o.Levels), manifest.NumLevels)
+	}
+	for i, lo := range o.Levels {
+		if !lo.Compression.Valid() {
+			add("Levels[%d].Compression = %v: unknown; valid: %s", i, lo.Compression, validCompressions)
+		}
+		if lo.ZstdLevel < 0 || lo.ZstdLevel > sst.MaxZstdLevel {
+			add("Levels[%d].ZstdLevel = %d: must be in [0, %d] (0: ZstdLevel's)", i, lo.ZstdLevel, sst.MaxZstdLevel)
+		}
+	}
 	if o.MaxOpenFiles < 16 {
 		add("MaxOpenFiles = %d: must be at least 16", o.MaxOpenFiles)
 	}
@@ -390,6 +435,10 @@ func (o *Options) String() string {
 	p("bloom_bits_per_key", o.BloomBitsPerKey)
 	p("compression", o.Compression)
 	p("zstd_level", o.ZstdLevel)
+	for i := range o.Levels {
+		c, z := o.levelCompression(i)
+		p(fmt.Sprintf("level_%d_compression", i), fmt.Sprintf("%v/%d", c, z))
+	}
 	p("block_cache_size", o.BlockCacheSize)
 	p("memory_budget", o.MemoryBudget)
 	p("max_open_files", o.MaxOpenFiles)

@@ -650,6 +650,9 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 	if l := c.intFlag("compression_level"); l >= 1 && l <= 22 {
 		eo.ZstdLevel = int(l)
 	}
+	if m := c.intFlag("min_level_to_compress"); m > 0 {
+		eo.MinLevelToCompress = int(min(m, 7))
+	}
 	if c.Changed("max_write_buffer_number") {
 		n := c.intFlag("max_write_buffer_number")
 		if n < 1 {

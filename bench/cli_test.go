@@ -102,6 +102,10 @@ func TestNotices(t *testing.T) {
 	if cfg, err := z.Config(); err != nil || cfg.Engine.Compression != "zstd" || cfg.Engine.ZstdLevel != 9 {
 		t.Errorf("zstd at level 9: %+v, %v", cfg.Engine, err)
 	}
+	m := parse(t, "--compression_type=zstd", "--min_level_to_compress=2")
+	if cfg, err := m.Config(); err != nil || len(m.Notices()) != 0 || cfg.Engine.MinLevelToCompress != 2 {
+		t.Errorf("--min_level_to_compress=2: %+v, %v, notices %v", cfg.Engine, err, m.Notices())
+	}
 	if n := parse(t, "--compression_type=zstd", "--compression_level=40").Notices(); len(n) != 1 {
 		t.Errorf("zstd level 40: notices %v, want one", n)
 	}

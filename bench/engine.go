@@ -81,6 +81,7 @@ type EngineOptions struct {
 	BloomBits                     int    // 0 disables
 	Compression                   string // "none", "snappy" or "zstd"
 	ZstdLevel                     int    // zstd's level; 0: its default
+	MinLevelToCompress            int    // levels below it uncompressed; <= 0: all compressed
 	DisableWAL                    bool
 	// Fresh says the benchmark wants an empty store (fillseq, fillrandom
 	// without --use_existing_db): the engine's directory was removed.

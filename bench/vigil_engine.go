@@ -100,6 +100,13 @@ func VigilOptions(o EngineOptions) (*vigil.Options, error) {
 	}
 	opts.Compression = c
 	opts.ZstdLevel = o.ZstdLevel
+	if m := o.MinLevelToCompress; m > 0 {
+		// db_bench's --min_level_to_compress: levels below m uncompressed.
+		opts.Levels = make([]vigil.LevelOptions, min(m+1, 7))
+		for i := range min(m, 7) {
+			opts.Levels[i].Compression = vigil.NoCompression
+		}
+	}
 	return opts, nil
 }
 
