@@ -139,12 +139,13 @@ func (d *DB) loadVersions(exists bool) error {
 	} else {
 		d.vs.nextFileNum = 1
 		d.vs.dbID = base.NewRandomID()
+		d.vs.formatVersion = uint64(opts.FormatVersion)
 		v, _ := manifest.NewBuilder(nil).Build(d.vs.onObsolete)
 		v.Ref()
 		d.vs.current = v
 	}
-	d.log.Infof("opening %s (exists=%v): next file %d, last seq %d, log number %d\n%s%s",
-		dir, exists, d.vs.nextFileNum, d.vs.lastSeq, d.vs.logNumber, opts.String(), d.vs.current)
+	d.log.Infof("opening %s (exists=%v): format version %d, next file %d, last seq %d, log number %d\n%s%s",
+		dir, exists, d.vs.formatVersion, d.vs.nextFileNum, d.vs.lastSeq, d.vs.logNumber, opts.String(), d.vs.current)
 	return nil
 }
 

@@ -52,6 +52,11 @@ const (
 
 const validCompressions = "DefaultCompression, NoCompression, SnappyCompression or ZstdCompression"
 
+// FormatVersionNewest is the newest DB format version this build writes
+// and reads: MANIFEST, WAL, table and batch formats together. Version 1 is
+// Vigil's first release's format.
+const FormatVersionNewest = manifest.FormatVersion
+
 // LevelOptions are the table options of one LSM level (Options.Levels).
 type LevelOptions struct {
 	// Compression of the level's tables; DefaultCompression (the zero
@@ -177,6 +182,11 @@ type Options struct {
 	// compression_opts.level): 1 (fastest) to 22 (smallest); 0 means 3,
 	// zstd's default. Ignored by the other compressions.
 	ZstdLevel int
+	// FormatVersion is the format version a new DB is created with (see
+	// FormatVersionNewest): 0 means the newest this build writes. An
+	// existing DB keeps the version its MANIFEST records; one newer than
+	// this build's is refused (ErrInvalidArgument naming both).
+	FormatVersion int
 	// Levels sets the compression of the tables written into each LSM
 	// level (flushes write L0, compactions their output level), as
 	// Pebble's Options.Levels and RocksDB's compression_per_level do:
@@ -253,6 +263,9 @@ type Options struct {
 func (o *Options) EnsureDefaults() *Options {
 	if o.FS == nil {
 		o.FS = vfs.Default
+	}
+	if o.FormatVersion == 0 {
+		o.FormatVersion = FormatVersionNewest
 	}
 	if o.WriteBufferSize == 0 {
 		o.WriteBufferSize = DefaultWriteBufferSize
@@ -367,6 +380,9 @@ func (o *Options) Validate() error {
 		add("MaxImmutableMemtables = %d: must be at least 1", o.MaxImmutableMemtables)
 	}
 	validateTableOptions(add, o.Compression, o.ZstdLevel, o.BlockSize, o.BlockRestartInterval, o.BloomBitsPerKey)
+	if o.FormatVersion < 1 || o.FormatVersion > FormatVersionNewest {
+		add("FormatVersion = %d: this build writes versions 1 to %d (0: the newest)", o.FormatVersion, FormatVersionNewest)
+	}
 	if len(o.Levels) > manifest.NumLevels {
 		add("Levels has %d elements: the LSM has %d levels", len(o.Levels), manifest.NumLevels)
 	}
@@ -435,6 +451,7 @@ func (o *Options) String() string {
 	p("bloom_bits_per_key", o.BloomBitsPerKey)
 	p("compression", o.Compression)
 	p("zstd_level", o.ZstdLevel)
+	p("format_version", o.FormatVersion)
 	for i := range o.Levels {
 		c, z := o.levelCompression(i)
 		p(fmt.Sprintf("level_%d_compression", i), fmt.Sprintf("%v/%d", c, z))

@@ -35,6 +35,10 @@ type versionSet struct {
 	// created and kept in the first record of every MANIFEST; set before
 	// Open returns and never changed.
 	dbID [16]byte
+	// formatVersion is the DB's format version (manifest.FormatVersion),
+	// recorded in the first record of every MANIFEST; set before Open
+	// returns.
+	formatVersion uint64
 
 	manifest     *wal.Writer
 	manifestNum  uint64
@@ -92,13 +96,14 @@ func (vs *versionSet) load() error {
 		vs.manifestNum = st.ManifestNum
 	}
 	vs.current = st.Version
+	vs.formatVersion = st.FormatVersion
 	return nil
 }
 
 // snapshotEdit is an edit that recreates the current state from nothing:
 // the first record of every new MANIFEST.
 func (vs *versionSet) snapshotEdit() *manifest.VersionEdit {
-	e := &manifest.VersionEdit{Comparer: manifest.ComparerName}
+	e := &manifest.VersionEdit{FormatVersion: vs.formatVersion, Comparer: manifest.ComparerName}
 	e.SetDBID(vs.dbID)
 	e.SetLogNumber(vs.logNumber)
 	e.SetNextFileNum(vs.nextFileNum)

@@ -40,6 +40,11 @@ import (
 //	                 then the table's identity (40 bytes, see
 //	                 base.TableIdentity): the DB, session and file number
 //	                 the table's properties must name
+//	tagFormatVersion the DB's format version (uvarint, >= 1): the first
+//	                 field of the first record of every MANIFEST written
+//	                 since format versions exist; absent means version 1.
+//	                 A build refuses a newer version as soon as it reads
+//	                 the field, before any field it might not know.
 //	tagDBID          the DB's id (16 bytes), in the first record of every
 //	                 MANIFEST
 //
@@ -56,6 +61,7 @@ const (
 	tagNewFileGlobalSeq = 7
 	tagNewFileIdentity  = 8
 	tagDBID             = 9
+	tagFormatVersion    = 10
 )
 
 // NumLevels is the number of LSM levels, L0 to L6.
@@ -63,6 +69,12 @@ const NumLevels = 7
 
 // ComparerName is the only key order Vigil knows.
 const ComparerName = "bytewise"
+
+// FormatVersion is the newest DB format version this build writes and
+// reads: the MANIFEST, WAL, table and batch formats together, raised by any
+// change an older build could not read. Version 1 is Vigil's first
+// release's format (every MANIFEST without a format version is one).
+const FormatVersion = 1
 
 // DeletedFile names a file leaving a level.
 type DeletedFile struct {
@@ -78,6 +90,9 @@ type NewFile struct {
 
 // VersionEdit is one atomic change to the LSM shape.
 type VersionEdit struct {
+	// FormatVersion is the DB's format version (0: not in this edit);
+	// only the first record of a MANIFEST carries it.
+	FormatVersion uint64
 	// Comparer names the key order; only the first record of a MANIFEST
 	// carries it, and it is always "bytewise".
 	Comparer string
@@ -118,6 +133,10 @@ func appendBytes(dst, b []byte) []byte {
 
 // Encode appends the edit's encoding to dst.
 func (e *VersionEdit) Encode(dst []byte) []byte {
+	if e.FormatVersion != 0 {
+		dst = binary.AppendUvarint(dst, tagFormatVersion)
+		dst = binary.AppendUvarint(dst, e.FormatVersion)
+	}
 	if e.Comparer != "" {
 		dst = binary.AppendUvarint(dst, tagComparer)
 		dst = appendBytes(dst, []byte(e.Comparer))
@@ -244,6 +263,18 @@ func DecodeVersionEdit(b []byte, where string) (*VersionEdit, error) {
 			return nil, err
 		}
 		switch tag {
+		case tagFormatVersion:
+			if e.FormatVersion, err = d.uvarint("format version"); err != nil {
+				return nil, err
+			}
+			switch {
+			case e.FormatVersion == 0:
+				return nil, d.errorf("format version 0")
+			case e.FormatVersion > FormatVersion:
+				// Before any field this build may not know.
+				return nil, base.InvalidArgumentErrorf("%s: the DB's format version is %d, newer than this build's %d: open it with a newer Vigil",
+					where, e.FormatVersion, FormatVersion)
+			}
 		case tagComparer:
 			name, err := d.bytes("comparer name")
 			if err != nil {

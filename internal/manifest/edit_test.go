@@ -3,7 +3,9 @@ package manifest
 import (
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/vigildb/vigil/checksum"
@@ -231,5 +233,28 @@ func TestVersionEditIdentityGolden(t *testing.T) {
 	clear(enc[len(enc)-base.TableIdentityLen:])
 	if _, err := DecodeVersionEdit(enc, "test"); !errors.Is(err, base.ErrCorruption) {
 		t.Fatalf("zero identity: %v", err)
+	}
+}
+
+// TestFormatVersionField pins the format-version field (tag 10, first) and
+// checks that a version newer than this build's is refused as soon as it
+// is read, before fields this build may not know, as ErrInvalidArgument
+// naming both versions; version 0 is corruption.
+func TestFormatVersionField(t *testing.T) {
+	e := &VersionEdit{FormatVersion: 1, Comparer: ComparerName}
+	if got, want := hex.EncodeToString(e.Encode(nil)), "0a01"+"06"+"08"+"6279746577697365"; got != want {
+		t.Fatalf("encoding %s, want %s", got, want)
+	}
+	d, err := DecodeVersionEdit(e.Encode(nil), "test")
+	if err != nil || d.FormatVersion != 1 {
+		t.Fatalf("decode: %+v, %v", d, err)
+	}
+	newer := append([]byte{0x0a, FormatVersion + 1}, 0x7f, 0x01) // then an unknown tag 127
+	_, err = DecodeVersionEdit(newer, "MANIFEST-000001")
+	if !errors.Is(err, base.ErrInvalidArgument) || !strings.Contains(err.Error(), fmt.Sprintf("format version is %d, newer than this build's %d", FormatVersion+1, FormatVersion)) {
+		t.Fatalf("a newer format version: %v", err)
+	}
+	if _, err := DecodeVersionEdit([]byte{0x0a, 0x00}, "test"); !errors.Is(err, base.ErrCorruption) {
+		t.Fatalf("format version 0: %v", err)
 	}
 }

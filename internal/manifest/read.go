@@ -63,6 +63,9 @@ type State struct {
 	// set; DBID is the DB's id (zero for a DB from before ids).
 	LogNumber, NextFileNum, LastSeq uint64
 	DBID                            [16]byte
+	// FormatVersion is the DB's format version (1 if the MANIFEST does
+	// not record one).
+	FormatVersion uint64
 	// ManifestName and ManifestNum name the MANIFEST CURRENT named.
 	ManifestName string
 	ManifestNum  uint64
@@ -158,6 +161,12 @@ func (st *State) replay(r *wal.Reader, path string, onObsolete func([]*FileMetad
 		if e.HasDBID {
 			st.DBID = e.DBID
 		}
+		if e.FormatVersion != 0 {
+			st.FormatVersion = e.FormatVersion
+		}
+	}
+	if st.FormatVersion == 0 {
+		st.FormatVersion = 1
 	}
 	if !haveNext || !haveComparer {
 		return base.CorruptionErrorf("%s: no complete initial record (next file number or comparer missing)", name)
