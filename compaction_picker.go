@@ -114,10 +114,14 @@ func (p *leveledPicker) pick(v *manifest.Version) *compaction {
 	}
 	reason := fmt.Sprintf("score %.2f", bestScore)
 	if best == 0 {
-		return newCompaction(v, 0, slices.Clone(v.Levels[0]), reason)
+		// A damaged file among them holds L0 back (writes stall at the
+		// stop trigger) until it is repaired: compacting it would fail,
+		// stopping the DB, or spread what it holds.
+		return undamaged(newCompaction(v, 0, slices.Clone(v.Levels[0]), reason))
 	}
 	files := v.Levels[best]
-	// Round-robin: the first file after the last compacted key.
+	// Round-robin: the first file after the last compacted key whose
+	// compaction reads no damaged file.
 	i := 0
 	if ptr := p.pointer[best]; ptr != nil {
 		i = sort.Search(len(files), func(i int) bool { return bytes.Compare(files[i].Smallest.UserKey, ptr) > 0 })
@@ -125,8 +129,27 @@ func (p *leveledPicker) pick(v *manifest.Version) *compaction {
 			i = 0
 		}
 	}
-	p.pointer[best] = slices.Clone(files[i].Largest.UserKey)
-	return newCompaction(v, best, []*manifest.FileMetadata{files[i]}, reason)
+	for range files {
+		p.pointer[best] = slices.Clone(files[i].Largest.UserKey)
+		if c := undamaged(newCompaction(v, best, []*manifest.FileMetadata{files[i]}, reason)); c != nil {
+			return c
+		}
+		i = (i + 1) % len(files)
+	}
+	return nil
+}
+
+// undamaged returns c, or nil if one of its inputs was found damaged (see
+// scrub.go).
+func undamaged(c *compaction) *compaction {
+	for _, files := range c.inputs {
+		for _, f := range files {
+			if f.Damaged() {
+				return nil
+			}
+		}
+	}
+	return c
 }
 
 // manual: every level's files overlapping the range go down to the

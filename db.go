@@ -114,6 +114,7 @@ type DB struct {
 	compactKick  chan struct{}
 	bgWG         sync.WaitGroup
 	closing      chan struct{}
+	scrubMu      sync.Mutex // one scrubber pass at a time (scrub.go)
 	flushing     bool
 	// compactionMu serializes compactions, background and manual.
 	compactionMu sync.Mutex
@@ -674,6 +675,11 @@ type dbStats struct {
 	flushes           atomic.Int64
 	flushBytes        atomic.Int64
 	flushElided       atomic.Uint64
+	scrubPasses       atomic.Int64
+	scrubFiles        atomic.Int64
+	scrubBytes        atomic.Int64
+	scrubCorruptions  atomic.Int64
+	scrubLastPass     atomic.Int64 // UnixNano of the end of the last pass, 0: none
 	flushNanos        atomic.Int64
 	compactions       atomic.Int64
 	compactReadBytes  atomic.Int64

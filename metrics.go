@@ -98,6 +98,14 @@ type Metrics struct {
 		WriteBytes int64
 		Duration   time.Duration
 	}
+	// Scrub is what the background scrubber (Options.ScrubInterval) and
+	// DB.Scrub read and found: complete passes, tables and bytes verified,
+	// corruptions found (each table so found is marked damaged), and when
+	// the last pass ended (zero: none yet).
+	Scrub struct {
+		Passes, Files, Bytes, Corruptions int64
+		LastPass                          time.Time
+	}
 	Stall struct {
 		// Count and Duration are of stalls that ended.
 		Count    int64
@@ -191,6 +199,11 @@ func (d *DB) Metrics() *Metrics {
 	m.Flush.Bytes = s.flushBytes.Load()
 	m.Flush.Duration = time.Duration(s.flushNanos.Load())
 	m.Flush.Elided = s.flushElided.Load()
+	m.Scrub.Passes, m.Scrub.Files = s.scrubPasses.Load(), s.scrubFiles.Load()
+	m.Scrub.Bytes, m.Scrub.Corruptions = s.scrubBytes.Load(), s.scrubCorruptions.Load()
+	if t := s.scrubLastPass.Load(); t != 0 {
+		m.Scrub.LastPass = time.Unix(0, t)
+	}
 	m.Compact.Count = s.compactions.Load()
 	m.Compact.ReadBytes = s.compactReadBytes.Load()
 	m.Compact.WriteBytes = s.compactWriteBytes.Load()
@@ -270,6 +283,10 @@ func (m *Metrics) String() string {
 	fmt.Fprintf(&b, "recovery: %d WALs, %d batches; dropped %d records / %s (%d torn tails), %d damaged stretches skipped\n",
 		rc.WALs, rc.Batches, rc.DroppedRecords, humanBytes(uint64(rc.DroppedBytes)), rc.TornTails, rc.Skipped)
 	fmt.Fprintf(&b, "flushes: %d, %s written in %v, %d entries elided\n", m.Flush.Count, humanBytes(uint64(m.Flush.Bytes)), m.Flush.Duration.Round(time.Millisecond), m.Flush.Elided)
+	if m.Scrub.Passes > 0 || m.Scrub.Bytes > 0 {
+		fmt.Fprintf(&b, "scrub: %d passes, %d tables and %s verified, %d corruptions found, last pass %s\n",
+			m.Scrub.Passes, m.Scrub.Files, humanBytes(uint64(m.Scrub.Bytes)), m.Scrub.Corruptions, m.Scrub.LastPass.Format(time.RFC3339))
+	}
 	fmt.Fprintf(&b, "compactions: %d, read %s, wrote %s in %v\n", m.Compact.Count,
 		humanBytes(uint64(m.Compact.ReadBytes)), humanBytes(uint64(m.Compact.WriteBytes)), m.Compact.Duration.Round(time.Millisecond))
 	fmt.Fprintf(&b, "write stalls: %d, %v", m.Stall.Count, m.Stall.Duration.Round(time.Millisecond))

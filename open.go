@@ -172,6 +172,10 @@ func (d *DB) startBackground() {
 	d.bgWG.Add(2)
 	go d.flushLoop()
 	go d.compactionLoop()
+	if d.opts.ScrubInterval > 0 && !d.opts.ReadOnly {
+		d.bgWG.Add(1)
+		go d.scrubLoop()
+	}
 	d.mu.Lock()
 	d.maybeScheduleCompactionLocked()
 	d.maybePrepareWALLocked()

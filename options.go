@@ -3,6 +3,7 @@ package vigil
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/checksum"
@@ -182,6 +183,16 @@ type Options struct {
 	// compression_opts.level): 1 (fastest) to 22 (smallest); 0 means 3,
 	// zstd's default. Ignored by the other compressions.
 	ZstdLevel int
+	// ScrubInterval, if positive, runs the background scrubber: one pass
+	// over every live table per interval, re-reading it from disk and
+	// checking every block checksum and the whole-file checksum (see
+	// DB.Scrub, Metrics.Scrub). A table found damaged is reported
+	// (EventListener.CorruptionFound, the LOG) and left out of compactions.
+	// 0: off.
+	ScrubInterval time.Duration
+	// ScrubBytesPerSec paces the scrubber's reads; 0 means
+	// DefaultScrubBytesPerSec (4 MiB/s), negative no limit.
+	ScrubBytesPerSec int64
 	// FormatVersion is the format version a new DB is created with (see
 	// FormatVersionNewest): 0 means the newest this build writes. An
 	// existing DB keeps the version its MANIFEST records; one newer than
@@ -266,6 +277,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.FormatVersion == 0 {
 		o.FormatVersion = FormatVersionNewest
+	}
+	if o.ScrubBytesPerSec == 0 {
+		o.ScrubBytesPerSec = DefaultScrubBytesPerSec
 	}
 	if o.WriteBufferSize == 0 {
 		o.WriteBufferSize = DefaultWriteBufferSize
@@ -380,6 +394,9 @@ func (o *Options) Validate() error {
 		add("MaxImmutableMemtables = %d: must be at least 1", o.MaxImmutableMemtables)
 	}
 	validateTableOptions(add, o.Compression, o.ZstdLevel, o.BlockSize, o.BlockRestartInterval, o.BloomBitsPerKey)
+	if o.ScrubInterval < 0 {
+		add("ScrubInterval = %v: must not be negative (0: no scrubber)", o.ScrubInterval)
+	}
 	if o.FormatVersion < 1 || o.FormatVersion > FormatVersionNewest {
 		add("FormatVersion = %d: this build writes versions 1 to %d (0: the newest)", o.FormatVersion, FormatVersionNewest)
 	}
@@ -452,6 +469,8 @@ func (o *Options) String() string {
 	p("compression", o.Compression)
 	p("zstd_level", o.ZstdLevel)
 	p("format_version", o.FormatVersion)
+	p("scrub_interval", o.ScrubInterval)
+	p("scrub_bytes_per_sec", o.ScrubBytesPerSec)
 	for i := range o.Levels {
 		c, z := o.levelCompression(i)
 		p(fmt.Sprintf("level_%d_compression", i), fmt.Sprintf("%v/%d", c, z))

@@ -22,7 +22,13 @@ import (
 // errors are returned as they are.
 //
 // Verify is safe to call concurrently with reads.
-func (r *Reader) Verify() error {
+func (r *Reader) Verify() error { return r.VerifyPaced(nil) }
+
+// VerifyPaced is Verify that calls pace (if not nil) with the bytes of
+// each data block (trailer included) after reading it, and with the rest
+// of the file's size at the end: a background scrubber sleeps there to
+// keep its reads at a rate.
+func (r *Reader) VerifyPaced(pace func(n int64)) error {
 	m, _, err := fileReader{f: r.f, fid: r.fid, size: r.size}.readMeta()
 	if err != nil {
 		return err
@@ -34,10 +40,19 @@ func (r *Reader) Verify() error {
 	if r.t != checksum.None {
 		v.hasher = newFileHasher(r.t)
 	}
+	var paced int64
 	for bi := 0; bi < r.index.len(); bi++ {
 		if err := v.dataBlock(bi); err != nil {
 			return err
 		}
+		if pace != nil {
+			n := int64(r.index.handle(bi).size) + BlockTrailerLen
+			paced += n
+			pace(n)
+		}
+	}
+	if pace != nil && int64(r.size) > paced {
+		pace(int64(r.size) - paced)
 	}
 	if err := v.fileChecksum(); err != nil {
 		return err

@@ -121,6 +121,9 @@ func TestDBAndSSTCommands(t *testing.T) {
 	if out, err := run(t, "db", "verify", "--db", dir); err != nil || !strings.Contains(out, "OK") {
 		t.Fatalf("verify: %q %v", out, err)
 	}
+	if out, err := run(t, "db", "scrub", "--db", dir); err != nil || !strings.Contains(out, "OK: 1 tables") {
+		t.Fatalf("scrub: %q %v", out, err)
+	}
 	if out, err := run(t, "db", "metrics", "--db", dir); err != nil || !strings.Contains(out, "level") {
 		t.Fatalf("metrics: %q %v", out, err)
 	}
@@ -141,6 +144,9 @@ func TestDBAndSSTCommands(t *testing.T) {
 	os.WriteFile(ssts[0], b, 0o644)
 	if _, err := run(t, "sst", "verify", ssts[0]); exitCode(err) != 1 || !strings.Contains(err.Error(), "corruption") {
 		t.Fatalf("sst verify of a corrupt file: %v", err)
+	}
+	if _, err := run(t, "db", "scrub", "--db", dir); exitCode(err) != 1 || !strings.Contains(err.Error(), "corruption") {
+		t.Fatalf("db scrub of a corrupt table: %v", err)
 	}
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	if len(logs) == 0 {

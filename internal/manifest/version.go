@@ -46,7 +46,17 @@ type FileMetadata struct {
 	// identities existed.
 	Identity base.TableIdentity
 	refs     atomic.Int32 // versions holding the file
+	// damaged is set when the scrubber found the file damaged (in memory
+	// only: the next pass after a restart finds it again).
+	damaged atomic.Bool
 }
+
+// MarkDamaged records that the file failed a check: compactions no longer
+// take it as an input.
+func (m *FileMetadata) MarkDamaged() { m.damaged.Store(true) }
+
+// Damaged reports whether MarkDamaged was called.
+func (m *FileMetadata) Damaged() bool { return m.damaged.Load() }
 
 // Expected is what the MANIFEST records of the file, for opening it with
 // sst.ReaderOptions.Expect: a table that is not this one (another DB's,
