@@ -617,6 +617,7 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 	eo := EngineOptions{
 		WriteBufferSize:               int(c.intFlag("write_buffer_size")),
 		ParanoidMemoryChecks:          c.boolFlag("paranoid_memory_checks"),
+		ScrubInterval:                 c.scrubInterval(bad),
 		SkipReadChecksums:             !c.boolFlag("verify_checksum"),
 		MemtableProtectionBytesPerKey: int(c.uintFlag("memtable_protection_bytes_per_key")),
 		BlockSize:                     cfg.BlockSize,
@@ -721,3 +722,17 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 // minOpenFiles is Vigil's smallest table cache; smaller --open_files are
 // raised to it (and reported).
 const minOpenFiles = 16
+
+// scrubInterval is --scrub_interval: a Go duration, empty for none.
+func (c *CLI) scrubInterval(bad func(string, ...any)) time.Duration {
+	v := c.strFlag("scrub_interval")
+	if v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		bad("--scrub_interval %q: want a positive Go duration, e.g. 1s", v)
+		return 0
+	}
+	return d
+}

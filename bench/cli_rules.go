@@ -53,6 +53,7 @@ var typeString = flagString
 // vigilFlags are kvbench's flags that db_bench 7.8.3 does not have.
 var vigilFlags = []dbBenchFlag{
 	{"paranoid_memory_checks", flagBool, "false", srcVigil},
+	{"scrub_interval", flagString, "", srcVigil},
 	{"wal_recovery_mode", flagInt32, "2", srcVigil},
 	{"stats", flagBool, "false", srcVigil},
 	{"json", flagString, "", srcVigil},
@@ -139,6 +140,7 @@ var flagRules = map[string]flagRule{
 	"readonly":                 {group: groupDB, usage: "open the DB read-only (with --use_existing_db; writes fail)"},
 	"disable_auto_compactions": {group: groupDB, usage: "no background compactions (flush and compact benchmarks still work)"},
 	"paranoid_memory_checks":   {group: groupDB, usage: "memtable and iterator reads verify key order (RocksDB 9.6's option; kvbench only here)"},
+	"scrub_interval":           {group: groupDB, usage: "run the background scrubber with this interval (a Go duration, e.g. 1s; at its default 4 MiB/s); empty: off (kvbench only)"},
 	"wal_recovery_mode":        {group: groupDB, usage: "0 tolerate corrupted tail, 1 absolute consistency, 2 point in time, 3 skip any corrupted (RocksDB's numbers; kvbench only here)"},
 
 	// Honoured only as Vigil always behaves.

@@ -1,5 +1,7 @@
 package bench
 
+import "time"
+
 // Engine is the store kvbench drives. Vigil's is in this package; the
 // bench/peers module adds Pebble's, so both run the very same workload code.
 // An engine may also implement BatchEngine (atomic multi-key writes, for
@@ -74,7 +76,8 @@ type EngineOptions struct {
 	WriteBufferSize               int
 	ChecksumType                  int // RocksDB numbering: 0 none ... 4 xxh3, 5 crc64
 	ParanoidMemoryChecks          bool
-	SkipReadChecksums             bool // --verify_checksum=false
+	ScrubInterval                 time.Duration // the background scrubber's; 0: off
+	SkipReadChecksums             bool          // --verify_checksum=false
 	MemtableProtectionBytesPerKey int
 	BlockSize                     int
 	CacheSize                     int64  // bytes; 0 disables

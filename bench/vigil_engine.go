@@ -40,6 +40,7 @@ func VigilOptions(o EngineOptions) (*vigil.Options, error) {
 		WriteBufferSize:               o.WriteBufferSize,
 		ChecksumType:                  ct,
 		ParanoidMemoryChecks:          o.ParanoidMemoryChecks,
+		ScrubInterval:                 o.ScrubInterval,
 		SkipReadChecksums:             o.SkipReadChecksums,
 		MemtableProtectionBytesPerKey: o.MemtableProtectionBytesPerKey,
 		BlockSize:                     o.BlockSize,
