@@ -115,6 +115,7 @@ type DB struct {
 	bgWG         sync.WaitGroup
 	closing      chan struct{}
 	scrubMu      sync.Mutex // one scrubber pass at a time (scrub.go)
+	healed       []uint64   // tables healed from a backup since Open; guarded by scrubMu
 	flushing     bool
 	// compactionMu serializes compactions, background and manual.
 	compactionMu sync.Mutex
@@ -679,6 +680,7 @@ type dbStats struct {
 	scrubFiles        atomic.Int64
 	scrubBytes        atomic.Int64
 	scrubCorruptions  atomic.Int64
+	scrubHealed       atomic.Int64
 	scrubLastPass     atomic.Int64 // UnixNano of the end of the last pass, 0: none
 	flushNanos        atomic.Int64
 	compactions       atomic.Int64

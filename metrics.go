@@ -104,7 +104,9 @@ type Metrics struct {
 	// the last pass ended (zero: none yet).
 	Scrub struct {
 		Passes, Files, Bytes, Corruptions int64
-		LastPass                          time.Time
+		// Healed counts the damaged tables replaced from Options.HealFrom.
+		Healed   int64
+		LastPass time.Time
 	}
 	Stall struct {
 		// Count and Duration are of stalls that ended.
@@ -201,6 +203,7 @@ func (d *DB) Metrics() *Metrics {
 	m.Flush.Elided = s.flushElided.Load()
 	m.Scrub.Passes, m.Scrub.Files = s.scrubPasses.Load(), s.scrubFiles.Load()
 	m.Scrub.Bytes, m.Scrub.Corruptions = s.scrubBytes.Load(), s.scrubCorruptions.Load()
+	m.Scrub.Healed = s.scrubHealed.Load()
 	if t := s.scrubLastPass.Load(); t != 0 {
 		m.Scrub.LastPass = time.Unix(0, t)
 	}

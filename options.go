@@ -193,6 +193,11 @@ type Options struct {
 	// ScrubBytesPerSec paces the scrubber's reads; 0 means
 	// DefaultScrubBytesPerSec (4 MiB/s), negative no limit.
 	ScrubBytesPerSec int64
+	// HealFrom, if set, is a backup directory (package backup) the
+	// scrubber heals from: a table it finds damaged is replaced by the
+	// backup's identical copy, after verifying it (see HealFromBackup),
+	// instead of being left out of compactions.
+	HealFrom string
 	// FormatVersion is the format version a new DB is created with (see
 	// FormatVersionNewest): 0 means the newest this build writes. An
 	// existing DB keeps the version its MANIFEST records; one newer than

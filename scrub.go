@@ -80,9 +80,19 @@ func (d *DB) scrubPass() error {
 				err = fmt.Errorf("scrub: in level %d: %w", level, err)
 				errs = append(errs, err)
 				if errors.Is(err, ErrCorruption) {
-					f.MarkDamaged()
 					d.stats.scrubCorruptions.Add(1)
 					d.emitCorruption(err)
+					if d.opts.HealFrom != "" && !d.opts.ReadOnly {
+						if herr := d.heal(d.opts.HealFrom, f); herr == nil {
+							d.log.Errorf("%v (healed)", err)
+							errs = errs[:len(errs)-1]
+							continue
+						} else {
+							err = errors.Join(err, herr)
+							errs[len(errs)-1] = err
+						}
+					}
+					f.MarkDamaged()
 				}
 				d.log.Errorf("%v", err)
 			}

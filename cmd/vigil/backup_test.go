@@ -125,3 +125,51 @@ func TestBackupCommands(t *testing.T) {
 		t.Fatalf("gc: %q, %v", out, err)
 	}
 }
+
+// TestDBHealCommand: a table damaged after a backup comes back from it
+// through vigil db heal; without --from-backup the command is a usage
+// error; a table the backup lacks leaves exit status 1.
+func TestDBHealCommand(t *testing.T) {
+	tmp := t.TempDir()
+	dbDir, bdir := filepath.Join(tmp, "db"), filepath.Join(tmp, "backups")
+	db, err := vigil.Open(dbDir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		if err := db.Put(fmt.Appendf(nil, "key%04d", i), fmt.Appendf(nil, "value %d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, "backup", "create", "--db", dbDir, "--backup-dir", bdir); err != nil {
+		t.Fatal(err)
+	}
+	ssts, _ := filepath.Glob(filepath.Join(dbDir, "*.sst"))
+	if len(ssts) == 0 {
+		t.Fatal("no table")
+	}
+	b, _ := os.ReadFile(ssts[0])
+	b[100] ^= 0x20
+	if err := os.WriteFile(ssts[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, "db", "scrub", "--db", dbDir); exitCode(err) != 1 {
+		t.Fatalf("scrub of the damaged DB: %v", err)
+	}
+	if _, err := run(t, "db", "heal", "--db", dbDir); exitCode(err) != 2 {
+		t.Fatalf("heal without --from-backup: %v, want a usage error", err)
+	}
+	out, err := run(t, "db", "heal", "--db", dbDir, "--from-backup", bdir)
+	if err != nil || !strings.Contains(out, "replaced damaged tables: [") || !strings.Contains(out, "OK") {
+		t.Fatalf("heal: %q, %v", out, err)
+	}
+	if out, err := run(t, "db", "scrub", "--db", dbDir); err != nil || !strings.Contains(out, "OK") {
+		t.Fatalf("scrub after healing: %q, %v", out, err)
+	}
+}

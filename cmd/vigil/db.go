@@ -39,7 +39,37 @@ func newDBCmd() *cobra.Command {
 	}
 	cmd.AddCommand(dbDataCmds(withDB)...)
 	cmd.AddCommand(dbAdminCmds(withDB)...)
+	cmd.AddCommand(healCmd(&dir))
 	return cmd
+}
+
+// healCmd is `vigil db heal --db DIR --from-backup BACKUPDIR`: the DB must
+// not be open; see vigil.HealFromBackup.
+func healCmd(dir *string) *cobra.Command {
+	var from string
+	heal := &cobra.Command{
+		Use:   "heal",
+		Short: "Replace every missing or damaged table by the identical copy a backup holds (the DB must not be open; exit status 1 if any is left)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if *dir == "" || from == "" {
+				return usageError("--db DIR and --from-backup BACKUPDIR are required")
+			}
+			rep, err := vigil.HealFromBackup(*dir, from, nil)
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "restored missing tables: %v\nreplaced damaged tables: %v\n", rep.Missing, rep.Damaged)
+			if err != nil {
+				return err
+			}
+			if rep.Failed != nil {
+				return rep.Failed
+			}
+			fmt.Fprintln(out, "OK")
+			return nil
+		},
+	}
+	heal.Flags().StringVar(&from, "from-backup", "", "backup directory (vigil backup) holding the tables")
+	return heal
 }
 
 // withDBFunc wraps a subcommand body with the opening and closing of the DB.

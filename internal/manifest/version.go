@@ -55,6 +55,10 @@ type FileMetadata struct {
 // take it as an input.
 func (m *FileMetadata) MarkDamaged() { m.damaged.Store(true) }
 
+// ClearDamaged undoes MarkDamaged: the file was replaced by a verified
+// copy.
+func (m *FileMetadata) ClearDamaged() { m.damaged.Store(false) }
+
 // Damaged reports whether MarkDamaged was called.
 func (m *FileMetadata) Damaged() bool { return m.damaged.Load() }
 
