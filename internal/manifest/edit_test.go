@@ -89,11 +89,15 @@ func FuzzVersionEdit(f *testing.F) {
 	f.Add(ingestedEdit().Encode(nil))
 	f.Add(identityEdit(0).Encode(nil))
 	f.Add(identityEdit(500).Encode(nil))
+	f.Add((&VersionEdit{FormatVersion: FormatVersion, Comparer: ComparerName}).Encode(nil))
+	f.Add([]byte{0x0a, FormatVersion + 1, 0x7f})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := DecodeVersionEdit(data, "fuzz")
 		if err != nil {
-			if !errors.Is(err, base.ErrCorruption) {
-				t.Fatalf("not corruption: %v", err)
+			// A newer format version is the one refusal that is not
+			// damage.
+			if !errors.Is(err, base.ErrCorruption) && !(errors.Is(err, base.ErrInvalidArgument) && strings.Contains(err.Error(), "newer than this build's")) {
+				t.Fatalf("neither corruption nor a newer format: %v", err)
 			}
 			return
 		}
