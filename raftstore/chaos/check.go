@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -157,7 +158,7 @@ func illegal(h []porcupine.Operation) bool {
 // about the bug.
 func minimize(h []porcupine.Operation, deadline time.Time) []porcupine.Operation {
 	h = slices.Clone(h)
-	slices.SortFunc(h, func(a, b porcupine.Operation) int { return cmpInt64(a.Call, b.Call) })
+	slices.SortFunc(h, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
 	lo, hi := 1, len(h)
 	for lo < hi && time.Now().Before(deadline) {
 		mid := (lo + hi) / 2
@@ -195,16 +196,6 @@ func observed(op porcupine.Operation, h []porcupine.Operation) bool {
 		}
 	}
 	return false
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // format prints a history one operation per line: client, call and return
