@@ -75,7 +75,7 @@ func (d *DB) Digest(start, end []byte) (RangeDigest, error) {
 	if d.closed.Load() {
 		return RangeDigest{}, ErrClosed
 	}
-	return d.digest(start, end, d.visibleSeq.Load())
+	return d.digest(start, end, readLatest)
 }
 
 // Checksum is DB.Checksum at the snapshot.

@@ -371,12 +371,21 @@ func (d *DB) BackgroundError() error {
 	return d.bgErr
 }
 
+// readLatest, as a read's seqnum, means the visible seqnum, loaded after
+// the read state. In that order a read never misses a version: a flush or
+// compaction leaves out a version only when a newer one covers it and
+// every batch of its input is visible, so a state published after it is
+// read with a seqnum at least as new as the version that covers it. The
+// other order could pair a seqnum loaded long ago with a state that no
+// longer holds the version that seqnum sees. Above every real seqnum.
+const readLatest = ^uint64(0)
+
 // Get returns a copy of the newest value of key, or ErrNotFound.
 func (d *DB) Get(key []byte) ([]byte, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
 	}
-	return d.get(nil, key, d.visibleSeq.Load(), false)
+	return d.get(nil, key, readLatest, false)
 }
 
 // Has reports whether key has a live value, without copying it.
@@ -384,7 +393,7 @@ func (d *DB) Has(key []byte) (bool, error) {
 	if d.closed.Load() {
 		return false, ErrClosed
 	}
-	_, err := d.get(nil, key, d.visibleSeq.Load(), true)
+	_, err := d.get(nil, key, readLatest, true)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
@@ -398,7 +407,7 @@ func (d *DB) GetAppend(dst, key []byte) ([]byte, error) {
 	if d.closed.Load() {
 		return dst, ErrClosed
 	}
-	v, err := d.get(dst, key, d.visibleSeq.Load(), false)
+	v, err := d.get(dst, key, readLatest, false)
 	if err != nil {
 		return dst, err
 	}
@@ -415,6 +424,9 @@ func (d *DB) get(dst, key []byte, snap uint64, noCopy bool) ([]byte, error) {
 		return dst, ErrClosed
 	}
 	defer rs.unref()
+	if snap == readLatest {
+		snap = d.visibleSeq.Load() // after the state: see readLatest
+	}
 
 	// cover is the largest seq of a visible range tombstone covering key
 	// seen so far; a version below it is deleted.

@@ -53,7 +53,7 @@ func (d *DB) NewIter(o *IterOptions) (*Iterator, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
 	}
-	return d.newIter(o, d.visibleSeq.Load(), d.userReads)
+	return d.newIter(o, readLatest, d.userReads)
 }
 
 // newIter builds an iterator at snap; ro are the table reads' options
@@ -63,6 +63,9 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 	rs := d.loadReadState()
 	if rs == nil {
 		return nil, ErrClosed
+	}
+	if snap == readLatest {
+		snap = d.visibleSeq.Load() // after the state: see readLatest
 	}
 	it := &Iterator{d: d, rs: rs, snap: snap, paranoid: d.opts.ParanoidMemoryChecks}
 	if o != nil {
