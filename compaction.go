@@ -152,10 +152,14 @@ func (d *DB) runCompaction(c *compaction) error {
 	d.mu.Lock()
 	// The readers of the current state read at visibleSeq without a
 	// snapshot, and batches above it may be applied but not yet published
-	// (a synced batch waits for its fsync): visibleSeq is a snapshot too, or
-	// an unpublished version would shadow the version readers still see.
+	// (a synced batch waits for its fsync; a flush takes a memtable once its
+	// inserts are done): visibleSeq is a snapshot too, or an unpublished
+	// version would shadow the version readers see, and every version above
+	// it is settled by nobody yet, so none of them is dropped (compact's
+	// settled): a reader may come to see one before the other.
 	snaps := d.snapshots.seqs()
-	if vis := d.visibleSeq.Load(); len(snaps) == 0 || snaps[len(snaps)-1] < vis {
+	vis := d.visibleSeq.Load()
+	if len(snaps) == 0 || snaps[len(snaps)-1] < vis {
 		snaps = append(snaps, vis)
 	}
 	v := d.vs.current
@@ -163,7 +167,7 @@ func (d *DB) runCompaction(c *compaction) error {
 	d.mu.Unlock()
 	defer v.Unref()
 
-	outputs, stats, err := d.compactFiles(c, v, snaps)
+	outputs, stats, err := d.compactFiles(c, v, snaps, vis)
 	if err != nil {
 		for _, m := range outputs {
 			_ = d.fs.Remove(makeFilename(d.fs, d.dirname, fileTypeTable, m.FileNum))
@@ -230,7 +234,7 @@ func (d *DB) installCompactionLocked(e *manifest.VersionEdit) error {
 // package compact decides what survives and where outputs split; this
 // opens the inputs (bypassing the block cache), creates and finishes the
 // tables, and checks every count.
-func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (outputs []*manifest.FileMetadata, st compact.Stats, err error) {
+func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64, settled uint64) (outputs []*manifest.FileMetadata, st compact.Stats, err error) {
 	var children []base.InternalIterator
 	var tombs []rangedel.Tombstone
 	var expectEntries uint64
@@ -261,7 +265,7 @@ func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64) (o
 		}
 		return true
 	}
-	iter := compact.NewIter(newMergingIter(children), snaps, tombs, bottom, &st)
+	iter := compact.NewIter(newMergingIter(children), snaps, settled, tombs, bottom, &st)
 
 	var wNum uint64
 	open := func() (compact.Writer, error) {

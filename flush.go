@@ -344,7 +344,7 @@ func (d *DB) writeValidated(mt flushable, w *sst.Writer, name string, fileNum ui
 		if err != nil {
 			return nil, d.validationFailed(err, fileNum, why)
 		}
-		filter, _, _ = compact.NewFilter(keep.snaps, tombs, nil)
+		filter, _, _ = compact.NewFilter(keep.snaps, base.SeqNumMax, tombs, nil) // every batch is visible (flushKeepLocked)
 	}
 	var n, dropped, elided uint64
 	var werr error // the writer's error, not the memtable's

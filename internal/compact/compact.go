@@ -49,9 +49,10 @@ type Stats struct {
 //
 // Concurrency: a Filter belongs to one goroutine.
 type Filter struct {
-	snaps  []uint64
-	stacks []rangedel.Stack
-	bottom func(start, end []byte) bool
+	snaps   []uint64
+	settled uint64
+	stacks  []rangedel.Stack
+	bottom  func(start, end []byte) bool
 
 	prevKey    []byte
 	havePrev   bool
@@ -61,19 +62,25 @@ type Filter struct {
 // NewFilter makes the filter for snaps, the live snapshots' seqnums
 // ascending, and tombs, every range tombstone of the input; bottom(start,
 // end) reports whether no data for [start, end] lies below the output (nil:
-// never). It returns the range tombstones to write, in key order, and the
-// number of tombstone pieces it dropped.
-func NewFilter(snaps []uint64, tombs []rangedel.Tombstone, bottom func(start, end []byte) bool) (f *Filter, kept []rangedel.Tombstone, dropped uint64) {
+// never). Versions above settled may not be visible to every reader yet (a
+// batch applied but not published): each of them is a stripe of its own,
+// so none is dropped and no tombstone above settled covers anything. It
+// returns the range tombstones to write, in key order, and the number of
+// tombstone pieces it dropped.
+func NewFilter(snaps []uint64, settled uint64, tombs []rangedel.Tombstone, bottom func(start, end []byte) bool) (f *Filter, kept []rangedel.Tombstone, dropped uint64) {
 	if bottom == nil {
 		bottom = func(start, end []byte) bool { return false }
 	}
-	f = &Filter{snaps: snaps, bottom: bottom, stacks: rangedel.Stacks(tombs)}
+	f = &Filter{snaps: snaps, settled: settled, bottom: bottom, stacks: rangedel.Stacks(tombs)}
 	kept, dropped = rangedel.Elide(f.stacks, f.stripe, bottom)
 	return f, kept, dropped
 }
 
 // stripe returns the snapshot stripe of seq.
 func (f *Filter) stripe(seq uint64) int {
+	if seq > f.settled {
+		return len(f.snaps) + 1 + int(seq-f.settled) // its own
+	}
 	return sort.Search(len(f.snaps), func(i int) bool { return seq <= f.snaps[i] })
 }
 
@@ -108,13 +115,14 @@ type Iter struct {
 }
 
 // NewIter filters in, the merged input iterator of a compaction. snaps are
-// the live snapshots' seqnums, ascending; tombs every range tombstone of the
-// inputs; bottom(start, end) reports whether no data for [start, end] lies
-// below the output level. Counts go to stats.
-func NewIter(in base.InternalIterator, snaps []uint64, tombs []rangedel.Tombstone, bottom func(start, end []byte) bool, stats *Stats) *Iter {
+// the live snapshots' seqnums, ascending; settled the seqnum every reader
+// sees (see NewFilter); tombs every range tombstone of the inputs;
+// bottom(start, end) reports whether no data for [start, end] lies below
+// the output level. Counts go to stats.
+func NewIter(in base.InternalIterator, snaps []uint64, settled uint64, tombs []rangedel.Tombstone, bottom func(start, end []byte) bool, stats *Stats) *Iter {
 	it := &Iter{in: in, stats: stats}
 	var dropped uint64
-	it.filter, it.Kept, dropped = NewFilter(snaps, tombs, bottom)
+	it.filter, it.Kept, dropped = NewFilter(snaps, settled, tombs, bottom)
 	stats.Dropped += dropped
 	return it
 }

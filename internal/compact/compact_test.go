@@ -142,12 +142,17 @@ func TestCompaction(t *testing.T) {
 					}
 					return true
 				}
+				// settled: the seqnum every reader sees (default: all).
+				settled := base.SeqNumMax
+				if d.HasArg("settled") {
+					d.ScanArgs(t, "settled", &settled)
+				}
 				target := uint64(1 << 30)
 				if d.HasArg("target") {
 					d.ScanArgs(t, "target", &target)
 				}
 				var st Stats
-				it := NewIter(&in, snaps, tombs, bottom, &st)
+				it := NewIter(&in, snaps, settled, tombs, bottom, &st)
 				var tables []*fakeTable
 				open := func() (Writer, error) {
 					ft := &fakeTable{n: len(tables)}
