@@ -103,3 +103,30 @@ func ExampleOptions_paranoid() {
 	}
 	// Output: verified
 }
+
+// A DB that keeps L0 uncompressed (flushes stay cheap) and compresses the
+// levels below with zstd, scrubbing its tables in the background and
+// healing a damaged one from its backup directory.
+func ExampleOptions_zstd() {
+	dir, _ := os.MkdirTemp("", "vigil-example")
+	defer os.RemoveAll(dir)
+	db, err := vigil.Open(dir, &vigil.Options{
+		Compression: vigil.ZstdCompression,
+		ZstdLevel:   3,
+		Levels:      []vigil.LevelOptions{{Compression: vigil.NoCompression}}, // L0; the rest: zstd
+		// ScrubInterval: 24 * time.Hour, HealFrom: "/backups/mydb",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	for i := range 1000 {
+		_ = db.Put(fmt.Appendf(nil, "user:%04d", i), fmt.Appendf(nil, "profile of user %d", i), nil)
+	}
+	if err := db.Compact(nil, nil); err != nil { // flush, then compact into L1: zstd tables
+		log.Fatal(err)
+	}
+	v, _ := db.Get([]byte("user:0042"))
+	fmt.Printf("%s; scrubbed clean: %v\n", v, db.Scrub() == nil)
+	// Output: profile of user 42; scrubbed clean: true
+}
