@@ -628,6 +628,14 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 		DisableAutomaticCompactions:   c.boolFlag("disable_auto_compactions"),
 		ReadOnly:                      c.boolFlag("readonly"),
 	}
+	c.integrityOptions(&eo, bad)
+	c.shapeOptions(&eo, bad)
+	return eo
+}
+
+// integrityOptions reads the checksum, protection and compression flags
+// into eo.
+func (c *CLI) integrityOptions(eo *EngineOptions, bad func(string, ...any)) {
 	ct, err := parseChecksumFlag(c.strFlag("checksum_type"))
 	if err != nil {
 		bad("--checksum_type: %v", err)
@@ -654,6 +662,11 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 	if m := c.intFlag("min_level_to_compress"); m > 0 {
 		eo.MinLevelToCompress = int(min(m, 7))
 	}
+}
+
+// shapeOptions reads the memtable, L0, level and table-cache flags into eo:
+// each only when given, so that Vigil's defaults stand otherwise.
+func (c *CLI) shapeOptions(eo *EngineOptions, bad func(string, ...any)) {
 	if c.Changed("max_write_buffer_number") {
 		n := c.intFlag("max_write_buffer_number")
 		if n < 1 {
@@ -716,7 +729,6 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 		}
 		eo.WALRecoveryMode, eo.WALRecoveryModeSet = int(m), true
 	}
-	return eo
 }
 
 // minOpenFiles is Vigil's smallest table cache; smaller --open_files are
