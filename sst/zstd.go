@@ -58,10 +58,12 @@ func putZstdEncoder(level int, e *zstd.Encoder) {
 }
 
 // zstdDecoder decodes every zstd block: DecodeAll is safe for concurrent
-// use. Its memory bound is MaxBlockSize, checked again by decodedLen first.
+// use. It decodes at most cap(dst) bytes (WithDecodeAllCapLimit): the
+// size decodedLen checked, so that bytes after the frame (a second frame,
+// or damage) cannot make it allocate past that.
 var zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
 	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxBlockSize),
-		zstd.IgnoreChecksum(true))
+		zstd.WithDecodeAllCapLimit(true), zstd.IgnoreChecksum(true))
 	if err != nil {
 		panic("sst: zstd decoder: " + err.Error())
 	}
@@ -69,10 +71,11 @@ var zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
 })
 
 // zstdDecodedLen returns the content size that frame b declares, or ok
-// false if b is not one zstd frame with a content size within bounds.
+// false if b is not a single-segment zstd frame (what the writer makes: its
+// window is its content) with a content size within bounds.
 func zstdDecodedLen(b []byte) (n int, ok bool) {
 	var h zstd.Header
-	if err := h.Decode(b); err != nil || !h.HasFCS || h.Skippable {
+	if err := h.Decode(b); err != nil || !h.HasFCS || !h.SingleSegment || h.Skippable {
 		return 0, false
 	}
 	if h.FrameContentSize > MaxBlockSize || h.FrameContentSize > uint64(maxZstdExpansion)*uint64(len(b)) {

@@ -67,11 +67,29 @@ func TestZstdBounds(t *testing.T) {
 	bh := uint32(len(text))<<3 | 1
 	noFCS = append(noFCS, byte(bh), byte(bh>>8), byte(bh>>16))
 	noFCS = append(noFCS, text...)
-	if out, err := zstdDecoder().DecodeAll(noFCS, nil); err != nil || !bytes.Equal(out, text) {
+	if out, err := zstdDecoder().DecodeAll(noFCS, make([]byte, 0, len(text))); err != nil || !bytes.Equal(out, text) {
 		t.Fatalf("the hand-made frame does not decode: %v", err)
 	}
 	if _, ok := zstdDecodedLen(noFCS); ok {
 		t.Fatal("a frame without a content size accepted")
+	}
+	// The same with a content size but not single-segment (its window,
+	// not its content, would size the decoder's buffer): refused too.
+	withFCS := append([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x40, 0x18}, byte(len(text)), byte(len(text)>>8))
+	withFCS = append(withFCS, noFCS[6:]...)
+	if _, ok := zstdDecodedLen(withFCS); ok {
+		t.Fatal("a multi-segment frame accepted")
+	}
+	// A second frame after the first cannot make the decoder produce (or
+	// allocate for) more than the first declared.
+	two := append(enc.EncodeAll(text, nil), enc.EncodeAll(zeros, nil)...)
+	n, ok := zstdDecodedLen(two)
+	if !ok || n != len(text) {
+		t.Fatalf("first frame of two: %d, %v", n, ok)
+	}
+	dst := make([]byte, n)
+	if out, err := zstdDecoder().DecodeAll(two, dst[:0]); err == nil || cap(out) > n {
+		t.Fatalf("two frames decoded into a block of %d: %d bytes (cap %d), %v", n, len(out), cap(out), err)
 	}
 
 	// The writer stores a run of one byte uncompressed.
