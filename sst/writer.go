@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -372,10 +373,10 @@ func (w *Writer) compress(raw []byte, allowed bool) ([]byte, Compression) {
 		if w.zstd == nil {
 			w.zstd = zstdEncoder(w.o.ZstdLevel)
 		}
-		c = w.zstd.EncodeAll(raw, w.cbuf[:0])
-		if cap(c)-len(c) < BlockTrailerLen {
-			c = append(c, make([]byte, BlockTrailerLen)...)[:len(c)]
-		}
+		// Room for zstd's worst case and the trailer: EncodeAll appends
+		// into it without allocating.
+		w.cbuf = slices.Grow(w.cbuf[:0], len(raw)+len(raw)/128+64+BlockTrailerLen)
+		c = slices.Grow(w.zstd.EncodeAll(raw, w.cbuf[:0]), BlockTrailerLen)
 		w.cbuf = c[:0]
 		if len(c)*maxZstdExpansion < len(raw) {
 			return raw, NoCompression // see maxZstdExpansion
