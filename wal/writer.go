@@ -210,7 +210,8 @@ type WriterStats struct {
 	// (ReserveAhead's included).
 	Reserved int64
 	// WaitedSyncs is the part of Syncs that a caller waited for (SyncTo,
-	// Sync): the synced writes, as group commit batched them.
+	// Sync), Close's final one not included: the synced writes, as group
+	// commit batched them.
 	WaitedSyncs int64
 	// Gathers counts synced rounds that waited for the writers the
 	// previous sync released (see Writer), GatherWait the time they waited,
@@ -617,7 +618,7 @@ func (w *Writer) syncRound(r *flushRound) error {
 	if dataSync {
 		w.stats.DataSyncs++
 	}
-	if r.waited {
+	if foreground {
 		w.stats.WaitedSyncs++
 	}
 	w.stats.Reserved += reserved
