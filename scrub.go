@@ -77,30 +77,40 @@ func (d *DB) scrubPass() error {
 			default:
 			}
 			if err := d.scrubTable(f, pace); err != nil {
-				err = fmt.Errorf("scrub: in level %d: %w", level, err)
-				errs = append(errs, err)
-				if errors.Is(err, ErrCorruption) {
-					d.stats.scrubCorruptions.Add(1)
-					d.emitCorruption(err)
-					if d.opts.HealFrom != "" && !d.opts.ReadOnly {
-						if herr := d.heal(d.opts.HealFrom, f); herr == nil {
-							d.log.Errorf("%v (healed)", err)
-							errs = errs[:len(errs)-1]
-							continue
-						} else {
-							err = errors.Join(err, herr)
-							errs[len(errs)-1] = err
-						}
-					}
-					f.MarkDamaged()
+				if err = d.scrubFound(level, f, err); err != nil {
+					errs = append(errs, err)
 				}
-				d.log.Errorf("%v", err)
 			}
 		}
 	}
 	d.stats.scrubPasses.Add(1)
 	d.stats.scrubLastPass.Store(time.Now().UnixNano())
 	return errors.Join(errs...)
+}
+
+// scrubFound reports what scrubTable found in table f of level, heals the
+// table from Options.HealFrom if it is damaged and the DB can write, and
+// marks it damaged otherwise. It returns the problem that remains (nil if
+// healed).
+func (d *DB) scrubFound(level int, f *manifest.FileMetadata, err error) error {
+	err = fmt.Errorf("scrub: in level %d: %w", level, err)
+	if !errors.Is(err, ErrCorruption) {
+		d.log.Errorf("%v", err)
+		return err
+	}
+	d.stats.scrubCorruptions.Add(1)
+	d.emitCorruption(err)
+	if d.opts.HealFrom != "" && !d.opts.ReadOnly {
+		herr := d.heal(d.opts.HealFrom, f)
+		if herr == nil {
+			d.log.Errorf("%v (healed)", err)
+			return nil
+		}
+		err = errors.Join(err, herr)
+	}
+	f.MarkDamaged()
+	d.log.Errorf("%v", err)
+	return err
 }
 
 // scrubTable verifies one table, its reads paced.
