@@ -93,103 +93,120 @@ func TestCompaction(t *testing.T) {
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			switch d.Cmd {
 			case "define":
-				in, tombs = sliceIter{}, nil
-				type kv struct {
-					k base.InternalKey
-					v []byte
-				}
-				var kvs []kv
-				for _, f := range strings.Fields(d.Input) {
-					if se, seq, ok := strings.Cut(f, "#"); ok && strings.Contains(se, "-") && !strings.Contains(seq, ",") {
-						s, e, _ := strings.Cut(se, "-")
-						n, _ := strconv.ParseUint(seq, 10, 64)
-						tombs = append(tombs, rangedel.Tombstone{Start: []byte(s), End: []byte(e), Seq: n})
-						continue
-					}
-					k, v := parseEntry(t, f)
-					kvs = append(kvs, kv{k, v})
-				}
-				sort.Slice(kvs, func(i, j int) bool { return base.CompareInternal(kvs[i].k, kvs[j].k) < 0 })
-				for _, e := range kvs {
-					in.keys = append(in.keys, e.k)
-					in.vals = append(in.vals, e.v)
-				}
+				in, tombs = defineInput(t, d.Input)
 				return ""
 			case "compact":
-				var snaps []uint64
-				if arg, ok := d.Arg("snaps"); ok {
-					for _, v := range arg.Vals {
-						n, _ := strconv.ParseUint(v, 10, 64)
-						snaps = append(snaps, n)
-					}
-				}
-				// below lists user keys with older data under the output
-				// level; "all" means every key.
-				below := map[string]bool{}
-				if arg, ok := d.Arg("below"); ok {
-					for _, v := range arg.Vals {
-						below[v] = true
-					}
-				}
-				bottom := func(start, end []byte) bool {
-					if below["all"] {
-						return false
-					}
-					for k := range below {
-						if k >= string(start) && k <= string(end) {
-							return false
-						}
-					}
-					return true
-				}
-				// settled: the seqnum every reader sees (default: all).
-				settled := base.SeqNumMax
-				if d.HasArg("settled") {
-					d.ScanArgs(t, "settled", &settled)
-				}
-				target := uint64(1 << 30)
-				if d.HasArg("target") {
-					d.ScanArgs(t, "target", &target)
-				}
-				var st Stats
-				it := NewIter(&in, snaps, settled, tombs, bottom, &st)
-				var tables []*fakeTable
-				open := func() (Writer, error) {
-					ft := &fakeTable{n: len(tables)}
-					tables = append(tables, ft)
-					return ft, nil
-				}
-				finish := func(w Writer) (uint64, error) {
-					ft := w.(*fakeTable)
-					return uint64(len(ft.entries) + len(ft.tombs)), nil
-				}
-				out := NewOutputs(target, it.Kept, open, finish, &st)
-				for ok := it.First(); ok; ok = it.Next() {
-					if err := out.Add(it.Key(), it.Value()); err != nil {
-						return err.Error()
-					}
-				}
-				if err := out.Finish(); err != nil {
-					return err.Error()
-				}
-				var b strings.Builder
-				for _, ft := range tables {
-					fmt.Fprintf(&b, "output %d:\n", ft.n)
-					for _, e := range ft.entries {
-						fmt.Fprintf(&b, "  %s\n", e)
-					}
-					for _, e := range ft.tombs {
-						fmt.Fprintf(&b, "  %s\n", e)
-					}
-				}
-				fmt.Fprintf(&b, "%s\n", st)
-				if err := CheckRead(&st, uint64(len(in.keys))); err != nil {
-					fmt.Fprintf(&b, "%v\n", err)
-				}
-				return b.String()
+				return runCompact(t, d, &in, tombs)
 			}
 			t.Fatalf("unknown command %q", d.Cmd)
 			return ""
 		})
 	})
+}
+
+// defineInput parses a define command: entries (key#seq,KIND=value) and
+// range tombstones (start-end#seq), in any order.
+func defineInput(t *testing.T, input string) (sliceIter, []rangedel.Tombstone) {
+	var in sliceIter
+	var tombs []rangedel.Tombstone
+	type kv struct {
+		k base.InternalKey
+		v []byte
+	}
+	var kvs []kv
+	for _, f := range strings.Fields(input) {
+		if se, seq, ok := strings.Cut(f, "#"); ok && strings.Contains(se, "-") && !strings.Contains(seq, ",") {
+			s, e, _ := strings.Cut(se, "-")
+			n, _ := strconv.ParseUint(seq, 10, 64)
+			tombs = append(tombs, rangedel.Tombstone{Start: []byte(s), End: []byte(e), Seq: n})
+			continue
+		}
+		k, v := parseEntry(t, f)
+		kvs = append(kvs, kv{k, v})
+	}
+	sort.Slice(kvs, func(i, j int) bool { return base.CompareInternal(kvs[i].k, kvs[j].k) < 0 })
+	for _, e := range kvs {
+		in.keys = append(in.keys, e.k)
+		in.vals = append(in.vals, e.v)
+	}
+	return in, tombs
+}
+
+// compactArgs reads a compact command's arguments: snaps, below (user keys
+// with older data under the output level; "all": every key), settled (the
+// seqnum every reader sees; default all) and target.
+func compactArgs(t *testing.T, d *datadriven.TestData) (snaps []uint64, bottom func(start, end []byte) bool, settled, target uint64) {
+	if arg, ok := d.Arg("snaps"); ok {
+		for _, v := range arg.Vals {
+			n, _ := strconv.ParseUint(v, 10, 64)
+			snaps = append(snaps, n)
+		}
+	}
+	below := map[string]bool{}
+	if arg, ok := d.Arg("below"); ok {
+		for _, v := range arg.Vals {
+			below[v] = true
+		}
+	}
+	bottom = func(start, end []byte) bool {
+		if below["all"] {
+			return false
+		}
+		for k := range below {
+			if k >= string(start) && k <= string(end) {
+				return false
+			}
+		}
+		return true
+	}
+	settled, target = base.SeqNumMax, 1<<30
+	if d.HasArg("settled") {
+		d.ScanArgs(t, "settled", &settled)
+	}
+	if d.HasArg("target") {
+		d.ScanArgs(t, "target", &target)
+	}
+	return snaps, bottom, settled, target
+}
+
+// runCompact runs a compact command over in and tombs and renders the
+// output tables and the stats.
+func runCompact(t *testing.T, d *datadriven.TestData, in *sliceIter, tombs []rangedel.Tombstone) string {
+	snaps, bottom, settled, target := compactArgs(t, d)
+	var st Stats
+	it := NewIter(in, snaps, settled, tombs, bottom, &st)
+	var tables []*fakeTable
+	open := func() (Writer, error) {
+		ft := &fakeTable{n: len(tables)}
+		tables = append(tables, ft)
+		return ft, nil
+	}
+	finish := func(w Writer) (uint64, error) {
+		ft := w.(*fakeTable)
+		return uint64(len(ft.entries) + len(ft.tombs)), nil
+	}
+	out := NewOutputs(target, it.Kept, open, finish, &st)
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := out.Add(it.Key(), it.Value()); err != nil {
+			return err.Error()
+		}
+	}
+	if err := out.Finish(); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, ft := range tables {
+		fmt.Fprintf(&b, "output %d:\n", ft.n)
+		for _, e := range ft.entries {
+			fmt.Fprintf(&b, "  %s\n", e)
+		}
+		for _, e := range ft.tombs {
+			fmt.Fprintf(&b, "  %s\n", e)
+		}
+	}
+	fmt.Fprintf(&b, "%s\n", st)
+	if err := CheckRead(&st, uint64(len(in.keys))); err != nil {
+		fmt.Fprintf(&b, "%v\n", err)
+	}
+	return b.String()
 }
