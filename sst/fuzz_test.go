@@ -306,6 +306,42 @@ func craftedBlockSeeds() []namedSeed {
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed)) }
 
+// FuzzSalvage salvages arbitrary bytes as a table: no panic, every error
+// wraps ErrCorruption (the callback never fails), entries come in strictly
+// increasing order, and Salvage allocates within the decoders' bound of the
+// file's size (it reuses one pair of buffers for all data blocks).
+func FuzzSalvage(f *testing.F) {
+	for _, seed := range openSeeds() {
+		f.Add(seed)
+	}
+	for _, s := range craftedOpenSeeds() {
+		f.Add(s.data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var prev, cur []byte
+		var err, order error
+		got := allocBytes(func() {
+			_, err = Salvage(vfs.NewMemFile(data), "t.sst", int64(len(data)), ReaderOptions{}, func(k InternalKey, _ []byte) error {
+				cur = k.Append(cur[:0])
+				if prev != nil && base.CompareEncoded(prev, cur) >= 0 && order == nil {
+					order = fmt.Errorf("salvaged %s after %x", k, prev)
+				}
+				prev, cur = cur, prev
+				return nil
+			})
+		})
+		if err != nil && !errors.Is(err, base.ErrCorruption) {
+			t.Fatalf("Salvage error not corruption: %v", err)
+		}
+		if order != nil {
+			t.Fatal(order)
+		}
+		if limit := allocAmp*uint64(len(data)) + allocSlack; got > limit {
+			t.Fatalf("Salvage of %d bytes allocated %d bytes, over the limit of %d", len(data), got, limit)
+		}
+	})
+}
+
 var writeFuzzSeeds = flag.Bool("write-fuzz-seeds", false, "rewrite the seed corpora in testdata/fuzz")
 
 // TestWriteFuzzSeeds writes the seed corpora to testdata/fuzz with
@@ -318,6 +354,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	for _, s := range openSeeds() {
 		add("FuzzOpen", fmt.Sprintf("[]byte(%q)", s))
 		add("FuzzFooter", fmt.Sprintf("[]byte(%q)\nuint64(%d)", s[len(s)-FooterLen:], len(s)))
+		add("FuzzSalvage", fmt.Sprintf("[]byte(%q)", s))
 	}
 	add("FuzzBlock", fmt.Sprintf("[]byte(%q)\nbool(true)", buildBlock(randKeys(newRand(1), 40), 4)))
 	add("FuzzBlock", fmt.Sprintf("[]byte(%q)\nbool(false)", buildBlock(randKeys(newRand(2), 5), 1)))
@@ -332,6 +369,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	// The amplification attacks, under their own names.
 	for _, s := range craftedOpenSeeds() {
 		seeds["FuzzOpen"] = append(seeds["FuzzOpen"], namedSeed{name: s.name, data: []byte(fmt.Sprintf("[]byte(%q)", s.data))})
+		seeds["FuzzSalvage"] = append(seeds["FuzzSalvage"], namedSeed{name: s.name, data: []byte(fmt.Sprintf("[]byte(%q)", s.data))})
 	}
 	for _, s := range craftedBlockSeeds() {
 		seeds["FuzzBlock"] = append(seeds["FuzzBlock"], namedSeed{name: s.name, data: []byte(fmt.Sprintf("[]byte(%q)\nbool(%v)", s.block, s.internal))})
