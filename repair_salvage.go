@@ -1,0 +1,232 @@
+package vigil
+
+import (
+	"fmt"
+
+	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/manifest"
+	"github.com/vigildb/vigil/sst"
+	"github.com/vigildb/vigil/wal"
+)
+
+// salvage copies what verifies of damaged table num (m: the MANIFEST's
+// record of it, nil if none) into a new table at level, reports what was
+// lost, and moves the damaged file to lost/.
+func (rp *repairer) salvage(num uint64, m *manifest.FileMetadata, level int, problem error) error {
+	d := rp.d
+	rt := RepairedTable{FileNum: num, Level: level, Problem: problem.Error()}
+	var first, last []byte // the table's whole range, if known
+	var globalSeq uint64
+	if m != nil {
+		rt.EntriesBefore, globalSeq = m.NumEntries, m.GlobalSeqNum
+		first, last = m.Smallest.UserKey, m.Largest.UserKey
+	}
+	newNum := d.vs.allocFileNum()
+	res, meta, err := rp.copyVerified(num, newNum, level, globalSeq)
+	if err != nil && !base.IsCorruption(err) {
+		return err
+	}
+	if res != nil && res.Properties != nil && m == nil {
+		first, last = res.Properties.SmallestKey.UserKey, res.Properties.LargestKey.UserKey
+	}
+	switch {
+	case err != nil:
+		rt.Problem = err.Error()
+		rp.lose(num, first, last, "table unreadable: "+err.Error())
+	default:
+		rt.DataBlocks, rt.LostBlocks, rt.EntriesSaved = res.DataBlocks, len(res.Lost), res.Entries
+		for _, lb := range res.Lost {
+			lo := lb.First
+			if lo == nil {
+				lo = first
+			}
+			rp.lose(num, lo, lb.Last, fmt.Sprintf("data block at offset %d: %v", lb.Offset, lb.Err))
+		}
+		if res.RangeDelsErr != nil {
+			rt.RangeDelsLost = true
+			rp.lose(num, first, last, "range tombstones unreadable: "+res.RangeDelsErr.Error())
+		}
+	}
+	if meta != nil {
+		rt.NewFileNum = newNum
+		rp.files = append(rp.files, manifest.NewFile{Level: level, Meta: meta})
+	}
+	rp.report.EntriesSaved += rt.EntriesSaved
+	if rt.EntriesBefore > rt.EntriesSaved {
+		rp.report.EntriesLost += rt.EntriesBefore - rt.EntriesSaved
+	}
+	rp.report.Tables = append(rp.report.Tables, rt)
+	rp.changed = true
+	return rp.moveToLost(rp.baseName(fileTypeTable, num), false)
+}
+
+// copyVerified writes what sst.Salvage hands over of table num into table
+// newNum. It returns the new table's metadata, or nil when nothing was
+// salvaged (the new file is then removed). An external table whose seqnum
+// is unknown (globalSeq 0) is not copied: its entries would read as the
+// oldest of their keys. An error wrapping ErrCorruption means nothing
+// could be read.
+func (rp *repairer) copyVerified(num, newNum uint64, level int, globalSeq uint64) (*sst.SalvageResult, *manifest.FileMetadata, error) {
+	d := rp.d
+	name := makeFilename(d.fs, d.dirname, fileTypeTable, num)
+	f, err := d.fs.Open(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("vigil: repair: opening %s: %w", name, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("vigil: repair: stat of %s: %w", name, err)
+	}
+	outName := makeFilename(d.fs, d.dirname, fileTypeTable, newNum)
+	out, err := d.fs.Create(outName)
+	if err != nil {
+		return nil, nil, fmt.Errorf("vigil: repair: creating %s: %w", outName, err)
+	}
+	w := sst.NewWriter(out, d.sstWriterOptions(newNum, level))
+	abort := func() { w.Abort(); _ = d.fs.Remove(outName) }
+	res, err := sst.Salvage(f, name, st.Size(), sst.ReaderOptions{FileNum: num, GlobalSeqNum: globalSeq}, w.Add)
+	if err == nil && res.Properties != nil && res.Properties.External && globalSeq == 0 {
+		err = base.CorruptionErrorf("vigil: repair: %s is an ingested table whose seqnum only the lost MANIFEST record held", name)
+	}
+	if err == nil && res.RangeDelsErr == nil {
+		for _, t := range res.RangeDels {
+			if err = w.AddRangeDel(t.Start, t.End, t.Seq); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil || (res.Entries == 0 && (res.RangeDelsErr != nil || len(res.RangeDels) == 0)) {
+		abort()
+		return res, nil, err
+	}
+	sm, err := w.Close()
+	if err != nil {
+		_ = d.fs.Remove(outName)
+		return res, nil, fmt.Errorf("vigil: repair: writing %s: %w", outName, err)
+	}
+	if err := d.dataDir.Sync(); err != nil {
+		return res, nil, fmt.Errorf("vigil: repair: syncing %s: %w", d.dirname, err)
+	}
+	meta := metaFromSST(newNum, sm)
+	if err := d.checkNewTable(meta); err != nil {
+		return res, nil, fmt.Errorf("vigil: repair: %w", err)
+	}
+	return res, meta, nil
+}
+
+// writeManifest writes a new MANIFEST holding rp.files and points CURRENT
+// at it; the MANIFESTs it replaces, when rebuilt, are moved to lost/.
+func (rp *repairer) writeManifest() error {
+	d := rp.d
+	vs := &d.vs
+	b := manifest.NewBuilder(nil)
+	if err := b.Apply(&manifest.VersionEdit{Added: rp.files}); err != nil {
+		return fmt.Errorf("vigil: repair: %w", err)
+	}
+	v, err := b.Build(nil)
+	if err != nil {
+		return fmt.Errorf("vigil: repair: the repaired LSM: %w", err)
+	}
+	vs.current = v
+	if !rp.intact {
+		// A record lost with the MANIFEST may have raised the last seqnum:
+		// at least every table's, and at least what the oldest WAL to
+		// replay says was written before it.
+		vs.lastSeq = max(vs.lastSeq, rp.walLastSeq)
+	}
+	old := vs.manifestNum
+	manifestNum, tempNum := vs.allocFileNum(), vs.allocFileNum()
+	w, err := vs.writeManifest(manifestNum, tempNum, vs.snapshotEdit().Encode(nil))
+	if err != nil {
+		return fmt.Errorf("vigil: repair: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("vigil: repair: closing the new MANIFEST: %w", err)
+	}
+	if rp.intact {
+		return nil
+	}
+	names, _ := d.fs.List(d.dirname)
+	for _, n := range names {
+		if num, ok := manifest.ParseManifestName(n); ok && num <= old {
+			if err := rp.moveToLost(n, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// inspectWALs reads every WAL at or above the log number with the reader
+// Open's replay will use (skip-any mode): one with records that do not
+// verify is reported and linked into lost/. A torn tail is not damage.
+// With a rebuilt MANIFEST it also notes what the oldest WAL's preamble
+// says was written before it (walLastSeq).
+func (rp *repairer) inspectWALs() error {
+	d := rp.d
+	names, err := d.fs.List(d.dirname)
+	if err != nil {
+		return fmt.Errorf("vigil: repair: listing %s: %w", d.dirname, err)
+	}
+	var logs []uint64
+	for _, n := range names {
+		if ft, num, ok := parseFilename(n); ok && ft == fileTypeLog && num >= d.vs.logNumber {
+			logs = append(logs, num)
+		}
+	}
+	logs = sortedNums(setOf(logs))
+	if len(logs) > 0 {
+		if pre := d.readPreamble(logs[0]); pre != nil {
+			rp.walLastSeq = pre.lastSeq
+		}
+	}
+	for _, num := range logs {
+		if err := rp.inspectWAL(num); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func setOf(nums []uint64) map[uint64]bool {
+	m := make(map[uint64]bool, len(nums))
+	for _, n := range nums {
+		m[n] = true
+	}
+	return m
+}
+
+// inspectWAL reads WAL num to its end in skip-any mode.
+func (rp *repairer) inspectWAL(num uint64) error {
+	d := rp.d
+	name := makeFilename(d.fs, d.dirname, fileTypeLog, num)
+	f, err := d.fs.Open(name)
+	if err != nil {
+		return fmt.Errorf("vigil: repair: opening %s: %w", name, err)
+	}
+	defer f.Close()
+	var damage error
+	var st wal.ReaderStats
+	r, err := wal.NewReader(f, name, wal.SkipAnyCorruptedRecords)
+	if err != nil {
+		damage = err // the header: nothing of the WAL can be read
+	} else {
+		for {
+			if _, err := r.Next(); err != nil {
+				break // io.EOF, or an I/O error Open's replay will meet too
+			}
+		}
+		if st = r.Stats(); st.Corruptions == 0 {
+			return nil
+		}
+		damage = r.LastCorruption()
+	}
+	if damage == nil {
+		damage = base.CorruptionErrorf("%d records dropped", st.DroppedRecords)
+	}
+	rp.report.WALs = append(rp.report.WALs, RepairedWAL{LogNum: num, DroppedRecords: st.DroppedRecords,
+		DroppedBytes: st.DroppedBytes, Damage: damage.Error()})
+	rp.walsDamaged = true
+	return rp.moveToLost(rp.baseName(fileTypeLog, num), true)
+}
