@@ -42,6 +42,10 @@ import (
 //     (WALSkipAnyCorrupted), the damaged WAL is linked into lost/ first,
 //     and the report counts the records and bytes dropped. Which keys
 //     those held cannot be known.
+//   - With Options.HealFrom naming a backup directory, a damaged or missing
+//     table the MANIFEST records is first replaced by the backup's verified
+//     copy of it (as HealFromBackup does): nothing is lost. Salvage is for
+//     the tables the backup lacks.
 //   - Moved, never deleted: damaged tables and old MANIFESTs go to lost/.
 //
 // After Repair, Open succeeds with the options given (in any recovery
@@ -116,6 +120,9 @@ type RepairedTable struct {
 	PossiblyObsolete bool `json:"possibly_obsolete,omitempty"`
 	// Problem is what was wrong (the check's error).
 	Problem string `json:"problem"`
+	// Healed: the backup in Options.HealFrom held the identical table,
+	// which replaced it (nothing lost; the fields below stay zero).
+	Healed bool `json:"healed,omitempty"`
 	// NewFileNum is the table holding what was salvaged (0: nothing was).
 	NewFileNum uint64 `json:"new_file_num,omitempty"`
 	// DataBlocks and LostBlocks count the table's data blocks and those
@@ -244,8 +251,6 @@ type repairer struct {
 	known map[uint64]manifest.NewFile
 	// changed: the MANIFEST must be written anew.
 	changed bool
-	// walsDamaged: some WAL has records that do not verify.
-	walsDamaged bool
 	// walLastSeq is the seqnum the oldest WAL to replay says was written
 	// before it (0: unknown).
 	walLastSeq uint64

@@ -227,6 +227,5 @@ func (rp *repairer) inspectWAL(num uint64) error {
 	}
 	rp.report.WALs = append(rp.report.WALs, RepairedWAL{LogNum: num, DroppedRecords: st.DroppedRecords,
 		DroppedBytes: st.DroppedBytes, Damage: damage.Error()})
-	rp.walsDamaged = true
 	return rp.moveToLost(rp.baseName(fileTypeLog, num), true)
 }

@@ -36,7 +36,9 @@ func (rp *repairer) checkTables() error {
 	for _, num := range sortedNums(rp.known) {
 		nf := rp.known[num]
 		if !present[num] {
-			rp.missing(nf)
+			if !rp.heal(nf, base.CorruptionErrorf("table %06d is missing", num)) {
+				rp.missing(nf)
+			}
 			continue
 		}
 		if err := rp.checkKnown(nf); err != nil {
@@ -126,7 +128,27 @@ func (rp *repairer) checkKnown(nf manifest.NewFile) error {
 	if !base.IsCorruption(err) {
 		return fmt.Errorf("vigil: repair: checking table %06d: %w", nf.Meta.FileNum, err)
 	}
+	if rp.heal(nf, err) {
+		return nil
+	}
 	return rp.salvage(nf.Meta.FileNum, nf.Meta, rp.level(nf.Level), err)
+}
+
+// heal replaces damaged or missing table nf by the verified copy the
+// backup in Options.HealFrom holds, if any, and reports whether it did.
+// A copy that fails is as good as none: salvage follows.
+func (rp *repairer) heal(nf manifest.NewFile, problem error) bool {
+	d := rp.d
+	if d.opts.HealFrom == "" {
+		return false
+	}
+	if err := healTable(d.fs, d.dirname, d.dataDir, d.opts.HealFrom, nf.Meta); err != nil {
+		d.log.Errorf("repair: healing table %06d: %v", nf.Meta.FileNum, err)
+		return false
+	}
+	rp.report.Tables = append(rp.report.Tables, RepairedTable{FileNum: nf.Meta.FileNum, Level: nf.Level, Problem: problem.Error(), Healed: true})
+	rp.files = append(rp.files, manifest.NewFile{Level: rp.level(nf.Level), Meta: nf.Meta})
+	return true
 }
 
 // checkUnknown checks a table no verified MANIFEST record names (rebuilt

@@ -343,3 +343,37 @@ func TestRepairReportJSON(t *testing.T) {
 		t.Fatalf("%s", b)
 	}
 }
+
+// TestRepairHealsFromBackup: with Options.HealFrom, Repair replaces a
+// damaged table and a missing one by the backup's identical copies, and the
+// DB's digest is the one before the damage: zero keys lost.
+func TestRepairHealsFromBackup(t *testing.T) {
+	fs, want := healFixture(t)
+	tables := tablesOf(t, fs)
+	flipAt(t, fs, fs.PathJoin("db", tables[0]), 200)
+	if err := fs.Remove(fs.PathJoin("db", tables[2])); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := vigil.Repair("db", &vigil.Options{FS: fs, HealFrom: "bk"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Tables) != 2 || !rep.Tables[0].Healed || !rep.Tables[1].Healed || len(rep.Lost) != 0 || rep.EntriesLost != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	db, err := vigil.Open("db", &vigil.Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got, err := db.Checksum(nil, nil); err != nil || got != want {
+		t.Fatalf("digest after Repair %#x, %v; before the damage %#x", got, err, want)
+	}
+	// Without the backup the same damage loses the damaged block's range.
+	fs2, _ := healFixture(t)
+	flipAt(t, fs2, fs2.PathJoin("db", tables[0]), 200)
+	rep, err = vigil.Repair("db", &vigil.Options{FS: fs2})
+	if err != nil || len(rep.Tables) != 1 || rep.Tables[0].Healed || len(rep.Lost) == 0 {
+		t.Fatalf("Repair without a backup: %+v, %v", rep, err)
+	}
+}

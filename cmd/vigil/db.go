@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 	"github.com/vigildb/vigil"
@@ -39,8 +41,79 @@ func newDBCmd() *cobra.Command {
 	}
 	cmd.AddCommand(dbDataCmds(withDB)...)
 	cmd.AddCommand(dbAdminCmds(withDB)...)
-	cmd.AddCommand(healCmd(&dir))
+	cmd.AddCommand(healCmd(&dir), repairCmd(&dir))
 	return cmd
+}
+
+// repairCmd is `vigil db repair --db DIR [--from-backup BACKUPDIR]
+// [--json]`: the DB must not be open; see vigil.Repair. It prints what was
+// lost (or the report as JSON) and exits 0 when the DB opens and verifies
+// afterwards, even if data was lost: the report says what.
+func repairCmd(dir *string) *cobra.Command {
+	var from string
+	var asJSON bool
+	repair := &cobra.Command{
+		Use:   "repair",
+		Short: "Salvage a damaged DB: rebuild its MANIFEST, copy what verifies of damaged tables, keep what verifies of WALs; print what may be lost",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if *dir == "" {
+				return usageError("--db DIR is required")
+			}
+			rep, err := vigil.Repair(*dir, &vigil.Options{HealFrom: from, ScrubBytesPerSec: -1})
+			out := cmd.OutOrStdout()
+			if rep != nil {
+				if asJSON {
+					enc := json.NewEncoder(out)
+					enc.SetIndent("", "  ")
+					if jerr := enc.Encode(rep); jerr != nil && err == nil {
+						err = jerr
+					}
+				} else {
+					printRepairReport(out, rep)
+				}
+			}
+			return err
+		},
+	}
+	repair.Flags().StringVar(&from, "from-backup", "", "backup directory (vigil backup): damaged or missing tables it holds are replaced by its verified copies first")
+	repair.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return repair
+}
+
+// printRepairReport renders a repair report for people.
+func printRepairReport(w io.Writer, rep *vigil.RepairReport) {
+	if rep.Clean() {
+		fmt.Fprintln(w, "nothing to repair: the MANIFEST, every table and every WAL verify")
+		return
+	}
+	if rep.ManifestRebuilt {
+		fmt.Fprintf(w, "MANIFEST rebuilt from the tables (%d records dropped): %s\n", rep.ManifestRecordsDropped, rep.ManifestDamage)
+	}
+	for _, t := range rep.Tables {
+		switch {
+		case t.Healed:
+			fmt.Fprintf(w, "table %06d (L%d): healed from the backup (%s)\n", t.FileNum, t.Level, t.Problem)
+		case t.Missing:
+			fmt.Fprintf(w, "table %06d (L%d): %s, %d entries\n", t.FileNum, t.Level, t.Problem, t.EntriesBefore)
+		default:
+			fmt.Fprintf(w, "table %06d (L%d): %d of %d data blocks lost, %d entries saved into table %06d (range tombstones lost: %v): %s\n",
+				t.FileNum, t.Level, t.LostBlocks, t.DataBlocks, t.EntriesSaved, t.NewFileNum, t.RangeDelsLost, t.Problem)
+		}
+	}
+	for _, l := range rep.WALs {
+		fmt.Fprintf(w, "WAL %06d: %d records (%d bytes) dropped: %s\n", l.LogNum, l.DroppedRecords, l.DroppedBytes, l.Damage)
+	}
+	if rep.WALRecordsSkipped > 0 {
+		fmt.Fprintf(w, "WAL replay stepped over %d gaps or undecodable batches\n", rep.WALRecordsSkipped)
+	}
+	for _, r := range rep.Lost {
+		fmt.Fprintf(w, "may be lost: %s\n", r)
+	}
+	for _, m := range rep.MovedToLost {
+		fmt.Fprintf(w, "set aside: %s\n", m)
+	}
+	fmt.Fprintf(w, "entries saved %d, lost %d; compacted: %v\nOK: the DB opens and verifies\n", rep.EntriesSaved, rep.EntriesLost, rep.Compacted)
 }
 
 // healCmd is `vigil db heal --db DIR --from-backup BACKUPDIR`: the DB must

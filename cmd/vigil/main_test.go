@@ -148,6 +148,22 @@ func TestDBAndSSTCommands(t *testing.T) {
 	if _, err := run(t, "db", "scrub", "--db", dir); exitCode(err) != 1 || !strings.Contains(err.Error(), "corruption") {
 		t.Fatalf("db scrub of a corrupt table: %v", err)
 	}
+	// Repair: the single block is lost with its range; then the DB opens,
+	// verifies, and a second repair finds nothing.
+	out, err = run(t, "db", "repair", "--db", dir)
+	if err != nil || !strings.Contains(out, "1 of 1 data blocks lost") || !strings.Contains(out, "may be lost: [") {
+		t.Fatalf("db repair: %q %v", out, err)
+	}
+	if out, err := run(t, "db", "verify", "--db", dir); err != nil || !strings.Contains(out, "OK") {
+		t.Fatalf("verify after repair: %q %v", out, err)
+	}
+	out, err = run(t, "db", "repair", "--db", dir, "--json")
+	if err != nil || !strings.Contains(out, `"manifest_rebuilt": false`) || strings.Contains(out, `"tables"`) {
+		t.Fatalf("db repair --json: %q %v", out, err)
+	}
+	if _, err := run(t, "db", "repair"); exitCode(err) != 2 {
+		t.Fatalf("db repair without --db: %v", err)
+	}
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	if len(logs) == 0 {
 		t.Fatal("no WAL")
