@@ -139,9 +139,11 @@ type RepairedTable struct {
 
 // RepairedWAL is one WAL with records that did not verify.
 type RepairedWAL struct {
-	LogNum         uint64 `json:"log_num"`
-	DroppedRecords int64  `json:"dropped_records"`
-	DroppedBytes   int64  `json:"dropped_bytes"`
+	LogNum uint64 `json:"log_num"`
+	// DroppedRecords is -1 when the WAL's header did not verify: the
+	// whole file was set aside, its record count unknown.
+	DroppedRecords int64 `json:"dropped_records"`
+	DroppedBytes   int64 `json:"dropped_bytes"`
 	// Damage is the first problem the reader found.
 	Damage string `json:"damage"`
 }

@@ -206,22 +206,33 @@ func (rp *repairer) inspectWAL(num uint64) error {
 		return fmt.Errorf("vigil: repair: opening %s: %w", name, err)
 	}
 	defer f.Close()
-	var damage error
-	var st wal.ReaderStats
 	r, err := wal.NewReader(f, name, wal.SkipAnyCorruptedRecords)
-	if err != nil {
-		damage = err // the header: nothing of the WAL can be read
-	} else {
-		for {
-			if _, err := r.Next(); err != nil {
-				break // io.EOF, or an I/O error Open's replay will meet too
-			}
-		}
-		if st = r.Stats(); st.Corruptions == 0 {
-			return nil
-		}
-		damage = r.LastCorruption()
+	if err == nil {
+		err = r.CheckLogNumber(num)
 	}
+	if err != nil {
+		if !base.IsCorruption(err) {
+			return fmt.Errorf("vigil: repair: reading %s: %w", name, err)
+		}
+		// The header: nothing of the WAL can be read, and Open would
+		// refuse it. It goes to lost/ whole.
+		var size int64
+		if fi, serr := f.Stat(); serr == nil {
+			size = fi.Size()
+		}
+		rp.report.WALs = append(rp.report.WALs, RepairedWAL{LogNum: num, DroppedRecords: -1, DroppedBytes: size, Damage: err.Error()})
+		return rp.moveToLost(rp.baseName(fileTypeLog, num), false)
+	}
+	for {
+		if _, err := r.Next(); err != nil {
+			break // io.EOF, or an I/O error Open's replay will meet too
+		}
+	}
+	st := r.Stats()
+	if st.Corruptions == 0 {
+		return nil
+	}
+	damage := r.LastCorruption()
 	if damage == nil {
 		damage = base.CorruptionErrorf("%d records dropped", st.DroppedRecords)
 	}

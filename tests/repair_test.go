@@ -318,8 +318,11 @@ func TestRepairSweepWAL(t *testing.T) {
 	logs := fx.files(t, ".log")
 	name := logs[len(logs)-1]
 	size := fileSize(t, fx.fs, fx.fs.PathJoin("base", name))
+	offs := []int64{3, 12} // the header
 	for i := range 6 {
-		off := 200 + int64(i)*(size-400)/5
+		offs = append(offs, 200+int64(i)*(size-400)/5)
+	}
+	for _, off := range offs {
 		dir := fmt.Sprintf("w-flip%d", off)
 		fx.damaged(t, dir, name, func(p string) { flipByte(t, fx.fs, p, off) })
 		rep := fx.check(t, dir, dir)
@@ -327,9 +330,14 @@ func TestRepairSweepWAL(t *testing.T) {
 			t.Fatalf("%s: report %+v", dir, rep)
 		}
 	}
+	// A cut WAL reads as a torn tail, which a crash leaves: not damage,
+	// nothing reported (and here the cut falls in the zeros the WAL
+	// reserves ahead, so nothing is lost either: the check passes whole).
 	dir := "w-trunc"
 	fx.damaged(t, dir, name, func(p string) { truncateTo(t, fx.fs, p, size/2) })
-	fx.check(t, dir, dir)
+	if rep := fx.check(t, dir, dir); len(rep.WALs) != 0 {
+		t.Fatalf("%s: report %+v", dir, rep)
+	}
 }
 
 // TestRepairReportJSON: the report's JSON names lost ranges in hex.
