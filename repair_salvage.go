@@ -32,7 +32,7 @@ func (rp *repairer) salvage(num uint64, m *manifest.FileMetadata, level int, pro
 	switch {
 	case err != nil:
 		rt.Problem = err.Error()
-		rp.lose(num, first, last, "table unreadable: "+err.Error())
+		rp.lose(num, first, last, "table unreadable (footer or index)")
 	default:
 		rt.DataBlocks, rt.LostBlocks, rt.EntriesSaved = res.DataBlocks, len(res.Lost), res.Entries
 		for _, lb := range res.Lost {
@@ -40,11 +40,11 @@ func (rp *repairer) salvage(num uint64, m *manifest.FileMetadata, level int, pro
 			if lo == nil {
 				lo = first
 			}
-			rp.lose(num, lo, lb.Last, fmt.Sprintf("data block at offset %d: %v", lb.Offset, lb.Err))
+			rp.lose(num, lo, lb.Last, fmt.Sprintf("data block at offset %d (%d bytes) did not verify", lb.Offset, lb.Size))
 		}
 		if res.RangeDelsErr != nil {
 			rt.RangeDelsLost = true
-			rp.lose(num, first, last, "range tombstones unreadable: "+res.RangeDelsErr.Error())
+			rp.lose(num, first, last, "range tombstones unreadable (older data below may show)")
 		}
 	}
 	if meta != nil {
