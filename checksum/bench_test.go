@@ -139,3 +139,21 @@ func BenchmarkDigest(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkKVSplit measures the two halves of KV apart: KVUnsequenced (a
+// batch's per-entry protection, one per Put) and KVSequence (the memtable
+// deriving its checksum from the batch's).
+func BenchmarkKVSplit(b *testing.B) {
+	key, value := benchData(16), benchData(100)
+	b.Run("unsequenced", func(b *testing.B) {
+		for b.Loop() {
+			sink64 = KVUnsequenced(XXH3, key, 1, value)
+		}
+	})
+	b.Run("sequence", func(b *testing.B) {
+		u := KVUnsequenced(XXH3, key, 1, value)
+		for b.Loop() {
+			sink64 = KVSequence(u, 42<<8|1)
+		}
+	})
+}

@@ -143,6 +143,11 @@ func fmix64(k uint64) uint64 {
 // chance); and bytes moved across the key/value boundary change the key
 // length. Default is XXH3; None and invalid types give 0.
 //
+// KV is KVSequence(KVUnsequenced(t, key, kind, value), trailer), kind being
+// the trailer's low byte: a write batch computes the first half when an
+// entry enters it, before the entry has a sequence number, and the memtable
+// derives its checksum from that without hashing key and value again.
+//
 // The value is never written to disk (flushes drop the protection bytes),
 // but it is pinned by golden tests so that a change is deliberate. The
 // per-component multiplies replaced one fmix64 each (2026-11-30), which made
@@ -151,8 +156,43 @@ func KV(t Type, key []byte, trailer uint64, value []byte) uint64 {
 	if t == None || !t.Valid() {
 		return 0
 	}
+	return KVSequence(KVUnsequenced(t, key, uint8(trailer), value), trailer)
+}
+
+// kvTrailerMul is KV's multiplier of the trailer.
+const kvTrailerMul = 0x165667b19e3779f9
+
+// kvTrailerTerm is the trailer's term in KV's sum, before the finish.
+func kvTrailerTerm(trailer uint64) uint64 { return bits.RotateLeft64(trailer*kvTrailerMul, 43) }
+
+// KVUnsequenced is the part of KV that needs no sequence number: the
+// checksum of (user key, kind, value) that a write batch keeps for each
+// entry from the moment the entry is added (RocksDB's per-operation
+// protection info of a WriteBatch). It is KV's sum before the finish, with
+// a trailer that holds the kind alone, so each of the three components
+// changes it as KV's documented properties say (the kind through an
+// injective term). Its low bytes are as good a check as any (key and value
+// hashes enter through an odd multiply and a rotation that brings high
+// product bits low), so a batch that keeps N of them misses a random
+// corruption with probability about 2^-8N. KVSequence turns it into KV.
+// None and invalid types give 0.
+func KVUnsequenced(t Type, key []byte, kind uint8, value []byte) uint64 {
+	if t == None || !t.Valid() {
+		return 0
+	}
 	hk := Sum64(t, key) * 0x9e3779b97f4a7c15
 	hv := Sum64(t, value) * 0xc2b2ae3d27d4eb4f
-	ht := trailer * 0x165667b19e3779f9
-	return fmix64(hk ^ bits.RotateLeft64(hv, 21) ^ bits.RotateLeft64(ht, 43) ^ uint64(len(key)))
+	return hk ^ bits.RotateLeft64(hv, 21) ^ kvTrailerTerm(uint64(kind)) ^ uint64(len(key))
+}
+
+// KVSequence finishes u = KVUnsequenced(t, key, kind, value) into
+// KV(t, key, trailer, value) for the entry's trailer (seqnum<<8 | kind), in
+// a few multiplies: the memtable's checksum of an entry is derived from its
+// batch's, not recomputed. A trailer whose kind is not the one u was
+// computed with gives a value other than KV of the entry with that kind
+// (their difference is the two kinds' terms, never 0 for distinct kinds), so
+// a kind changed in between is not laundered. For t None, where KV is 0,
+// the result is meaningless.
+func KVSequence(u, trailer uint64) uint64 {
+	return fmix64(u ^ kvTrailerTerm(uint64(uint8(trailer))) ^ kvTrailerTerm(trailer))
 }

@@ -265,3 +265,86 @@ func TestMaskCRC32c(t *testing.T) {
 		t.Fatalf("Mask(0) = %#x", MaskCRC32c(0))
 	}
 }
+
+// TestKVSplit: KV is KVSequence of KVUnsequenced, for every type, so the
+// memtable can derive an entry's checksum from its batch's; and a kind
+// that differs between the two halves never gives the entry's KV.
+func TestKVSplit(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	kinds := []uint8{0, 1, 15}
+	for typ := CRC32c; typ < NumTypes; typ++ {
+		for i := 0; i < 300; i++ {
+			key := randBytes(r, r.IntN(40))
+			value := randBytes(r, r.IntN(200))
+			kind := kinds[r.IntN(len(kinds))]
+			trailer := r.Uint64()>>8<<8 | uint64(kind)
+			u := KVUnsequenced(typ, key, kind, value)
+			if got, want := KVSequence(u, trailer), KV(typ, key, trailer, value); got != want {
+				t.Fatalf("%s: KVSequence(KVUnsequenced) = %#x, KV = %#x", typ, got, want)
+			}
+			for _, other := range kinds {
+				if other == kind {
+					continue
+				}
+				tr := trailer>>8<<8 | uint64(other)
+				if KVSequence(u, tr) == KV(typ, key, tr, value) {
+					t.Fatalf("%s: kind %d sequenced as kind %d gave that kind's KV", typ, kind, other)
+				}
+				if KVUnsequenced(typ, key, other, value)^u == 0 {
+					t.Fatalf("%s: kinds %d and %d give the same KVUnsequenced", typ, kind, other)
+				}
+			}
+		}
+	}
+	if KVUnsequenced(None, []byte("k"), 1, []byte("v")) != 0 {
+		t.Fatal("KVUnsequenced(None) != 0")
+	}
+}
+
+// TestKVUnsequencedKindsLowByte: a batch may keep only the low byte of
+// KVUnsequenced, so the entry kinds (delete 0, set 1, range delete 15) must
+// differ there, or a flipped kind would escape one protection byte always
+// rather than with probability 2^-8.
+func TestKVUnsequencedKindsLowByte(t *testing.T) {
+	kinds := []uint8{0, 1, 15}
+	for _, a := range kinds {
+		for _, b := range kinds {
+			if a < b && (kvTrailerTerm(uint64(a))^kvTrailerTerm(uint64(b)))&0xff == 0 {
+				t.Errorf("kinds %d and %d agree in KVUnsequenced's low byte", a, b)
+			}
+		}
+	}
+}
+
+// TestKVUnsequencedDetectsChanges is TestKVDetectsChanges for the half a
+// batch keeps, kind included.
+func TestKVUnsequencedDetectsChanges(t *testing.T) {
+	r := rand.New(rand.NewPCG(33, 34))
+	flip := func(b []byte) []byte {
+		c := append([]byte(nil), b...)
+		c[r.IntN(len(c))] ^= 1 << r.IntN(8)
+		return c
+	}
+	for typ := CRC32c; typ < NumTypes; typ++ {
+		for i := 0; i < 300; i++ {
+			key := randBytes(r, 1+r.IntN(40))
+			value := randBytes(r, 1+r.IntN(200))
+			base := KVUnsequenced(typ, key, 1, value)
+			variants := map[string]uint64{
+				"key bit":   KVUnsequenced(typ, flip(key), 1, value),
+				"value bit": KVUnsequenced(typ, key, 1, flip(value)),
+				"kind":      KVUnsequenced(typ, key, 0, value),
+				"swapped":   KVUnsequenced(typ, value, 1, key),
+				"boundary":  KVUnsequenced(typ, key[:len(key)-1], 1, append([]byte{key[len(key)-1]}, value...)),
+			}
+			if bytes.Equal(key, value) {
+				delete(variants, "swapped")
+			}
+			for what, v := range variants {
+				if v == base {
+					t.Fatalf("%s: changing the %s did not change KVUnsequenced (%#x)", typ, what, v)
+				}
+			}
+		}
+	}
+}

@@ -5,7 +5,9 @@ package checksum
 // checksums), so a failure here is a format break, not a test to update. KV
 // (memtable protection bytes) lives only in memory; its row changed once, on
 // 2026-11-30, when three fmix64 rounds became multiplies, and its CRC64 row
-// was checked then against a bitwise Python implementation. The RocksDB rows are RocksDB's own schema-test values (table_test.cc
+// was checked then against a bitwise Python implementation. KVUnsequenced
+// (a batch's per-entry protection, also memory only) is KV's sum before its
+// finish; its row was added with it (2026-12-03), KV's rows unchanged. The RocksDB rows are RocksDB's own schema-test values (table_test.cc
 // ChecksumSchemas, research notes section A.5); the CRC-64 vectors are
 // Valkey's (research notes F.1); the CRC64-type trailer rows and the XXH32
 // vectors were derived independently with bitwise / from-the-spec Python
@@ -248,6 +250,32 @@ func TestGoldenKV(t *testing.T) {
 		fmt.Fprintf(&sb, "\t\t%s: %#x,\n", typ, got)
 		if w, ok := want[typ]; !ok || got != w {
 			t.Errorf("KV(%s) = %#x, want %#x", typ, got, w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("current values:\n%s", sb.String())
+	}
+}
+
+func TestGoldenKVUnsequenced(t *testing.T) {
+	key, value := []byte("key"), []byte("value")
+	// The CRC32c and CRC64 rows were checked against a bitwise Python
+	// implementation when the function was added (2026-12-03).
+	want := map[Type]uint64{
+		None:     0,
+		CRC32c:   0x6ea04a4bd86ef421,
+		XXHash:   0xe68bd3ba730b09d,
+		XXHash64: 0xe5bbc2301bd92862,
+		XXH3:     0x108f2276559a5737,
+		CRC64:    0xb040e830ebe07b1f,
+		Default:  0x108f2276559a5737, // XXH3
+	}
+	var sb strings.Builder
+	for typ := Type(0); typ < NumTypes; typ++ {
+		got := KVUnsequenced(typ, key, 1, value)
+		fmt.Fprintf(&sb, "\t\t%s: %#x,\n", typ, got)
+		if w, ok := want[typ]; !ok || got != w {
+			t.Errorf("KVUnsequenced(%s) = %#x, want %#x", typ, got, w)
 		}
 	}
 	if t.Failed() {
