@@ -24,6 +24,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -275,6 +276,33 @@ func (m *MemTable) release(n int64) {
 // SeqNumMax, or, with paranoid checks, one wrapping ErrCorruption
 // if the insert's search found the list damaged.
 func (m *MemTable) Add(seq uint64, kind Kind, key, value []byte) error {
+	return m.add(seq, kind, key, value, 0, 0)
+}
+
+// AddChecked is Add for an entry that comes with its write batch's
+// protection (end-to-end protection, as RocksDB's protection info handed
+// from a WriteBatch to its memtable): u is checksum.KVUnsequenced, of the
+// memtable's ChecksumType, over the entry's key, kind and value as they
+// were when the entry entered its batch, of which the low n bytes (1 to 8)
+// were kept. Once the entry is copied into the arena, AddChecked derives
+// the same checksum from the copied bytes and compares the n bytes: a
+// mismatch (the batch's bytes, or the copy, changed since) is an error
+// wrapping ErrCorruption naming the key and both values, and the entry is
+// not inserted (its arena bytes are lost, as a failed insert's are). The
+// entry's own protection bytes are then derived from u with
+// checksum.KVSequence, not recomputed: with n = 8 they are exactly the
+// batch's; with fewer, the bytes the batch did not keep come from the copy,
+// which agreed with it in those it did. The hashing replaces Add's, so with
+// protection bytes an AddChecked costs about what an Add does.
+func (m *MemTable) AddChecked(seq uint64, kind Kind, key, value []byte, u uint64, n int) error {
+	if n < 1 || n > 8 {
+		return base.InvalidArgumentErrorf("memtable: %d batch protection bytes: must be 1 to 8", n)
+	}
+	return m.add(seq, kind, key, value, u, ^uint64(0)>>(64-8*n))
+}
+
+// add is Add, and AddChecked when mask is not 0 (the bytes of u to check).
+func (m *MemTable) add(seq uint64, kind Kind, key, value []byte, u, mask uint64) error {
 	list := m.points
 	switch kind {
 	case base.KindSet, base.KindDelete:
@@ -298,7 +326,11 @@ func (m *MemTable) Add(seq uint64, kind Kind, key, value []byte) error {
 	n := copy(pn.Key, key)
 	binary.LittleEndian.PutUint64(pn.Key[n:], trailer)
 	copy(pn.Value, value)
-	if m.protBytes > 0 {
+	if mask != 0 {
+		if err := m.protectFromBatch(pn.Key[:n], trailer, pn.Value[:len(value)], pn.Value[len(value):], u, mask); err != nil {
+			return err
+		}
+	} else if m.protBytes > 0 {
 		putProtection(pn.Value[len(value):], checksum.KV(m.csType, key, trailer, value))
 	}
 	if list == m.points {
@@ -318,6 +350,23 @@ func (m *MemTable) Add(seq uint64, kind Kind, key, value []byte) error {
 		return base.CorruptionErrorf("memtable: add %s: %w", base.MakeInternalKey(key, seq, kind), err)
 	}
 	m.count.Add(1)
+	return nil
+}
+
+// protectFromBatch checks an entry just copied into the arena (its user
+// key, trailer and value there) against its batch's protection u (the bytes
+// in mask) and stores the entry's protection bytes, derived from u (see
+// AddChecked) into prot, the entry's protection bytes.
+func (m *MemTable) protectFromBatch(key []byte, trailer uint64, value, prot []byte, u, mask uint64) error {
+	got := checksum.KVUnsequenced(m.csType, key, uint8(trailer), value)
+	if (got^u)&mask != 0 {
+		nb := bits.OnesCount64(mask) / 8
+		return base.CorruptionErrorf("memtable: entry %s does not match its batch's protection when copied into the memtable: batch %0*x, copy %0*x (%s, %d batch protection bytes)",
+			base.MakeInternalKey(key, trailer>>8, base.Kind(trailer)), 2*nb, u&mask, 2*nb, got&mask, m.csType, nb)
+	}
+	if len(prot) > 0 {
+		putProtection(prot, checksum.KVSequence(u&mask|got&^mask, trailer))
+	}
 	return nil
 }
 
