@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/memtable"
 	"github.com/vigildb/vigil/sst"
@@ -32,6 +33,31 @@ import (
 // flushed, instead of the DB copying it. The batch then treats the buffer
 // as read-only: its next write copies it first (Reset drops it), so the
 // committed bytes never change under the DB.
+//
+// # Protection
+//
+// With Options.BatchProtectionBytesPerKey a batch made by NewBatch keeps a
+// checksum of each entry (checksum.KVUnsequenced of key, kind and value,
+// truncated to that many bytes, in a slice beside the buffer: 8 bytes per
+// entry) computed from the caller's key and value when Put, Delete or
+// DeleteRange adds it. Apply checks every entry against it just before the
+// batch is written to the WAL, and again as each entry is copied into the
+// memtable (see DB.Apply for what each mismatch does). So a bit flipped in
+// the batch's buffer between Put and Apply is ErrCorruption, not a durable
+// wrong write. The protection is the batch's own, fixed when it is made:
+//
+//   - A Batch{} made without a DB, or by NewBatch of a DB without the
+//     option, has none. Applied to a DB with the option, it takes the DB's
+//     setting: its entries are protected from then on, those already in it
+//     from their bytes at that Apply (so a flip before that Apply is not
+//     caught), and entries added after it (after Reset, say) from the
+//     caller's bytes as for a batch made by NewBatch.
+//   - A protected batch applied to a DB without the option is still
+//     checked, with its own bytes per key.
+//   - Applied to a DB of another checksum type, a protected batch is
+//     checked in its own type, then protected again in the DB's, from the
+//     bytes just checked, for the memtable's check (none if the DB's type
+//     is None).
 type Batch struct {
 	data []byte
 	// shared: a flushable batch holds data (see above); nothing may write
@@ -44,6 +70,15 @@ type Batch struct {
 	count uint32
 	// memSize is a pessimistic estimate of the memtable bytes the batch needs.
 	memSize int
+	// prot is the batch's protection (see Batch): per record, in order,
+	// checksum.KVUnsequenced(protType, key, kind, value) & protMask(protBytes),
+	// computed when the record was added; empty when protBytes is 0.
+	prot []uint64
+	// protBytes is how many bytes of each checksum the batch keeps, 0 for
+	// none, and protType their checksum type (resolved; never None when
+	// protBytes is not 0).
+	protBytes uint8
+	protType  checksum.Type
 }
 
 const batchHeaderLen = 12
@@ -54,9 +89,92 @@ const batchInitialSize = 1 << 10
 // maxEntrySize bounds key+value: an entry must fit one SST block.
 const maxEntrySize = sst.MaxEntrySize
 
-// NewBatch returns an empty batch. Batches need no DB; this method exists for
-// symmetry with RocksDB and Pebble.
-func (d *DB) NewBatch() *Batch { return &Batch{} }
+// NewBatch returns an empty batch, protected as the DB's
+// Options.BatchProtectionBytesPerKey asks (see Batch). Apart from that,
+// batches need no DB: a Batch{} works too.
+func (d *DB) NewBatch() *Batch {
+	b := &Batch{}
+	b.setProtection(d.cksum, d.opts.BatchProtectionBytesPerKey)
+	return b
+}
+
+// protMask keeps the n low bytes of a checksum (n 1 to 8).
+func protMask(n uint8) uint64 { return ^uint64(0) >> (64 - 8*uint(n)) }
+
+// setProtection makes the empty batch keep n bytes (0: none) of type t's
+// checksum per entry from its next entry on. A None type means none.
+func (b *Batch) setProtection(t checksum.Type, n int) {
+	if t == checksum.None {
+		n = 0
+	}
+	b.protBytes, b.protType = uint8(n), t
+	b.prot = b.prot[:0]
+}
+
+// protectFromBytes gives the batch n bytes of type t's protection (see
+// setProtection), computed for the entries already in it from their bytes
+// now: from here on they are guarded, not from when they were added. A
+// malformed buffer is ErrCorruption.
+func (b *Batch) protectFromBytes(t checksum.Type, n int) error {
+	b.setProtection(t, n)
+	if b.protBytes == 0 || b.count == 0 {
+		return nil
+	}
+	r, err := b.recordReader()
+	if err != nil {
+		return err
+	}
+	mask := protMask(b.protBytes)
+	for {
+		kind, key, value, ok, err := r.next("batch")
+		if err != nil || !ok {
+			return err
+		}
+		b.prot = append(b.prot, checksum.KVUnsequenced(t, key, uint8(kind), value)&mask)
+	}
+}
+
+// recordReader reads the batch's records, stamping the header first: the
+// count, and a zero seqnum (Apply stamps the real one when it has it).
+// Until Apply the header is nobody's data, so a flip in it must not fail
+// the reader's bounds checks.
+func (b *Batch) recordReader() (batchReader, error) {
+	if !b.shared {
+		// (A shared buffer's header was stamped when it was lent, and
+		// nothing was added since.)
+		b.init()
+		binary.LittleEndian.PutUint64(b.data[0:8], 0)
+		binary.LittleEndian.PutUint32(b.data[8:12], b.count)
+	}
+	return newBatchReader(b.data, "batch")
+}
+
+// verifyProtection checks every record of the protected batch against the
+// checksum it got when it was added: Apply's check before the WAL write. A
+// record that changed, a malformed buffer, or a record count other than
+// the protection's is an error wrapping ErrCorruption.
+func (b *Batch) verifyProtection() error {
+	r, err := b.recordReader()
+	if err != nil {
+		return err
+	}
+	mask := protMask(b.protBytes)
+	for i := 0; ; i++ {
+		kind, key, value, ok, err := r.next("batch")
+		switch {
+		case err != nil:
+			return err
+		case !ok && i == len(b.prot):
+			return nil
+		case !ok || i >= len(b.prot):
+			return base.CorruptionErrorf("batch: %d records in the buffer, %d protected", r.read, len(b.prot))
+		}
+		if got := checksum.KVUnsequenced(b.protType, key, uint8(kind), value) & mask; got != b.prot[i] {
+			return base.CorruptionErrorf("batch: record %d (%s of key %s) changed since it was added: protection %0*x, now %0*x (%s, %d batch protection bytes)",
+				i, kind, base.HexKey(key[:min(len(key), 32)]), 2*int(b.protBytes), b.prot[i], 2*int(b.protBytes), got, b.protType, b.protBytes)
+		}
+	}
+}
 
 func (b *Batch) init() {
 	b.own()
@@ -83,6 +201,11 @@ func (b *Batch) add(kind base.Kind, key, value []byte, hasValue bool) {
 	}
 	b.count++
 	b.memSize += memtable.EntrySize(len(key)+base.TrailerLen, len(value))
+	if b.protBytes != 0 {
+		// From the caller's buffers, not the batch's copy: a flip in the
+		// copy is then a mismatch.
+		b.prot = append(b.prot, checksum.KVUnsequenced(b.protType, key, uint8(kind), value)&protMask(b.protBytes))
+	}
 }
 
 // own makes data the batch's alone before it is written to: a buffer that a
@@ -154,7 +277,7 @@ func (b *Batch) Len() int {
 }
 
 // Reset empties the batch, keeping its buffer for reuse (unless the DB
-// still holds it: see Batch).
+// still holds it: see Batch) and its protection setting.
 func (b *Batch) Reset() {
 	if b.shared {
 		b.data, b.shared = nil, false
@@ -163,6 +286,7 @@ func (b *Batch) Reset() {
 	b.err = nil
 	b.count = 0
 	b.memSize = 0
+	b.prot = b.prot[:0]
 }
 
 // setSeqNum stamps the first sequence number and count into the header.
@@ -290,13 +414,7 @@ type BatchReader struct {
 
 // Reader returns a reader over the batch's records, in order.
 func (b *Batch) Reader() *BatchReader {
-	if !b.shared {
-		// (A shared buffer's header was stamped when it was lent, and
-		// nothing was added since.)
-		b.init()
-		binary.LittleEndian.PutUint32(b.data[8:12], b.count)
-	}
-	r, err := newBatchReader(b.data, "batch")
+	r, err := b.recordReader()
 	return &BatchReader{r: r, err: err}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/cache"
 	"github.com/vigildb/vigil/memtable"
@@ -40,6 +41,7 @@ import (
 // Put sets key to value.
 func (d *DB) Put(key, value []byte, o *WriteOptions) error {
 	b := batchPool.Get().(*Batch)
+	b.setProtection(d.cksum, d.opts.BatchProtectionBytesPerKey)
 	b.Put(key, value)
 	err := d.Apply(b, o)
 	b.Reset()
@@ -50,6 +52,7 @@ func (d *DB) Put(key, value []byte, o *WriteOptions) error {
 // Delete removes key. Deleting a missing key is not an error.
 func (d *DB) Delete(key []byte, o *WriteOptions) error {
 	b := batchPool.Get().(*Batch)
+	b.setProtection(d.cksum, d.opts.BatchProtectionBytesPerKey)
 	b.Delete(key)
 	err := d.Apply(b, o)
 	b.Reset()
@@ -61,6 +64,7 @@ func (d *DB) Delete(key []byte, o *WriteOptions) error {
 // end) is a no-op; an inverted one (start > end) is ErrInvalidArgument.
 func (d *DB) DeleteRange(start, end []byte, o *WriteOptions) error {
 	b := batchPool.Get().(*Batch)
+	b.setProtection(d.cksum, d.opts.BatchProtectionBytesPerKey)
 	b.DeleteRange(start, end)
 	err := d.Apply(b, o)
 	b.Reset()
@@ -83,6 +87,30 @@ const maxBatchMemSize = (memtable.MaxSize - 64<<10) / 9 * 8
 // visible to readers only once its WAL record is durable, so no reader can
 // see a synced write that a crash or a failed fsync then loses. The batch
 // may be reused once Apply returns.
+//
+// A protected batch (Options.BatchProtectionBytesPerKey, see Batch) is
+// checked twice:
+//
+//   - Before the WAL write (under commitMu, just before the record is
+//     copied into the WAL; for a batch large enough to be queued whole, see
+//     flushable_batch.go, when it is sorted, before it waits for its turn).
+//     An entry that changed since it was added, or a malformed buffer, makes
+//     Apply return an error wrapping ErrCorruption that names the entry and
+//     both checksums, having written nothing: no WAL record, no memtable
+//     entry, no seqnum taken. The DB stays writable (the damage is in the
+//     caller's batch); the refusal is counted in Metrics.BatchCorruptions,
+//     logged and told to EventListener.CorruptionFound.
+//   - As each entry is copied into the memtable (memtable.AddChecked), from
+//     the copy. A mismatch there means the bytes changed after the first
+//     check, when the WAL record is already written (and may be synced).
+//     Then, as for any corruption found while inserting: the memtable,
+//     which may hold part of the batch, is poisoned (its reads fail with
+//     ErrCorruption until the DB is reopened), the DB goes read-only with a
+//     background error (later writes fail with ErrReadOnly), and Apply
+//     returns the error, wrapping ErrCorruption; it counts in
+//     Metrics.MemTable.Corruptions. The WAL holds the batch as it was
+//     written, which the first check had just passed: reopening the DB
+//     replays it whole, so Apply's error does not mean the batch is lost.
 func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 	if err := d.writable(); err != nil {
 		return err
@@ -108,6 +136,11 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 	if n := int(d.l0Files.Load()); n >= d.opts.L0SlowdownWritesTrigger && n < d.opts.L0StopWritesTrigger {
 		d.slowDown(len(b.data), n)
 	}
+	if b.protBytes != 0 || d.opts.BatchProtectionBytesPerKey != 0 {
+		if err := d.protectBatch(b); err != nil {
+			return d.batchRefused(err)
+		}
+	}
 	if b.memSize > d.opts.WriteBufferSize/flushableBatchFraction {
 		return d.applyFlushable(b, syncWAL)
 	}
@@ -115,6 +148,13 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 	mem, err := d.enterApply(b.memSize)
 	if err != nil {
 		return err
+	}
+	if b.protBytes != 0 {
+		if err := b.verifyProtection(); err != nil {
+			mem.mt.Unreserve(b.memSize)
+			d.commitMu.Unlock()
+			return d.batchRefused(err)
+		}
 	}
 	n := uint64(b.count)
 	seq := d.sequence(n)
@@ -156,12 +196,50 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 		return err
 	}
 	if applyErr != nil {
+		if errors.Is(applyErr, ErrCorruption) {
+			d.stats.memCorruptions.Add(1)
+		}
 		d.mu.Lock()
 		d.setBackgroundErrorLocked(applyErr, "memtable insert")
 		d.mu.Unlock()
 		return applyErr
 	}
 	return nil
+}
+
+// protectBatch readies b's protection for Apply (see Batch): a batch
+// without any takes the DB's setting, computed from its bytes now, and a
+// protected batch of another checksum type than the DB's is checked in its
+// own, then protected again in the DB's from the bytes just checked, so that
+// the memtable can check each entry's copy in its type. Without locks.
+func (d *DB) protectBatch(b *Batch) error {
+	switch {
+	case b.protBytes == 0:
+		return b.protectFromBytes(d.cksum, d.opts.BatchProtectionBytesPerKey)
+	case b.protType != d.cksum && d.cksum != checksum.None:
+		if err := b.verifyProtection(); err != nil {
+			return err
+		}
+		return b.protectFromBytes(d.cksum, int(b.protBytes))
+	}
+	return nil
+}
+
+// batchRefused reports a batch refused before anything of it was written
+// because its bytes are not what they were when its entries were added
+// (its protection, or its encoding, says so): counted in
+// Metrics.BatchCorruptions, logged and told to the EventListener. The DB
+// stays writable: the damage is in the caller's batch, not in the DB. No
+// lock is held.
+func (d *DB) batchRefused(err error) error {
+	if !errors.Is(err, ErrCorruption) {
+		return err
+	}
+	d.stats.batchCorruptions.Add(1)
+	err = fmt.Errorf("Apply refused the batch, nothing of it written: %w", err)
+	d.log.Errorf("%v", err)
+	d.emitCorruption(err)
+	return err
 }
 
 // The steps every commit takes (Apply, a large batch, an ingestion), in
@@ -340,7 +418,7 @@ func (d *DB) slowDown(n, l0 int) {
 func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
 	fb, err := newFlushableBatch(b, d.cksum, d.opts.MemtableProtectionBytesPerKey > 0, d.opts.ParanoidMemoryChecks)
 	if err != nil {
-		return err
+		return d.batchRefused(err)
 	}
 	var need int
 	room := func() (string, error) {
@@ -492,14 +570,17 @@ func (d *DB) walFailedLocked(err error) error {
 	return fmt.Errorf("%w: WAL write failed: %w", ErrReadOnly, err)
 }
 
-// applyToMemtable inserts every record of the encoded batch.
+// applyToMemtable inserts every record of the encoded batch, each checked
+// against its batch protection as it is copied (memtable.AddChecked) when
+// the batch has protection of the memtable's checksum type.
 func (d *DB) applyToMemtable(mem *memTableEntry, b *Batch) error {
 	r, err := newBatchReader(b.data, "batch")
 	if err != nil {
 		return err
 	}
+	checked := b.protBytes != 0 && b.protType == d.cksum
 	seq := r.seq
-	for {
+	for i := 0; ; i++ {
 		kind, key, value, ok, err := r.next("batch")
 		if err != nil {
 			return err
@@ -507,7 +588,15 @@ func (d *DB) applyToMemtable(mem *memTableEntry, b *Batch) error {
 		if !ok {
 			return nil
 		}
-		if err := mem.mt.Add(seq, kind, key, value); err != nil {
+		switch {
+		case !checked:
+			err = mem.mt.Add(seq, kind, key, value)
+		case i < len(b.prot):
+			err = mem.mt.AddChecked(seq, kind, key, value, b.prot[i], int(b.protBytes))
+		default:
+			err = base.CorruptionErrorf("record %d has no protection (%d protected)", i, len(b.prot))
+		}
+		if err != nil {
 			return fmt.Errorf("memtable add of %s#%d: %w", base.HexKey(key), seq, err)
 		}
 		if kind == base.KindRangeDelete {

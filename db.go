@@ -677,8 +677,10 @@ func (d *DB) closeHandles() []error {
 // dbStats are counters kept outside of d.mu.
 type dbStats struct {
 	memCorruptions atomic.Int64
-	writeStalls    atomic.Int64
-	stalledWriters atomic.Int64
+	// batchCorruptions counts batches Apply refused (batchRefused).
+	batchCorruptions atomic.Int64
+	writeStalls      atomic.Int64
+	stalledWriters   atomic.Int64
 	// memtableBytes is the arena capacity of the memtables not yet freed:
 	// the memory they hold outside the Go heap.
 	memtableBytes     memAccount

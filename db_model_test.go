@@ -62,6 +62,9 @@ func smallOptions(fs vfs.FS, rng *rand.Rand) *Options {
 	if o.BlockCacheSize == 0 {
 		o.BlockCacheSize = -1
 	}
+	if o.ChecksumType != ChecksumNone {
+		o.BatchProtectionBytesPerKey = []int{0, 1, 2, 4, 8}[rng.IntN(5)]
+	}
 	return o
 }
 
@@ -317,8 +320,8 @@ func runModel(t *testing.T, seed uint64, ops int) {
 		t.Fatalf("Verify: %v", err)
 	}
 	met := db.Metrics()
-	t.Logf("options %s/%v/paranoid=%v/prot=%d; flushes %d, compactions %d; levels %v",
-		opts.ChecksumType, opts.Compression, opts.ParanoidMemoryChecks, opts.MemtableProtectionBytesPerKey,
+	t.Logf("options %s/%v/paranoid=%v/prot=%d/batchprot=%d; flushes %d, compactions %d; levels %v",
+		opts.ChecksumType, opts.Compression, opts.ParanoidMemoryChecks, opts.MemtableProtectionBytesPerKey, opts.BatchProtectionBytesPerKey,
 		met.Flush.Count, met.Compact.Count, levelFiles(met))
 	for _, s := range snaps {
 		s.s.Close()

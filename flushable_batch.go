@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 	"unsafe"
@@ -32,7 +33,14 @@ import (
 // with protection bytes every entry carries a 64-bit KV checksum verified on
 // every read and at flush (per-KV protection), over the batch's bytes as
 // they were at Apply (the caller's Batch copies its buffer before writing
-// to it again, see Batch).
+// to it again, see Batch). A protected batch (Options.BatchProtectionBytesPerKey)
+// is checked entry by entry as it is sorted, before it waits for commitMu
+// and the WAL: a mismatch refuses it, nothing written. Its entries' own
+// checksums are then derived from the batch's, as a memtable's are
+// (memtable.AddChecked). The bytes are not checked again between then and
+// the WAL write (a copy, under commitMu, of a batch of tens of MB); a flip
+// in that window reaches the WAL, and the flushable batch's own checksums,
+// derived from the batch's, report it at the first read or at the flush.
 
 // flushable is an entry of the memtable list as reads and flushes see it: a
 // memtable, or a flushableBatch.
@@ -102,9 +110,11 @@ type flushableBatch struct {
 	// one slot per record of the batch).
 	entries []fbEntry
 	tombs   []base.RangeTombstone // sorted by start, then seqnum descending; alias data
-	prot    []uint64              // per entry, KV checksums (nil: no protection)
-	cksum   checksum.Type
-	count   uint64
+	// prot holds the point entries' KV checksums, by record index (an
+	// entry's idx; a range tombstone's slot is unused); nil: no protection.
+	prot  []uint64
+	cksum checksum.Type
+	count uint64
 	// paranoid makes iterators check key order at every step.
 	paranoid bool
 }
@@ -114,17 +124,33 @@ type flushableBatch struct {
 // until then nothing else writes to it but the header's seqnum, which the
 // flushable batch does not read. Copying it instead would hold the batch
 // twice at the moment memory peaks (a batch this size is a good part of the
-// write buffer). Its first seqnum is set later (fb.seq), under commitMu.
+// write buffer). Its first seqnum is set later (fb.seq), under commitMu. A
+// protected b is checked entry by entry against its protection (see
+// protectRecord): a mismatch is an error wrapping ErrCorruption.
 func newFlushableBatch(b *Batch, cksum checksum.Type, protect, paranoid bool) (*flushableBatch, error) {
 	fb := &flushableBatch{cksum: cksum, paranoid: paranoid}
+	// Checked against the batch's protection as the records are read, when
+	// it is of this type; in its own type first otherwise (only when the
+	// DB's type is None: Apply converts the others, see protectBatch).
+	var mask uint64
+	switch {
+	case b.protBytes != 0 && b.protType == cksum:
+		mask = protMask(b.protBytes)
+	case b.protBytes != 0:
+		if err := b.verifyProtection(); err != nil {
+			return nil, err
+		}
+	}
+	// A buffer still lent to an earlier flushable batch (the batch applied
+	// again unchanged) is copied first: each aliases its own.
 	b.init()
-	// The header's count is written at Apply; the reader needs it now.
-	binary.LittleEndian.PutUint32(b.data[8:12], b.count)
-	fb.data = b.data[:len(b.data):len(b.data)]
-	r, err := newBatchReader(fb.data, "batch")
+	r, err := b.recordReader()
 	if err != nil {
-		fb.Release()
 		return nil, err
+	}
+	fb.data = b.data[:len(b.data):len(b.data)]
+	if mask != 0 && uint64(len(b.prot)) != uint64(r.count) {
+		return nil, base.CorruptionErrorf("batch: %d records, %d protected", r.count, len(b.prot))
 	}
 	if r.count > 0 {
 		// Outside the Go heap, as the memtables' arenas: a batch's index
@@ -132,33 +158,12 @@ func newFlushableBatch(b *Batch, cksum checksum.Type, protect, paranoid bool) (*
 		// free promptly.
 		fb.entries = manual.AllocSlice[fbEntry](int(r.count))[:0]
 	}
-	for idx := uint32(0); ; idx++ {
-		kind, key, value, ok, err := r.next("batch")
-		if err != nil {
-			fb.Release()
-			return nil, err
-		}
-		if !ok {
-			break
-		}
-		fb.count++
-		if kind == base.KindRangeDelete {
-			fb.tombs = append(fb.tombs, base.RangeTombstone{Start: key, End: value, Seq: uint64(idx)}) // + fb.seq, see setSeq
-			continue
-		}
-		keyOff, inside := fb.offset(key)
-		if !inside {
-			fb.Release()
-			return nil, fmt.Errorf("vigil: internal error: batch record %d's key is not inside the batch's buffer", idx)
-		}
-		// (Within the capacity reserved above: the batch has r.count
-		// records, so append never reallocates onto the Go heap.)
-		fb.entries = append(fb.entries, fbEntry{
-			abbrev: abbrevKey(key),
-			keyOff: keyOff, keyLen: uint32(len(key)),
-			lenKind: uint32(len(value))<<4 | uint32(kind),
-			idx:     idx,
-		})
+	if protect {
+		fb.prot = make([]uint64, r.count)
+	}
+	if err := fb.index(&r, b.prot, mask); err != nil {
+		fb.Release()
+		return nil, err
 	}
 	slices.SortFunc(fb.entries, fb.compare)
 	slices.SortFunc(fb.tombs, func(a, b base.RangeTombstone) int {
@@ -167,13 +172,71 @@ func newFlushableBatch(b *Batch, cksum checksum.Type, protect, paranoid bool) (*
 		}
 		return -cmpUint64(a.Seq, b.Seq)
 	})
-	if protect {
-		fb.prot = make([]uint64, len(fb.entries))
-		for i := range fb.entries {
-			fb.prot[i] = fb.kvChecksum(i)
-		}
-	}
 	return fb, nil
+}
+
+// index reads the batch's records into entries and tombs, in batch order,
+// checking each against its batch protection (batchProt, the bytes in mask;
+// mask 0: none) and protecting it (protectRecord).
+func (fb *flushableBatch) index(r *batchReader, batchProt []uint64, mask uint64) error {
+	for idx := uint32(0); ; idx++ {
+		kind, key, value, ok, err := r.next("batch")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		var u uint64
+		if mask != 0 {
+			u = batchProt[idx]
+		}
+		if err := fb.protectRecord(idx, kind, key, value, u, mask); err != nil {
+			return err
+		}
+		fb.count++
+		if kind == base.KindRangeDelete {
+			fb.tombs = append(fb.tombs, base.RangeTombstone{Start: key, End: value, Seq: uint64(idx)}) // + fb.seq, see setSeq
+			continue
+		}
+		keyOff, inside := fb.offset(key)
+		if !inside {
+			return fmt.Errorf("vigil: internal error: batch record %d's key is not inside the batch's buffer", idx)
+		}
+		// (Within the capacity reserved for the batch's records, so append
+		// never reallocates onto the Go heap.)
+		fb.entries = append(fb.entries, fbEntry{
+			abbrev: abbrevKey(key),
+			keyOff: keyOff, keyLen: uint32(len(key)),
+			lenKind: uint32(len(value))<<4 | uint32(kind),
+			idx:     idx,
+		})
+	}
+}
+
+// protectRecord checks record idx (kind, key and value, in fb.data) against
+// its batch's protection u, in the bytes of mask (mask 0: the batch has
+// none), and, if fb keeps protection, stores the record's KV checksum with
+// the trailer of its index (kvChecksum), derived from u as a memtable
+// derives its own (memtable.AddChecked) rather than recomputed.
+func (fb *flushableBatch) protectRecord(idx uint32, kind base.Kind, key, value []byte, u, mask uint64) error {
+	trailer := base.MakeTrailer(uint64(idx), kind)
+	if mask == 0 {
+		if fb.prot != nil && kind != base.KindRangeDelete {
+			fb.prot[idx] = checksum.KV(fb.cksum, key, trailer, value)
+		}
+		return nil
+	}
+	got := checksum.KVUnsequenced(fb.cksum, key, uint8(kind), value)
+	if (got^u)&mask != 0 {
+		nb := bits.OnesCount64(mask) / 8
+		return base.CorruptionErrorf("batch: record %d (%s of key %s) changed since it was added: protection %0*x, now %0*x (%s, %d batch protection bytes)",
+			idx, kind, base.HexKey(key[:min(len(key), 32)]), 2*nb, u&mask, 2*nb, got&mask, fb.cksum, nb)
+	}
+	if fb.prot != nil && kind != base.KindRangeDelete {
+		fb.prot[idx] = checksum.KVSequence(u&mask|got&^mask, trailer)
+	}
+	return nil
 }
 
 // setSeq sets the batch's first seqnum, once it is assigned.
@@ -265,10 +328,10 @@ func (fb *flushableBatch) check(i int) error {
 	if fb.prot == nil {
 		return nil
 	}
-	if got := fb.kvChecksum(i); got != fb.prot[i] {
-		e := &fb.entries[i]
+	e := &fb.entries[i]
+	if got, want := fb.kvChecksum(i), fb.prot[e.idx]; got != want {
 		return base.CorruptionErrorf("flushable batch: entry %s#%d: KV checksum mismatch (stored %#016x, computed %#016x)",
-			base.HexKey(fb.key(e)), fb.seq+uint64(e.idx), fb.prot[i], got)
+			base.HexKey(fb.key(e)), fb.seq+uint64(e.idx), want, got)
 	}
 	return nil
 }

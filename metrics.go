@@ -54,9 +54,15 @@ type Metrics struct {
 		Count int
 		// Entries in the mutable memtable.
 		Entries uint64
-		// Corruptions found in memtables (reads, flush validation).
+		// Corruptions found in memtables (reads, flush validation, and
+		// inserts, where a batch's protection disagrees with its copy).
 		Corruptions int64
 	}
+	// BatchCorruptions counts the batches Apply refused, writing nothing of
+	// them, because their bytes changed after their entries were added
+	// (Options.BatchProtectionBytesPerKey) or do not decode.
+	BatchCorruptions int64
+
 	WAL struct {
 		// Number of the live WAL (0 when disabled).
 		LogNumber uint64
@@ -190,6 +196,7 @@ func (d *DB) Metrics() *Metrics {
 
 	s := &d.stats
 	m.MemTable.Corruptions = s.memCorruptions.Load()
+	m.BatchCorruptions = s.batchCorruptions.Load()
 	m.WAL.BytesWritten = d.wal.bytes.Load()
 	m.WAL.Records = d.wal.records.Load()
 	m.WAL.Syncs += d.wal.closedSyncs.Load()
@@ -281,6 +288,9 @@ func (m *Metrics) String() string {
 	fmt.Fprintf(&b, "total | %5d | %10s |\n", files, humanBytes(size))
 	fmt.Fprintf(&b, "memtables: %d (mutable: %s, %d entries); corruptions found: %d\n",
 		m.MemTable.Count, humanBytes(uint64(m.MemTable.Size)), m.MemTable.Entries, m.MemTable.Corruptions)
+	if m.BatchCorruptions > 0 {
+		fmt.Fprintf(&b, "batches refused as corrupt: %d\n", m.BatchCorruptions)
+	}
 	fmt.Fprintf(&b, "WAL: log %06d, %s in %d records, %d syncs\n", m.WAL.LogNumber, humanBytes(uint64(m.WAL.BytesWritten)), m.WAL.Records, m.WAL.Syncs)
 	rc := m.Recovery
 	fmt.Fprintf(&b, "recovery: %d WALs, %d batches; dropped %d records / %s (%d torn tails), %d damaged stretches skipped\n",
