@@ -620,6 +620,7 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 		ScrubInterval:                 c.scrubInterval(bad),
 		SkipReadChecksums:             !c.boolFlag("verify_checksum"),
 		MemtableProtectionBytesPerKey: int(c.uintFlag("memtable_protection_bytes_per_key")),
+		BatchProtectionBytesPerKey:    int(c.uintFlag("write_batch_protection_bytes_per_key")),
 		BlockSize:                     cfg.BlockSize,
 		BlockRestartInterval:          int(c.intFlag("block_restart_interval")),
 		CacheSize:                     c.intFlag("cache_size"),
@@ -645,6 +646,11 @@ func (c *CLI) integrityOptions(eo *EngineOptions, bad func(string, ...any)) {
 	case 0, 1, 2, 4, 8:
 	default:
 		bad("--memtable_protection_bytes_per_key must be 0, 1, 2, 4 or 8")
+	}
+	switch p := eo.BatchProtectionBytesPerKey; p {
+	case 0, 1, 2, 4, 8:
+	default:
+		bad("--write_batch_protection_bytes_per_key must be 0, 1, 2, 4 or 8")
 	}
 	comp := strings.ToLower(c.strFlag("compression_type"))
 	_, runs := parseCompression(comp)

@@ -122,7 +122,7 @@ func TestMappedFlagsTakeEffect(t *testing.T) {
 		"--target_file_size_base=2097152", "--open_files=-1", "--disable_auto_compactions", "--wal_recovery_mode=0",
 		"--block_restart_interval=8", "--cache_size=0", "--bloom_bits=-1", "--write_buffer_size=1048576",
 		"--batch_size=10", "--readwritepercent=70", "--statistics", "--seek_nexts=2", "--deletes=5", "--duration=2",
-		"--verify_checksum=false")
+		"--verify_checksum=false", "--write_batch_protection_bytes_per_key=8")
 	cfg, err := c.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestMappedFlagsTakeEffect(t *testing.T) {
 		o.LBaseMaxBytes != 1<<20 || o.LevelMultiplier != 8 || o.TargetFileSize != 2<<20 ||
 		o.MaxOpenFiles != unlimitedOpenFiles || !o.DisableAutomaticCompactions || o.WALRecoveryMode.RocksDB() != 0 ||
 		o.BlockRestartInterval != 8 || o.BlockCacheSize >= 0 || o.BloomBitsPerKey >= 0 || o.WriteBufferSize != 1<<20 ||
-		!o.SkipReadChecksums {
+		!o.SkipReadChecksums || o.BatchProtectionBytesPerKey != 8 {
 		t.Errorf("vigil options:\n%s", o)
 	}
 	if err := o.EnsureDefaults().Validate(); err != nil {
@@ -153,7 +153,7 @@ func TestMappedFlagsTakeEffect(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d.Engine.MaxImmutableMemtables != 0 || d.Engine.L0StopWritesTrigger != 0 || d.Engine.CacheSize != 64<<20 || d.Engine.BloomBits != 10 ||
-		d.Engine.SkipReadChecksums {
+		d.Engine.SkipReadChecksums || d.Engine.BatchProtectionBytesPerKey != 0 {
 		t.Errorf("defaults %+v", d.Engine)
 	}
 }

@@ -79,6 +79,7 @@ type EngineOptions struct {
 	ScrubInterval                 time.Duration // the background scrubber's; 0: off
 	SkipReadChecksums             bool          // --verify_checksum=false
 	MemtableProtectionBytesPerKey int
+	BatchProtectionBytesPerKey    int // --write_batch_protection_bytes_per_key
 	BlockSize                     int
 	CacheSize                     int64  // bytes; 0 disables
 	BloomBits                     int    // 0 disables

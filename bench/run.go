@@ -537,8 +537,8 @@ func (r *Runner) printHeader() {
 	fmt.Fprintf(w, "Compression: %s\n", c.Engine.Compression)
 	fmt.Fprintf(w, "Checksum:   %d\n", c.Engine.ChecksumType)
 	fmt.Fprintf(w, "Memtablerep: skip_list\n")
-	fmt.Fprintf(w, "Paranoid memory checks: %v; memtable protection bytes per key: %d; verify checksums on read: %v\n",
-		c.Engine.ParanoidMemoryChecks, c.Engine.MemtableProtectionBytesPerKey, !c.Engine.SkipReadChecksums)
+	fmt.Fprintf(w, "Paranoid memory checks: %v; memtable protection bytes per key: %d; write batch protection bytes per key: %d; verify checksums on read: %v\n",
+		c.Engine.ParanoidMemoryChecks, c.Engine.MemtableProtectionBytesPerKey, c.Engine.BatchProtectionBytesPerKey, !c.Engine.SkipReadChecksums)
 	fmt.Fprintf(w, "Write buffer size: %d; block size: %d; cache: %d; bloom bits: %d; sync: %v; WAL disabled: %v; threads: %d; batch size: %d\n",
 		c.Engine.WriteBufferSize, c.Engine.BlockSize, c.Engine.CacheSize, c.Engine.BloomBits, c.Sync, c.Engine.DisableWAL, c.Threads, max(c.BatchSize, 1))
 	fmt.Fprintf(w, "------------------------------------------------\n")

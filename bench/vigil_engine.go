@@ -43,6 +43,7 @@ func VigilOptions(o EngineOptions) (*vigil.Options, error) {
 		ScrubInterval:                 o.ScrubInterval,
 		SkipReadChecksums:             o.SkipReadChecksums,
 		MemtableProtectionBytesPerKey: o.MemtableProtectionBytesPerKey,
+		BatchProtectionBytesPerKey:    o.BatchProtectionBytesPerKey,
 		BlockSize:                     o.BlockSize,
 		BlockRestartInterval:          o.BlockRestartInterval,
 		BlockCacheSize:                o.CacheSize,

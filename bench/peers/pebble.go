@@ -59,8 +59,9 @@ const PebbleMemtableCacheCredit = 2
 // exactly CacheSize bytes, memtables included).
 //
 // Options Pebble lacks are ignored: ChecksumType (Pebble always writes
-// CRC-32C, see [PebbleChecksum]), ParanoidMemoryChecks and
-// MemtableProtectionBytesPerKey (Pebble has neither).
+// CRC-32C, see [PebbleChecksum]), ParanoidMemoryChecks,
+// MemtableProtectionBytesPerKey and BatchProtectionBytesPerKey (Pebble has
+// none of them).
 func PebbleOptions(o bench.EngineOptions, cacheCredit int) (*pebble.Options, error) {
 	// Start from Vigil's own view of the options, defaults applied, so the
 	// two engines cannot drift apart when a kvbench default changes.
@@ -358,8 +359,8 @@ func Describe(o bench.EngineOptions, cacheCredit int) (string, error) {
 	fmt.Fprintf(&b, "Checksum: vigil %s; pebble %s (Pebble cannot write XXH3)\n", vo.ChecksumType.Resolve(), PebbleChecksum)
 	fmt.Fprintf(&b, "Cache:    vigil %d MiB; pebble %d MiB + %d x write buffer (Pebble charges its memtables to the block cache)\n",
 		cache, cache, cacheCredit)
-	fmt.Fprintf(&b, "Vigil:    paranoid memory checks %v, memtable protection %d bytes/key (Pebble has neither)\n",
-		vo.ParanoidMemoryChecks, vo.MemtableProtectionBytesPerKey)
+	fmt.Fprintf(&b, "Vigil:    paranoid memory checks %v, memtable protection %d bytes/key, batch protection %d bytes/key (Pebble has none)\n",
+		vo.ParanoidMemoryChecks, vo.MemtableProtectionBytesPerKey, vo.BatchProtectionBytesPerKey)
 	fmt.Fprintf(&b, "Pebble:   format major version %v (newest); memtables start at 256 KiB and double up to the write buffer size,\n          so a fresh store's data is spread over several memtables until the first flush\n", pebble.FormatNewest)
 	return b.String(), nil
 }

@@ -37,6 +37,7 @@ func TestBadFlagsExitTwo(t *testing.T) {
 		{"kvbench", "--compression_type=bogus"},
 		{"kvbench", "--benchmarks=readseq[-Q3]"},
 		{"kvbench", "--memtable_protection_bytes_per_key=3"},
+		{"kvbench", "--write_batch_protection_bytes_per_key=3"},
 		{"kvbench", "--key_size=0"},
 		{"kvbench", "--memtablerep"},
 		{"kvbench", "--sync", "false"},
