@@ -79,6 +79,9 @@ type Batch struct {
 	// protBytes is not 0).
 	protBytes uint8
 	protType  checksum.Type
+	// ix is the index of a batch made by NewIndexedBatch (nil for any
+	// other): see batch_index.go.
+	ix *batchIndex
 }
 
 const batchHeaderLen = 12
@@ -194,10 +197,16 @@ func (b *Batch) add(kind base.Kind, key, value []byte, hasValue bool) {
 	b.grow(1 + 2*binary.MaxVarintLen32 + len(key) + len(value))
 	b.data = append(b.data, byte(kind))
 	b.data = binary.AppendUvarint(b.data, uint64(len(key)))
+	keyOff := len(b.data)
 	b.data = append(b.data, key...)
+	valOff := len(b.data)
 	if hasValue {
 		b.data = binary.AppendUvarint(b.data, uint64(len(value)))
+		valOff = len(b.data)
 		b.data = append(b.data, value...)
+	}
+	if b.ix != nil {
+		b.ix.add(b.data, kind, keyOff, len(key), valOff, len(value), b.count)
 	}
 	b.count++
 	b.memSize += memtable.EntrySize(len(key)+base.TrailerLen, len(value))
@@ -287,6 +296,9 @@ func (b *Batch) Reset() {
 	b.count = 0
 	b.memSize = 0
 	b.prot = b.prot[:0]
+	if b.ix != nil {
+		b.ix.reset()
+	}
 }
 
 // setSeqNum stamps the first sequence number and count into the header.

@@ -35,6 +35,9 @@ type Iterator struct {
 	upper    []byte
 	tombs    rangedel.Set
 	paranoid bool
+	// ov, for an indexed batch's iterator, does the iterating (see
+	// batchOverlay); the fields above are then unused but d.
+	ov *batchOverlay
 
 	valid   bool
 	err     error
@@ -172,6 +175,9 @@ func (it *Iterator) First() bool {
 		return false
 	}
 	it.err = nil
+	if it.ov != nil {
+		return it.ov.first()
+	}
 	it.forward = true
 	if it.lower != nil {
 		it.iter.SeekGE(it.lower)
@@ -187,6 +193,9 @@ func (it *Iterator) Last() bool {
 		return false
 	}
 	it.err = nil
+	if it.ov != nil {
+		return it.ov.last()
+	}
 	it.forward = false
 	if it.upper != nil {
 		it.iter.SeekLT(it.upper)
@@ -210,6 +219,9 @@ func (it *Iterator) SeekGE(key []byte) bool {
 		it.valid = false
 		return false
 	}
+	if it.ov != nil {
+		return it.ov.seekGE(key)
+	}
 	it.iter.SeekGE(key)
 	return it.findNextEntry(nil)
 }
@@ -228,6 +240,9 @@ func (it *Iterator) SeekLT(key []byte) bool {
 		it.valid = false
 		return false
 	}
+	if it.ov != nil {
+		return it.ov.seekLT(key)
+	}
 	it.iter.SeekLT(key)
 	return it.findPrevEntry(nil)
 }
@@ -236,6 +251,9 @@ func (it *Iterator) SeekLT(key []byte) bool {
 func (it *Iterator) Next() bool {
 	if !it.valid || !it.usable() {
 		return false
+	}
+	if it.ov != nil {
+		return it.ov.next()
 	}
 	if !it.forward {
 		// Turn around: re-seek past the current key.
@@ -255,6 +273,9 @@ func (it *Iterator) Next() bool {
 func (it *Iterator) Prev() bool {
 	if !it.valid || !it.usable() {
 		return false
+	}
+	if it.ov != nil {
+		return it.ov.prev()
 	}
 	if it.forward {
 		it.forward = false
@@ -424,6 +445,9 @@ func (it *Iterator) Close() error {
 	}
 	it.closed = true
 	it.valid = false
+	if it.ov != nil {
+		return it.ov.db.Close()
+	}
 	err := it.iter.Close()
 	it.rs.unref()
 	it.d.openIters.Add(-1)
