@@ -3,6 +3,7 @@ package vigil
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,7 +112,12 @@ const maxBatchMemSize = (memtable.MaxSize - 64<<10) / 9 * 8
 //     Metrics.MemTable.Corruptions. The WAL holds the batch as it was
 //     written, which the first check had just passed: reopening the DB
 //     replays it whole, so Apply's error does not mean the batch is lost.
-func (d *DB) Apply(b *Batch, o *WriteOptions) error {
+func (d *DB) Apply(b *Batch, o *WriteOptions) error { return d.apply(b, o, nil) }
+
+// apply is Apply; check, if not nil, is a transaction's validation (see
+// checkAtCommit): it runs under commitMu, before the batch takes its
+// seqnums, and an error from it refuses the batch, nothing written.
+func (d *DB) apply(b *Batch, o *WriteOptions, check func() error) error {
 	if err := d.writable(); err != nil {
 		return err
 	}
@@ -142,7 +148,7 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 		}
 	}
 	if b.memSize > d.opts.WriteBufferSize/flushableBatchFraction {
-		return d.applyFlushable(b, syncWAL)
+		return d.applyFlushable(b, syncWAL, check)
 	}
 
 	mem, err := d.enterApply(b.memSize)
@@ -154,6 +160,13 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error {
 			mem.mt.Unreserve(b.memSize)
 			d.commitMu.Unlock()
 			return d.batchRefused(err)
+		}
+	}
+	if check != nil {
+		if err := d.checkAtCommit(check); err != nil {
+			mem.mt.Unreserve(b.memSize)
+			d.commitMu.Unlock()
+			return err
 		}
 	}
 	n := uint64(b.count)
@@ -327,6 +340,26 @@ func (d *DB) enterCommit(room func() (stall string, err error), cleared func() b
 	}
 }
 
+// checkAtCommit runs check, a transaction's validation, once every commit
+// sequenced so far is visible: with commitMu held no other commit can be
+// sequenced until this one is, so what check reads at the latest state is
+// exactly what precedes the commit in seqnum order. The wait is for
+// commits already past commitMu (their memtable inserts and fsyncs), which
+// need neither lock. commitMu is held.
+func (d *DB) checkAtCommit(check func() error) error {
+	for spins := 0; d.visibleSeq.Load() < d.nextSeq-1; spins++ {
+		if err := d.writable(); err != nil {
+			return err
+		}
+		if spins < 64 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+	return check()
+}
+
 // sequence takes the next n seqnums for a commit and returns the first.
 // commitMu is held, so seqnum order is the order of the logCommit calls
 // that follow.
@@ -415,13 +448,20 @@ func (d *DB) slowDown(n, l0 int) {
 // record, and joins the immutable memtables right after the mutable one,
 // which a fresh memtable on the next WAL replaces. It becomes visible
 // through the publisher like any batch.
-func (d *DB) applyFlushable(b *Batch, syncWAL bool) error {
+func (d *DB) applyFlushable(b *Batch, syncWAL bool, check func() error) error {
 	fb, err := newFlushableBatch(b, d.cksum, d.opts.MemtableProtectionBytesPerKey > 0, d.opts.ParanoidMemoryChecks)
 	if err != nil {
 		return d.batchRefused(err)
 	}
 	var need int
 	room := func() (string, error) {
+		if check != nil {
+			// Under commitMu, before d.mu (the check reads tables); again
+			// after every stall, since commits may have come in between.
+			if err := d.checkAtCommit(check); err != nil {
+				return "", err
+			}
+		}
 		d.mu.Lock() // kept on success
 		// The batch takes a place in the immutable list, and so does the
 		// mutable memtable if it holds anything.

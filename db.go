@@ -414,10 +414,8 @@ func (d *DB) GetAppend(dst, key []byte) ([]byte, error) {
 	return v, nil
 }
 
-// get looks key up at snapshot seq: memtables newest first, then L0 files
-// newest first, then one file per level L1..L6, stopping at the first
-// version found. A range tombstone seen in a source hides older versions in
-// that source and every older source.
+// get looks key up at snapshot seq (see findVersion) and returns its
+// value as Get does.
 func (d *DB) get(dst, key []byte, snap uint64, noCopy bool) ([]byte, error) {
 	rs := d.loadReadState()
 	if rs == nil {
@@ -427,7 +425,40 @@ func (d *DB) get(dst, key []byte, snap uint64, noCopy bool) ([]byte, error) {
 	if snap == readLatest {
 		snap = d.visibleSeq.Load() // after the state: see readLatest
 	}
+	v, err := d.findVersion(rs, key, snap)
+	if err != nil || !v.found {
+		if err == nil {
+			err = ErrNotFound
+		}
+		return nil, err
+	}
+	// value aliases a memtable or a cached block until ref is released.
+	res, err := getResult(dst, v.value, v.seq, v.kind, v.cover, noCopy)
+	v.ref.Release()
+	return res, err
+}
 
+// version is what findVersion found of a key: its newest visible point
+// version if found (value aliasing a memtable, or a cached block held by
+// ref, which the caller releases), and cover, the largest seqnum of a
+// visible range tombstone over the key in the sources searched (those as
+// new as the version, or all of them when nothing was found before a
+// tombstone ended the search).
+type version struct {
+	value []byte
+	seq   uint64
+	kind  base.Kind
+	found bool
+	cover uint64
+	ref   cache.Handle
+}
+
+// findVersion searches rs for key at snapshot snap: memtables newest
+// first, then L0 files newest first, then one file per level L1..L6,
+// stopping at the first version found. A range tombstone seen in a source
+// hides older versions in that source and every older source, so the
+// search also stops after a source in which one covers the key.
+func (d *DB) findVersion(rs *readState, key []byte, snap uint64) (version, error) {
 	// cover is the largest seq of a visible range tombstone covering key
 	// seen so far; a version below it is deleted.
 	var cover uint64
@@ -437,24 +468,21 @@ func (d *DB) get(dst, key []byte, snap uint64, noCopy bool) ([]byte, error) {
 			e = rs.imms[i]
 		}
 		if err := e.readable(); err != nil {
-			return nil, err
+			return version{}, err
 		}
 		if e.rangeDels.Load() > 0 {
 			ts, idx, err := e.tombstones(snap)
 			if err != nil {
-				return nil, d.memCorruption(err)
+				return version{}, d.memCorruption(err)
 			}
 			cover = idx.Raise(ts, key, snap, cover)
 		}
 		value, seq, kind, found, err := e.t.Get(key, snap)
 		if err != nil {
-			return nil, d.memCorruption(err)
+			return version{}, d.memCorruption(err)
 		}
-		if found {
-			return getResult(dst, value, seq, kind, cover, noCopy)
-		}
-		if cover > 0 {
-			return nil, ErrNotFound
+		if found || cover > 0 {
+			return version{value: value, seq: seq, kind: kind, found: found, cover: cover}, nil
 		}
 	}
 	v := rs.v
@@ -477,21 +505,16 @@ func (d *DB) get(dst, key []byte, snap uint64, noCopy bool) ([]byte, error) {
 			}
 			value, seq, kind, found, c, ref, err := d.getFromTable(f, key, snap, cover)
 			if err != nil {
-				return nil, err
+				return version{}, err
 			}
 			cover = c
-			if found {
-				// value aliases a cached block until ref is released.
-				res, err := getResult(dst, value, seq, kind, cover, noCopy)
-				ref.Release()
-				return res, err
+			if found || cover > 0 {
+				return version{value: value, seq: seq, kind: kind, found: found, cover: cover, ref: ref}, nil
 			}
-			if cover > 0 {
-				return nil, ErrNotFound
-			}
+			ref.Release()
 		}
 	}
-	return nil, ErrNotFound
+	return version{}, nil
 }
 
 // getResult turns the version Get found into its answer: the value appended

@@ -20,4 +20,8 @@ var (
 	// found at flush or compaction) stopped it. The background error is
 	// wrapped too.
 	ErrReadOnly = base.ErrReadOnly
+	// ErrConflict: a transaction's Commit found that a key or range it read
+	// was written after its snapshot (see Txn). Nothing was written; retry
+	// the transaction.
+	ErrConflict = base.ErrConflict
 )

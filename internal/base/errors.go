@@ -20,6 +20,9 @@ var (
 	// ErrReadOnly is returned by writes after a background error stopped the DB
 	// from accepting writes, or when the DB was opened read-only.
 	ErrReadOnly = errors.New("vigil: read-only")
+	// ErrConflict is returned by a transaction's commit when a key or range
+	// it read was written after its snapshot: retry the transaction.
+	ErrConflict = errors.New("vigil: transaction conflict")
 )
 
 // CorruptionErrorf returns an error that wraps ErrCorruption with the formatted

@@ -177,6 +177,21 @@ func (s *Set) Covers(key []byte, seq uint64) bool {
 	return false
 }
 
+// MaxSeqIn returns the largest seqnum of a tombstone of the set that
+// overlaps [lo, hi) (nil bounds: unbounded), 0 if none does: whether a
+// range was deleted after a given seqnum (a transaction's validation).
+func (s *Set) MaxSeqIn(lo, hi []byte) uint64 {
+	var m uint64
+	for _, f := range s.parts {
+		for i := range f.starts {
+			if (hi == nil || bytes.Compare(f.starts[i], hi) < 0) && (lo == nil || bytes.Compare(f.ends[i], lo) > 0) {
+				m = max(m, f.seqs[i])
+			}
+		}
+	}
+	return m
+}
+
 // maxSetParts bounds the fragment lists an iterator checks per step; with
 // more sources than this their tombstones are merged into one list.
 const maxSetParts = 4
