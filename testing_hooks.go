@@ -23,6 +23,15 @@ func init() {
 	}
 	private.ForEachMemtableArena = func(db any, fn func([]byte)) { db.(*DB).forEachMemtableArena(fn) }
 	private.ForEachCachedBlock = func(db any, fn func([]byte)) { db.(*DB).blockCache.ForEachBlock(fn) }
+	private.BatchBuffer = func(b any) []byte { return b.(*Batch).bufferForTesting() }
+}
+
+// bufferForTesting returns the batch's buffer, header included, made the
+// batch's own (init copies a buffer lent to a flushable batch), so that
+// writing to it cannot reach what the DB committed.
+func (b *Batch) bufferForTesting() []byte {
+	b.init()
+	return b.data
 }
 
 // memtableEntryKind finds the newest entry of key in the memtables (mutable

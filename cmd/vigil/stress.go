@@ -34,8 +34,9 @@ verifies the DB after every crash:
   --crash=kill       run in a child process on a real directory, SIGKILL it at
                      random moments, verify each recovery against its op log
   --faults=RATE      fail file reads/writes/syncs with probability RATE
-  --corrupt-memory   flip bits in memtable entries and cached blocks and count
-                     how many the DB reports as corruption
+  --corrupt-memory   flip bits in memtable entries, cached blocks and write
+                     batches (before Apply) and count how many the DB reports
+                     as corruption
   --corrupt-files    at some reopen points (clean close, crash, kill) flip one
                      bit in a WAL, MANIFEST or CURRENT file of the closed DB,
                      then Open: count detected (ErrCorruption; the bit is
@@ -89,7 +90,7 @@ ErrInvalidArgument, leaving nothing behind).`,
 	f.IntVar(&cfg.Threads, "threads", 4, "worker goroutines (1 = reproducible operation sequence)")
 	f.StringVar(&crash, "crash", "none", "crash mode: none, inprocess or kill")
 	f.Float64Var(&cfg.FaultRate, "faults", 0, "probability of an injected I/O error per file read, write or sync")
-	f.BoolVar(&cfg.CorruptMemory, "corrupt-memory", false, "flip bits in memtable entries and cached blocks")
+	f.BoolVar(&cfg.CorruptMemory, "corrupt-memory", false, "flip bits in memtable entries, cached blocks and write batches")
 	f.BoolVar(&cfg.CorruptFiles, "corrupt-files", false, "flip a bit in a WAL, MANIFEST or CURRENT file at some reopens and check that Open detects it or it is harmless")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for --crash=kill (default: a temporary directory)")
 	f.IntVar(&cfg.Keys, "keys", 0, "key-space size (default: drawn from the seed)")

@@ -30,6 +30,12 @@ var ForEachMemtableArena func(db any, fn func(arena []byte))
 // package vigil.
 var ForEachCachedBlock func(db any, fn func(block []byte))
 
+// BatchBuffer returns the encoded bytes of a *vigil.Batch (header and
+// records), the buffer Apply checks against the batch's protection and
+// writes to the WAL. The batch must not be lent to the DB (see vigil.Batch):
+// it is copied first if it is. Set by package vigil.
+var BatchBuffer func(b any) []byte
+
 // MemtableArena returns a memtable's live arena bytes. Set by package
 // memtable.
 var MemtableArena func(mt any) []byte

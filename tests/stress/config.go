@@ -55,8 +55,9 @@ type Config struct {
 	// FaultRate is the probability that a file read, write or sync fails
 	// with an injected error (0 = no faults).
 	FaultRate float64
-	// CorruptMemory flips bits in memtable entries and cached blocks and
-	// counts how many flips the DB reports.
+	// CorruptMemory flips bits in memtable entries, cached blocks and (with
+	// batch protection) write batches before Apply, and counts how many
+	// flips the DB reports.
 	CorruptMemory bool
 	// CorruptFiles flips a bit in a WAL, MANIFEST or CURRENT file of the
 	// closed DB at some reopen points and counts how many flips Open
@@ -152,6 +153,10 @@ type plan struct {
 	DisableWAL    bool                  `json:"disable_wal"`
 	NoAutoCompact bool                  `json:"no_auto_compactions"`
 	Notes         []string              `json:"notes,omitempty"`
+
+	// BatchProtection is Options.BatchProtectionBytesPerKey, drawn from a
+	// random stream of its own (see drawBatchProtection).
+	BatchProtection int `json:"batch_protection_bytes"`
 }
 
 // pick returns one of xs uniformly.
@@ -187,6 +192,7 @@ func drawPlan(cfg *Config) plan {
 	if cfg.CorruptFiles {
 		p.forCorruptFiles(rng)
 	}
+	p.drawBatchProtection()
 	if cfg.planHook != nil {
 		cfg.planHook(&p)
 	}
@@ -288,6 +294,20 @@ func (p *plan) forCorruptMemory(rng *rand.Rand) {
 	}
 }
 
+// drawBatchProtection draws Options.BatchProtectionBytesPerKey from a
+// random stream of its own, so that every draw of the plans made before the
+// option existed stays what it was: off for a third of the plans without
+// --corrupt-memory, and on (more often 8 bytes) with it, where write
+// batches are flipped before Apply too.
+func (p *plan) drawBatchProtection() {
+	rng := rand.New(rand.NewPCG(p.Seed, 0xba7c4))
+	if p.Corrupt {
+		p.BatchProtection = pick(rng, 1, 2, 4, 8, 8)
+	} else {
+		p.BatchProtection = pick(rng, 0, 0, 1, 2, 4, 8)
+	}
+}
+
 // forCorruptFiles adjusts the plan for --corrupt-files. Its draws come
 // last, so that without the option the plan is the same.
 func (p *plan) forCorruptFiles(rng *rand.Rand) {
@@ -316,6 +336,10 @@ func (p *plan) resolveConflicts() {
 		p.SyncPct = 0
 		p.Notes = append(p.Notes, "no synced writes: the WAL is disabled (a synced write is ErrInvalidArgument then)")
 	}
+	if p.Checksum == vigil.ChecksumNone && p.BatchProtection > 0 {
+		p.BatchProtection = 0
+		p.Notes = append(p.Notes, "batch protection bytes 0: checksum type none cannot compute them")
+	}
 	if p.NoAutoCompact {
 		// Nothing would drain L0: never stall on it (workers compact by
 		// hand now and then).
@@ -330,6 +354,7 @@ func (p *plan) options(fs vfs.FS) *vigil.Options {
 		ChecksumType:                  p.Checksum,
 		ParanoidMemoryChecks:          p.Paranoid,
 		MemtableProtectionBytesPerKey: p.Protection,
+		BatchProtectionBytesPerKey:    p.BatchProtection,
 		WriteBufferSize:               p.WriteBuffer,
 		MaxImmutableMemtables:         p.MaxImm,
 		BlockSize:                     p.BlockSize,
@@ -381,8 +406,8 @@ func (p *plan) describe(cfg *Config) string {
 		fmt.Fprintf(&b, " file_flip_at=%d%% of reopens", p.FileFlipPct)
 	}
 	b.WriteByte('\n')
-	fmt.Fprintf(&b, "  options: checksum=%s paranoid=%v protection_bytes=%d write_buffer=%s max_immutable=%d\n",
-		p.Checksum.Resolve(), p.Paranoid, p.Protection, sizeStr(int64(p.WriteBuffer)), p.MaxImm)
+	fmt.Fprintf(&b, "  options: checksum=%s paranoid=%v protection_bytes=%d batch_protection_bytes=%d write_buffer=%s max_immutable=%d\n",
+		p.Checksum.Resolve(), p.Paranoid, p.Protection, p.BatchProtection, sizeStr(int64(p.WriteBuffer)), p.MaxImm)
 	fmt.Fprintf(&b, "           block_size=%d restart=%d bloom_bits=%d compression=%s cache=%s max_open_files=%d\n",
 		p.BlockSize, p.Restart, p.Bloom, p.Compression, sizeStr(p.Cache), p.MaxOpenFiles)
 	fmt.Fprintf(&b, "           l0_trigger=%d l0_stop=%d lbase=%s multiplier=%d target_file=%s\n",

@@ -15,7 +15,8 @@ import (
 //
 // A flip models bad RAM: one bit of a live memtable entry's key or value
 // bytes (found with private.MemtableEntryKind for a recently written key),
-// or of a data block in the block cache (private.ForEachCachedBlock).
+// or of a data block in the block cache (private.ForEachCachedBlock), or
+// of a write batch before Apply (see Batch flips, below).
 // Flips happen with every worker stopped, one at a time, and each is
 // followed at once by probe reads: Gets of the key (and of the key the flip
 // turned it into, if that is one of ours), and bounded scans around it in
@@ -91,6 +92,8 @@ const (
 	flipNoEffect flipVerdict = iota
 	flipDetectedAtRead
 	flipMissed
+	// flipDetectedAtApply: Apply refused a flipped write batch.
+	flipDetectedAtApply
 )
 
 func (f *flipState) snapshot() FlipStats {
@@ -99,12 +102,14 @@ func (f *flipState) snapshot() FlipStats {
 	return f.stats
 }
 
-// addCorruptions adds a closing DB's count of memtable corruptions it
-// reported. The progress line reads the stats concurrently, so mu is taken.
-func (f *flipState) addCorruptions(n int64) {
+// addCorruptions adds a closing DB's counts of the memtable corruptions
+// and corrupt batches it reported. The progress line reads the stats
+// concurrently, so mu is taken.
+func (f *flipState) addCorruptions(m *vigil.Metrics) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.stats.MemtableCorruptions += n
+	f.stats.MemtableCorruptions += m.MemTable.Corruptions
+	f.stats.BatchCorruptions += m.BatchCorruptions
 }
 
 // tolerates reports whether a worker may see err because of a flip.
@@ -601,4 +606,147 @@ func nextKey(k int, forward bool) int {
 		return k + 1
 	}
 	return k - 1
+}
+
+// Batch flips. With batch protection (Options.BatchProtectionBytesPerKey)
+// a worker now and then flips one bit of its write batch after the batch's
+// last Put and before Apply, as bad RAM could between building a batch and
+// committing it. The batch is the worker's own, so no one else is stopped.
+// Apply must refuse it with ErrCorruption having written nothing: the
+// runner then drops the write from the op log and its versions from the
+// oracle's pending writes (it never happened), and reads every key of the
+// batch back, which must hold the state before it (detected at apply). A
+// flip in the batch's header (seqnum and count, which Apply rewrites) must
+// have no effect. Apply succeeding after a flip in the records is a miss.
+//
+// With 8 bytes a miss fails the run. With fewer a flip escapes with
+// probability 2^-8N by design, so the bit is flipped in the value of a
+// decoy put to a transient value that the batch itself overrides (see
+// buildBatch): a miss is counted, and harmless. A flipped batch whose
+// Apply failed for another reason (the DB closed by a crash, read-only
+// after a fault) never reached the check and is not counted.
+
+// batchHeaderLen is the batch encoding's header: seqnum u64, count u32
+// (see vigil.Batch).
+const batchHeaderLen = 12
+
+// batchFlip is a bit flipped in a write batch before Apply.
+type batchFlip struct {
+	// decoy: the bit is in the value of the decoy that starts the batch.
+	decoy bool
+	// inHeader: the bit is in the header, which Apply rewrites.
+	inHeader bool
+	// where names the bit, for messages.
+	where string
+}
+
+// batchFlipDue reports whether the worker flips its next batch: with
+// --corrupt-memory and batch protection, one batch in about
+// FlipEvery*8/100 (batches are about 8 % of the operations, so batch flips
+// come about as often as the runner's other flips), drawn from flipRng.
+func (w *worker) batchFlipDue() bool {
+	p := &w.r.plan
+	if !p.Corrupt || p.BatchProtection == 0 {
+		return false
+	}
+	return w.flipRng.IntN(max(2, int(p.FlipEvery*8/100))) == 0
+}
+
+// flipBatch flips one bit of the built batch b: in the decoy's value, or
+// anywhere in its buffer, header included.
+func (w *worker) flipBatch(b *vigil.Batch, bf *batchFlip) {
+	if bf.decoy {
+		_, _, v, ok := b.Reader().Next() // the decoy; v aliases the buffer
+		if !ok || len(v) == 0 {
+			panic("stress: a batch without its decoy")
+		}
+		bit := w.flipRng.IntN(8 * len(v))
+		v[bit/8] ^= 1 << (bit % 8)
+		bf.where = fmt.Sprintf("bit %d of the decoy's %d-byte value", bit, len(v))
+		return
+	}
+	buf := private.BatchBuffer(b)
+	bit := w.flipRng.IntN(8 * len(buf))
+	buf[bit/8] ^= 1 << (bit % 8)
+	bf.inHeader = bit < 8*batchHeaderLen
+	bf.where = fmt.Sprintf("bit %d of %d bytes", bit, len(buf))
+	if bf.inHeader {
+		bf.where += " (header)"
+	}
+}
+
+// settleBatchFlip classifies the outcome of applying a flipped batch (the
+// write rec of keys, which Apply answered with err) and counts it. settled
+// says the write is done with (refused: dropped and checked; or a miss
+// that fails the run); otherwise the caller goes on as for any write.
+func (w *worker) settleBatchFlip(db store, bf *batchFlip, rec *opRec, keys []int, err error) (div *Divergence, settled bool) {
+	r := w.r
+	var v flipVerdict
+	switch {
+	case err == nil && bf.inHeader:
+		v = flipNoEffect
+	case err == nil:
+		v = flipMissed
+	case errors.Is(err, vigil.ErrCorruption) && !errors.Is(err, vigil.ErrReadOnly) && db.Metrics().BackgroundError == nil:
+		v = flipDetectedAtApply
+	default:
+		return nil, false // never reached the check
+	}
+	r.flips.mu.Lock()
+	c := &r.flips.stats.Batch
+	c.Injected++
+	switch v {
+	case flipNoEffect:
+		c.NoEffect++
+	case flipMissed:
+		c.Missed++
+	default:
+		c.DetectedAtApply++
+	}
+	r.flips.note(fmt.Sprintf("op %d: write batch of %d keys, %s", r.stats.ops.Load(), len(keys), bf.where))
+	r.flips.mu.Unlock()
+	r.verbosef("flipped %s of a write batch: %s", bf.where, [...]string{"no effect", "", "missed", "refused by Apply"}[v])
+	switch {
+	case v == flipMissed && r.plan.BatchProtection == 8:
+		return &Divergence{Op: "write batch bit flip", Got: "Apply wrote the batch",
+			Detail: fmt.Sprintf("%v; %s: with 8 batch protection bytes Apply must refuse it with ErrCorruption", rec, bf.where)}, true
+	case v != flipDetectedAtApply:
+		return nil, false // applied, as written: commit it
+	}
+	// Refused: the write never happened.
+	if r.log != nil {
+		if err := r.log.drop(rec); err != nil {
+			return r.machinery(err), true
+		}
+	}
+	for _, kw := range rec.writes {
+		r.or.abort(int(kw.key), kw.st)
+	}
+	r.stats.writes.Add(1)
+	return w.checkUnwritten(db, keys, bf), true
+}
+
+// checkUnwritten reads back the keys of a batch Apply refused (they are
+// still locked): each must be in the state it had before.
+func (w *worker) checkUnwritten(db store, keys []int, bf *batchFlip) *Divergence {
+	r := w.r
+	for _, k := range keys {
+		var pre keyView
+		r.or.view(k, &pre)
+		val, err := db.Get(r.kc.key(k))
+		if err != nil && !errors.Is(err, vigil.ErrNotFound) {
+			if r.tolerate(err) {
+				continue
+			}
+			return &Divergence{Op: "get after a refused write batch", Key: r.kc.keyName(k), Expected: expected(&pre, &pre), Got: "error: " + err.Error()}
+		}
+		got, derr := w.observe(k, val, err)
+		if derr != nil {
+			return &Divergence{Op: "get after a refused write batch", Key: r.kc.keyName(k), Expected: expected(&pre, &pre), Got: "a wrong value", Detail: derr.Error()}
+		}
+		if div := w.judge("get after a write batch Apply refused for a flipped bit ("+bf.where+"): nothing of it may be visible", k, &pre, &pre, got); div != nil {
+			return div
+		}
+	}
+	return nil
 }

@@ -7,7 +7,8 @@
 // # Plan
 //
 // Everything random is drawn from one seed, printed first with the DB
-// options (checksum type, paranoid checks, protection bytes, write buffer
+// options (checksum type, paranoid checks, protection bytes of memtables
+// and write batches, write buffer
 // 64 KiB..64 MiB, block size, restart interval, compression, bloom bits,
 // cache, L0 triggers, level and file sizes, WAL recovery mode, DisableWAL,
 // automatic compactions) and the workload (key-space size from 8 to 100000
@@ -115,13 +116,19 @@
 // # Bit flips
 //
 // --corrupt-memory forces paranoid checks and a checksum type, draws the
-// protection bytes from {1, 2, 4, 8}, and flips bits in the key or value
-// bytes of live memtable entries and in cached SST blocks, counting per
-// target how many flips were detected at read, detected at flush or
-// compaction, missed (a read returned wrong data without an error) and had
-// no visible effect (see corrupt.go for the protocol). A miss fails the
-// run with 8 protection bytes; with fewer, a flip escapes the per-entry
-// checksum with probability 2^-8N by design, so misses are only counted.
+// protection bytes and the batch protection bytes from {1, 2, 4, 8}, and
+// flips bits in the key or value bytes of live memtable entries, in cached
+// SST blocks, and in write batches between their last Put and Apply,
+// counting per target how many flips were detected at read, detected at
+// flush or compaction, detected at apply (Apply refused the batch, and
+// nothing of it can be read back), missed (a read returned wrong data
+// without an error, or Apply wrote a flipped batch) and had no visible
+// effect (see corrupt.go for the protocol). A miss fails the run with 8
+// protection bytes; with fewer, a flip escapes the per-entry checksum with
+// probability 2^-8N by design, so misses are only counted (a batch flip
+// then goes into a decoy value the batch itself overrides, so that an
+// escaped one does no harm). Without --corrupt-memory the batch protection
+// is drawn from {0, 0, 1, 2, 4, 8}, from a random stream of its own.
 //
 // --corrupt-files flips one bit of one WAL, MANIFEST or CURRENT file of
 // the closed DB at a share of the reopen points (clean reopens, in-process

@@ -55,7 +55,7 @@ func (r *runner) reopenLocked(why string) *Divergence {
 	r.closing.Store(true)
 	defer r.closing.Store(false)
 	r.flips.settle(r.db)
-	r.flips.addCorruptions(r.db.Metrics().MemTable.Corruptions)
+	r.flips.addCorruptions(r.db.Metrics())
 	var rec *opRec
 	if r.log != nil {
 		rec = &opRec{name: nameClose}
@@ -139,7 +139,7 @@ func (r *runner) crash() *Divergence {
 	r.mem.SetIgnoreSyncs(true)
 	// r.db only changes under eventMu, which we hold.
 	old := r.db
-	r.flips.addCorruptions(old.Metrics().MemTable.Corruptions)
+	r.flips.addCorruptions(old.Metrics())
 	old.Close()
 
 	r.gate.Lock()

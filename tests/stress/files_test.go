@@ -363,7 +363,8 @@ func TestFileFlipJudge(t *testing.T) {
 
 // TestFileFlipsOffKeepPlan: without --corrupt-files the plan is what it
 // was; with it, only the file-flip fields, the reopen rate and a forced
-// checksum differ.
+// checksum differ (and the batch protection, which a checksum of none
+// turns off).
 func TestFileFlipsOffKeepPlan(t *testing.T) {
 	for seed := uint64(1); seed < 40; seed++ {
 		off := drawPlan(&Config{Seed: seed, Threads: 4, Crash: CrashInProcess})
@@ -382,7 +383,7 @@ func TestFileFlipsOffKeepPlan(t *testing.T) {
 				t.Fatalf("seed %d: checksum changed", seed)
 			}
 		} else {
-			on.Checksum = off.Checksum
+			on.Checksum, on.BatchProtection = off.Checksum, off.BatchProtection
 		}
 		if a, b := off.describe(&Config{}), on.describe(&Config{}); a != b {
 			t.Fatalf("seed %d: plans differ beyond the file-flip fields:\n%s\n%s", seed, a, b)

@@ -153,6 +153,26 @@ func (l *opLog) end(o *opRec, ok bool, clock func() uint64) error {
 	return nil
 }
 
+// drop removes o, logged by begin, from the log instead of ending it: the
+// DB refused the operation before anything of it was written, so for the
+// crash checker it never happened. Only for the in-memory log: a kill-mode
+// child's file has the intent already (and --corrupt-memory, the one
+// caller, never runs in kill mode).
+func (l *opLog) drop(o *opRec) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file != nil {
+		return fmt.Errorf("op log: cannot drop operation %d from a child's file", o.id)
+	}
+	for i := len(l.ops) - 1; i >= 0; i-- {
+		if l.ops[i] == o {
+			l.ops = append(l.ops[:i], l.ops[i+1:]...)
+			return nil
+		}
+	}
+	return fmt.Errorf("op log: operation %d to drop is not in the log", o.id)
+}
+
 // progress appends the child's operation counts to the file, for the
 // parent's progress lines and summary.
 func (l *opLog) progress(p progressCounts) error {

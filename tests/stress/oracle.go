@@ -190,6 +190,24 @@ func (o *oracle) commit(k int, st kstate) {
 	s.mu.Unlock()
 }
 
+// abort records that the write st of key k is known not to have happened
+// (a batch Apply refused before writing anything): it leaves the pending
+// writes, and the key's state stays what it was. The caller holds k's
+// writer lock.
+func (o *oracle) abort(k int, st kstate) {
+	s := o.stripeOf(k)
+	s.mu.Lock()
+	ko := &o.keys[k]
+	for i := 0; i < int(ko.npending); i++ {
+		if ko.pending[i] == st {
+			copy(ko.pending[i:], ko.pending[i+1:ko.npending])
+			ko.npending--
+			break
+		}
+	}
+	s.mu.Unlock()
+}
+
 // view copies the state of key k.
 func (o *oracle) view(k int, v *keyView) {
 	s := o.stripeOf(k)

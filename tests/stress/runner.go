@@ -69,40 +69,51 @@ type Result struct {
 // or compaction if a Flush failed or a background error named corruption
 // because of it — a memtable flip caught at read is usually caught at
 // flush too. No effect counts flips neither reads nor flushes noticed (a
-// flip in a cached block of a table no longer live, say).
+// flip in a cached block of a table no longer live, say). A batch flip
+// has one outcome: detected at apply (Apply refused the batch with
+// ErrCorruption and nothing of it is in the DB), missed (Apply wrote it),
+// or no effect (the bit was in the header, which Apply rewrites).
 type FlipStats struct {
-	ProtectionBytes int
+	// ProtectionBytes and BatchProtectionBytes are the plan's memtable and
+	// batch protection.
+	ProtectionBytes, BatchProtectionBytes int
 	// MemtableKey, MemtableValue and Block are flips in a point entry's
 	// user key, in its value, and in a cached data block. MemtableRangeDel
 	// are flips in a memtable range tombstone (start or end key): reads use
 	// a copy of the tombstones checked when it was made, so these flips have
 	// no effect at read and must be caught by flush validation.
 	MemtableKey, MemtableValue, MemtableRangeDel, Block FlipCounts
-	// MemtableCorruptions sums Metrics().MemTable.Corruptions over the DB
-	// instances of the run.
-	MemtableCorruptions int64
+	// Batch are flips in a write batch's buffer between its last Put and
+	// Apply (see flipBatch), with batch protection on.
+	Batch FlipCounts
+	// MemtableCorruptions and BatchCorruptions sum
+	// Metrics().MemTable.Corruptions and Metrics().BatchCorruptions over
+	// the DB instances of the run.
+	MemtableCorruptions, BatchCorruptions int64
 }
 
 // FlipCounts are the outcomes of the flips of one target.
 type FlipCounts struct {
-	Injected, DetectedAtRead, DetectedAtFlush, Missed, NoEffect int64
+	Injected, DetectedAtRead, DetectedAtFlush, DetectedAtApply, Missed, NoEffect int64
 }
 
 func (c *FlipCounts) add(o FlipCounts) {
 	c.Injected += o.Injected
 	c.DetectedAtRead += o.DetectedAtRead
 	c.DetectedAtFlush += o.DetectedAtFlush
+	c.DetectedAtApply += o.DetectedAtApply
 	c.Missed += o.Missed
 	c.NoEffect += o.NoEffect
 }
 
-// Total sums the three targets.
+// Total sums the targets.
 func (f FlipStats) Total() FlipCounts {
 	var t FlipCounts
 	t.add(f.MemtableKey)
 	t.add(f.MemtableValue)
 	t.add(f.MemtableRangeDel)
 	t.add(f.Block)
+	t.add(f.Batch)
 	return t
 }
 
@@ -251,6 +262,7 @@ func newRunner(cfg Config, p plan) *runner {
 	r.eventRng = rand.New(rand.NewPCG(p.Seed, 0xe7e7))
 	r.base = r.or.current()
 	r.flips.stats.ProtectionBytes = p.Protection
+	r.flips.stats.BatchProtectionBytes = p.BatchProtection
 	return r
 }
 
@@ -507,7 +519,7 @@ func (r *runner) runLocal(ctx context.Context) (*Result, error) {
 		r.finish()
 	}
 	if r.db != nil {
-		r.flips.addCorruptions(r.db.Metrics().MemTable.Corruptions)
+		r.flips.addCorruptions(r.db.Metrics())
 		r.db.Close()
 		r.db = nil
 	}
@@ -565,7 +577,7 @@ func (r *runner) progressLine(ops int64, rate float64) string {
 	}
 	if r.plan.Corrupt {
 		f := r.flips.snapshot().Total()
-		line += fmt.Sprintf("; flips %d (read %d, flush %d, missed %d)", f.Injected, f.DetectedAtRead, f.DetectedAtFlush, f.Missed)
+		line += fmt.Sprintf("; flips %d (read %d, flush %d, apply %d, missed %d)", f.Injected, f.DetectedAtRead, f.DetectedAtFlush, f.DetectedAtApply, f.Missed)
 	}
 	if r.files != nil {
 		f := r.files.snapshot().Total()
@@ -664,14 +676,15 @@ func printSummary(out interface{ Write([]byte) (int, error) }, res *Result, p *p
 	}
 	if corrupt {
 		f := res.Flips
-		fmt.Fprintf(&b, "  bit flips (paranoid checks, %d protection bytes; a flip may count at read and at flush): injected | detected at read | at flush/compaction | missed | no effect\n", f.ProtectionBytes)
+		fmt.Fprintf(&b, "  bit flips (paranoid checks, %d protection bytes, %d batch protection bytes; a flip may count at read and at flush): injected | detected at read | at flush/compaction | at apply | missed | no effect\n",
+			f.ProtectionBytes, f.BatchProtectionBytes)
 		for _, row := range []struct {
 			name string
 			c    FlipCounts
-		}{{"memtable key", f.MemtableKey}, {"memtable value", f.MemtableValue}, {"memtable rangedel", f.MemtableRangeDel}, {"cached block", f.Block}, {"total", f.Total()}} {
-			fmt.Fprintf(&b, "    %-17s %5d | %16d | %19d | %6d | %9d\n", row.name, row.c.Injected, row.c.DetectedAtRead, row.c.DetectedAtFlush, row.c.Missed, row.c.NoEffect)
+		}{{"memtable key", f.MemtableKey}, {"memtable value", f.MemtableValue}, {"memtable rangedel", f.MemtableRangeDel}, {"cached block", f.Block}, {"write batch", f.Batch}, {"total", f.Total()}} {
+			fmt.Fprintf(&b, "    %-17s %5d | %16d | %19d | %8d | %6d | %9d\n", row.name, row.c.Injected, row.c.DetectedAtRead, row.c.DetectedAtFlush, row.c.DetectedAtApply, row.c.Missed, row.c.NoEffect)
 		}
-		fmt.Fprintf(&b, "    memtable corruptions counted in Metrics: %d\n", f.MemtableCorruptions)
+		fmt.Fprintf(&b, "    corruptions counted in Metrics: memtable %d, batches refused %d\n", f.MemtableCorruptions, f.BatchCorruptions)
 	}
 	if p.CorruptFiles {
 		f := res.FileFlips

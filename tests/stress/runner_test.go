@@ -135,8 +135,9 @@ func TestHealthyCorruptMemory(t *testing.T) {
 	if f.MemtableValue.Missed != 0 || f.Block.Missed != 0 {
 		t.Fatalf("value or block flips missed:\n%s", out)
 	}
-	// Read outcomes are exclusive; flush detections may overlap them.
-	if excl := tot.DetectedAtRead + tot.Missed + tot.NoEffect; excl > tot.Injected || excl+tot.DetectedAtFlush < tot.Injected {
+	// Read (and apply) outcomes are exclusive; flush detections may
+	// overlap them.
+	if excl := tot.DetectedAtRead + tot.DetectedAtApply + tot.Missed + tot.NoEffect; excl > tot.Injected || excl+tot.DetectedAtFlush < tot.Injected {
 		t.Fatalf("flip outcomes do not add up: %+v", tot)
 	}
 	if !strings.Contains(out, "memtable key") || !strings.Contains(out, "cached block") {
@@ -173,6 +174,58 @@ func TestHealthyCorruptMemory8(t *testing.T) {
 	if tot := f.Total(); tot.Missed != 0 {
 		t.Fatalf("flips missed:\n%s", out)
 	}
+}
+
+// TestHealthyCorruptMemoryBatch covers write batch flips: with 8 batch
+// protection bytes every flip in the records is refused by Apply and
+// nothing of the batch is visible after (the runner reads it back), a flip
+// in the header has no effect, and a miss fails the run; with 1 byte the
+// flips go into a decoy value, so a miss (2^-8 each) is counted, harmless.
+func TestHealthyCorruptMemoryBatch(t *testing.T) {
+	for _, n := range []int{8, 1} {
+		t.Run(fmt.Sprintf("bytes=%d", n), func(t *testing.T) {
+			cfg := Config{Seed: 9, Threads: 3, Ops: 4000, CorruptMemory: true, planHook: func(p *plan) {
+				p.BatchProtection = n
+				p.FlipEvery = 50
+				p.Keys = 256
+				noBackgroundCompactions(p)
+			}}
+			res, out := runFor(t, cfg, 0)
+			mustPass(t, res, out)
+			c := res.Flips.Batch
+			if c.Injected < 10 || c.DetectedAtApply == 0 || c.DetectedAtRead != 0 || c.DetectedAtFlush != 0 {
+				t.Fatalf("batch flips: %+v:\n%s", c, out)
+			}
+			if c.DetectedAtApply+c.Missed+c.NoEffect != c.Injected {
+				t.Fatalf("batch flip outcomes do not add up: %+v", c)
+			}
+			if n == 8 && c.Missed != 0 {
+				t.Fatalf("missed with 8 bytes:\n%s", out)
+			}
+			if n == 1 && c.NoEffect != 0 {
+				t.Fatalf("a decoy flip had no effect: %+v", c)
+			}
+			if res.Flips.BatchCorruptions != c.DetectedAtApply {
+				t.Fatalf("Metrics counted %d batches refused, the runner %d:\n%s", res.Flips.BatchCorruptions, c.DetectedAtApply, out)
+			}
+			if !strings.Contains(out, "write batch") {
+				t.Fatalf("no write batch row in the flip table:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestDetectsUncheckedBatch: a DB that writes a batch without checking it
+// against its protection (the test fault re-encodes each batch into a
+// fresh one, protected at Apply from the flipped bytes) must fail a run
+// with 8 batch protection bytes.
+func TestDetectsUncheckedBatch(t *testing.T) {
+	mustDetect(t, Config{Seed: 44, Threads: 2, Ops: 20000, CorruptMemory: true, testFault: "unchecked-batches", planHook: func(p *plan) {
+		p.BatchProtection = 8
+		p.FlipEvery = 50
+		small(p)
+		noBackgroundCompactions(p)
+	}}, 0, "write batch bit flip")
 }
 
 func TestHealthyKill(t *testing.T) {

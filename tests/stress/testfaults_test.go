@@ -1,6 +1,7 @@
 package stress
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -17,6 +18,41 @@ func init() {
 	testFaults["skip-next"] = func(s store) store { return &skipNext{store: s} }
 	testFaults["snapshot-latest"] = func(s store) store { return &snapshotLatest{store: s} }
 	testFaults["sync-lie"] = func(s store) store { return &syncLie{store: s} }
+	testFaults["unchecked-batches"] = func(s store) store { return &uncheckedBatches{store: s} }
+}
+
+// uncheckedBatches writes the batches the DB refuses as corrupt anyway: it
+// applies a copy made from their records as they are now, whose
+// protection, computed at Apply from those bytes, cannot see the flip. A
+// DB that skips the batch check. A batch whose records no longer decode
+// stays refused.
+type uncheckedBatches struct{ store }
+
+func (u *uncheckedBatches) Apply(b *vigil.Batch, o *vigil.WriteOptions) error {
+	err := u.store.Apply(b, o)
+	if !errors.Is(err, vigil.ErrCorruption) || errors.Is(err, vigil.ErrReadOnly) {
+		return err
+	}
+	c := &vigil.Batch{}
+	r := b.Reader()
+	for {
+		kind, key, value, ok := r.Next()
+		if !ok {
+			break
+		}
+		switch kind {
+		case vigil.BatchPut:
+			c.Put(key, value)
+		case vigil.BatchDelete:
+			c.Delete(key)
+		case vigil.BatchDeleteRange:
+			c.DeleteRange(key, value)
+		}
+	}
+	if r.Error() != nil {
+		return err
+	}
+	return u.store.Apply(c, o)
 }
 
 // dropPut acknowledges every 37th Put without writing it.

@@ -17,14 +17,18 @@ type worker struct {
 	rng *rand.Rand
 	// edgeRng draws the empty and inverted range deletions (see
 	// edgeRanges), apart from rng so that they leave the rest of a seed's
-	// operations as they were.
-	edgeRng *rand.Rand
+	// operations as they were; flipRng, likewise, the write batches
+	// flipped before Apply (see batchFlipDue).
+	edgeRng, flipRng *rand.Rand
 
 	keyBuf, key2Buf, valBuf []byte
-	batch                   *vigil.Batch
 	pre, post               []keyView
 	seen                    []kstate
 	seenSet                 []bool
+	// batch is the worker's write batch, made by batchDB's NewBatch (so
+	// protected from each Put when the plan has batch protection).
+	batch   *vigil.Batch
+	batchDB *vigil.DB
 
 	snaps     []heldSnapshot
 	snapEpoch uint64
@@ -32,7 +36,19 @@ type worker struct {
 
 func newWorker(r *runner, id int) *worker {
 	return &worker{r: r, id: id, rng: rand.New(rand.NewPCG(r.plan.Seed, uint64(id)+1)),
-		edgeRng: rand.New(rand.NewPCG(r.plan.Seed, 0xed9e0000+uint64(id))), batch: new(vigil.Batch)}
+		edgeRng: rand.New(rand.NewPCG(r.plan.Seed, 0xed9e0000+uint64(id))),
+		flipRng: rand.New(rand.NewPCG(r.plan.Seed, 0xf11b0000+uint64(id)))}
+}
+
+// batchFor returns the worker's batch, empty, made by db's NewBatch: a new
+// one whenever the DB changed (a reopen), so that it carries the DB's
+// protection from its first Put.
+func (w *worker) batchFor(db store) *vigil.Batch {
+	if d := db.DB(); d != w.batchDB || w.batch == nil {
+		w.batch, w.batchDB = d.NewBatch(), d
+	}
+	w.batch.Reset()
+	return w.batch
 }
 
 // heldSnapshot is a snapshot taken while its keys were locked, so their
@@ -245,8 +261,7 @@ func (w *worker) invertedBatch(db store, ops []wop) *Divergence {
 	a := w.edgeRng.IntN(n)
 	hi := min(n, a+1+w.edgeRng.IntN(8))
 	at := w.edgeRng.IntN(len(ops) + 1)
-	b := w.batch
-	b.Reset()
+	b := w.batchFor(db)
 	for i := 0; i <= len(ops); i++ {
 		if i == at {
 			b.DeleteRange(r.kc.key(hi), r.kc.key(a))
@@ -398,22 +413,17 @@ func (w *worker) write(db store, name opName, ops []wop) *Divergence {
 		w.key2Buf = r.kc.appendKey(w.key2Buf[:0], ops[0].b)
 		err = db.DeleteRange(w.keyBuf, w.key2Buf, wo)
 	default:
-		b := w.batch
-		b.Reset()
-		for i, o := range ops {
-			w.keyBuf = r.kc.appendKey(w.keyBuf[:0], o.a)
-			switch o.kind {
-			case 's':
-				w.valBuf = r.vc.appendValue(w.valBuf[:0], o.a, vers[o.a], last[o.a] != i)
-				b.Put(w.keyBuf, w.valBuf)
-			case 'd':
-				b.Delete(w.keyBuf)
-			case 'r':
-				w.key2Buf = r.kc.appendKey(w.key2Buf[:0], o.b)
-				b.DeleteRange(w.keyBuf, w.key2Buf)
+		var bf *batchFlip
+		if w.batchFlipDue() {
+			bf = &batchFlip{}
+		}
+		b := w.buildBatch(db, ops, last, vers, keys, bf)
+		err = db.Apply(b, wo)
+		if bf != nil {
+			if div, settled := w.settleBatchFlip(db, bf, rec, keys, err); settled {
+				return div
 			}
 		}
-		err = db.Apply(b, wo)
 	}
 	if r.log != nil {
 		if lerr := r.log.end(rec, err == nil, r.tick); lerr != nil {
@@ -433,6 +443,42 @@ func (w *worker) write(db store, name opName, ops []wop) *Divergence {
 		r.noteWritten(int(kw.key))
 	}
 	return nil
+}
+
+// buildBatch builds the batch of a write: ops, with the versions vers,
+// earlier sets of a key (not its last write, last) writing transient
+// values. With bf, one bit of it is flipped once it is built (flipBatch),
+// and with fewer than 8 batch protection bytes a decoy goes first: a set of
+// one of the batch's keys to a transient value, which a later write of the
+// batch overrides, so that the flip (in the decoy's value) can do no harm
+// if it escapes the check, as it may with probability 2^-8N.
+func (w *worker) buildBatch(db store, ops []wop, last map[int]int, vers map[int]uint32, keys []int, bf *batchFlip) *vigil.Batch {
+	r := w.r
+	b := w.batchFor(db)
+	if bf != nil && r.plan.BatchProtection < 8 {
+		k := keys[w.flipRng.IntN(len(keys))]
+		w.keyBuf = r.kc.appendKey(w.keyBuf[:0], k)
+		w.valBuf = r.vc.appendValue(w.valBuf[:0], k, vers[k], true)
+		b.Put(w.keyBuf, w.valBuf)
+		bf.decoy = true
+	}
+	for i, o := range ops {
+		w.keyBuf = r.kc.appendKey(w.keyBuf[:0], o.a)
+		switch o.kind {
+		case 's':
+			w.valBuf = r.vc.appendValue(w.valBuf[:0], o.a, vers[o.a], last[o.a] != i)
+			b.Put(w.keyBuf, w.valBuf)
+		case 'd':
+			b.Delete(w.keyBuf)
+		case 'r':
+			w.key2Buf = r.kc.appendKey(w.key2Buf[:0], o.b)
+			b.DeleteRange(w.keyBuf, w.key2Buf)
+		}
+	}
+	if bf != nil {
+		w.flipBatch(b, bf)
+	}
+	return b
 }
 
 // observe decodes what a read returned for key k into a state, or explains
