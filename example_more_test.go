@@ -276,3 +276,80 @@ func ExampleExternalWriter_DeleteRange() {
 	// cache/9=new
 	// user/1=old
 }
+
+// A transaction reads at a snapshot and commits its writes only if nothing
+// it read changed meanwhile; ErrConflict says to run it again. Here a
+// transfer between two accounts, retried until it commits.
+func ExampleDB_Update() {
+	db := openMem(vfs.NewMem(), "db")
+	defer db.Close()
+	_ = db.Put([]byte("account/alice"), []byte("100"), nil)
+	_ = db.Put([]byte("account/bob"), []byte("0"), nil)
+
+	transfer := func(tx *vigil.Txn) error {
+		a, err := tx.Get([]byte("account/alice"))
+		if err != nil {
+			return err
+		}
+		b, err := tx.Get([]byte("account/bob"))
+		if err != nil {
+			return err
+		}
+		var na, nb int
+		fmt.Sscan(string(a), &na)
+		fmt.Sscan(string(b), &nb)
+		_ = tx.Put([]byte("account/alice"), fmt.Appendf(nil, "%d", na-30))
+		return tx.Put([]byte("account/bob"), fmt.Appendf(nil, "%d", nb+30))
+	}
+	for {
+		err := db.Update(transfer)
+		if errors.Is(err, vigil.ErrConflict) {
+			continue // another commit changed a balance this one read
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		break
+	}
+	_ = db.View(func(tx *vigil.Txn) error {
+		it, _ := tx.NewIter(&vigil.IterOptions{LowerBound: []byte("account/"), UpperBound: []byte("account0")})
+		defer it.Close()
+		for it.First(); it.Valid(); it.Next() {
+			fmt.Printf("%s = %s\n", it.Key(), it.Value())
+		}
+		return nil
+	})
+	// Output:
+	// account/alice = 70
+	// account/bob = 30
+}
+
+// An indexed batch reads its own writes over the DB before it is applied.
+func ExampleDB_NewIndexedBatch() {
+	db := openMem(vfs.NewMem(), "db")
+	defer db.Close()
+	_ = db.Put([]byte("a"), []byte("db"), nil)
+	_ = db.Put([]byte("b"), []byte("db"), nil)
+
+	b := db.NewIndexedBatch()
+	b.Put([]byte("a"), []byte("batch"))
+	b.Delete([]byte("b"))
+	b.Put([]byte("c"), []byte("batch"))
+	v, _ := b.Get([]byte("a"))
+	_, err := b.Get([]byte("b"))
+	fmt.Println(string(v), errors.Is(err, vigil.ErrNotFound))
+	it, _ := b.NewIter(nil)
+	var kvs []string
+	for it.First(); it.Valid(); it.Next() {
+		kvs = append(kvs, fmt.Sprintf("%s=%s", it.Key(), it.Value()))
+	}
+	_ = it.Close()
+	fmt.Println(strings.Join(kvs, " "))
+	_ = db.Apply(b, nil)
+	v, _ = db.Get([]byte("c"))
+	fmt.Println("applied:", string(v))
+	// Output:
+	// batch true
+	// a=batch c=batch
+	// applied: batch
+}
