@@ -158,7 +158,7 @@ func OpenFSM(dir string, opts *FSMOptions) (_ *FSM, err error) {
 	if err := f.openDB(); err != nil {
 		return nil, fmt.Errorf("raftstore: OpenFSM %s: %w", dir, err)
 	}
-	f.batch = f.db.NewBatch()
+	f.batch = f.db.NewIndexedBatch()
 	return f, nil
 }
 
@@ -500,7 +500,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		return resps
 	}
 	if b.Len() > maxRetainedBatch {
-		f.batch = f.db.NewBatch()
+		f.batch = f.db.NewIndexedBatch()
 	}
 	f.applied.Store(last)
 	return resps
@@ -512,10 +512,20 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 // writes (a compare-and-set, a counter), and may be called only from the
 // ApplyFunc, with the batch it was handed (the FSM's lock is held by the
 // ApplyBatch that called it). A key that is absent gives an error wrapping
-// vigil.ErrNotFound. It costs one pass over b's records and, when none of
-// them decides, one DB read: a raft batch holds at most
-// raft.Config.MaxAppendEntries entries.
+// vigil.ErrNotFound. The FSM's batches are indexed (DB.NewIndexedBatch):
+// a read costs a search of b's index and, when b does not decide, one DB
+// read. A batch that is not indexed costs one pass over its records.
 func (f *FSM) GetPending(b *vigil.Batch, key []byte) ([]byte, error) {
+	if b.Indexed() {
+		if f.db == nil {
+			return nil, fmt.Errorf("raftstore: FSM: %w", vigil.ErrClosed)
+		}
+		v, err := b.Get(key)
+		if err != nil {
+			return nil, fmt.Errorf("raftstore: FSM: key %q: %w", key, err)
+		}
+		return v, nil
+	}
 	var (
 		val     []byte
 		decided bool
@@ -808,7 +818,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	keep = true // newDir is dir now
 	f.failed.Store(nil)
-	f.batch = f.db.NewBatch()
+	f.batch = f.db.NewIndexedBatch()
 	f.restores.Add(1)
 	if err := f.fs.RemoveAll(oldDir); err == nil {
 		_ = f.syncParent()
@@ -903,7 +913,7 @@ func (f *FSM) undoSwap(moved int, oldDir, badDir string, prevApplied uint64) err
 	if err := f.openDB(); err != nil {
 		return err
 	}
-	f.batch = f.db.NewBatch()
+	f.batch = f.db.NewIndexedBatch()
 	if got := f.applied.Load(); got != prevApplied {
 		// Raft would not replay what the DB lost: stop instead.
 		return fmt.Errorf("the previous DB reopened with applied index %d, not %d", got, prevApplied)
