@@ -90,6 +90,8 @@ func TestScrubber(t *testing.T) {
 	flipTableByte(t, fs, victim.FileNum)
 
 	waitFor("the damage found", func(m *Metrics) bool { return m.Scrub.Corruptions >= 1 })
+	// The metric counts the finding before the event queue delivers it.
+	waitFor("the damage reported", func(*Metrics) bool { mu.Lock(); defer mu.Unlock(); return len(found) > 0 })
 	mu.Lock()
 	first := found[0]
 	mu.Unlock()
