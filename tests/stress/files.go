@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -322,6 +323,10 @@ func (ff *fileFlip) toggle() error {
 // when, for reports.
 func (f *fileFlipper) flip(fs vfs.FS, dir string, clean bool, kc keyCodec, vc valueCodec, at string) (*fileFlip, error) {
 	names, err := fs.List(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		// A kill before the first child created the DB: nothing to flip.
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing %s to flip a bit: %w", dir, err)
 	}
