@@ -61,12 +61,20 @@ func (l *snapshotList) seqs() []uint64 {
 // NewSnapshot returns a snapshot of the DB's current state. Close it when
 // done: it pins old versions of keys against compaction.
 func (d *DB) NewSnapshot() *Snapshot {
-	s := &Snapshot{d: d}
+	s := &Snapshot{}
+	d.registerSnapshot(s)
+	return s
+}
+
+// registerSnapshot makes s, new or closed, a snapshot of d's current
+// state.
+func (d *DB) registerSnapshot(s *Snapshot) {
+	s.d = d
+	s.closed.Store(false)
 	d.mu.Lock()
 	s.seq = d.visibleSeq.Load()
 	d.snapshots.push(s)
 	d.mu.Unlock()
-	return s
 }
 
 // Seq returns the sequence number the snapshot reads at.

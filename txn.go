@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"sync"
 
 	"github.com/vigildb/vigil/internal/base"
 )
@@ -39,14 +40,49 @@ type Txn struct {
 	b        *Batch
 	readOnly bool
 	done     bool
-	// reads are the keys read from the snapshot (not those the
-	// transaction's own writes answered); ranges the iterated ranges.
-	reads  map[string]struct{}
-	ranges []txnRange
+	// readKeys holds the keys read from the snapshot (not those the
+	// transaction's own writes answered), end to end, readEnds where each
+	// ends; ranges are the iterated ranges.
+	readKeys []byte
+	readEnds []int
+	ranges   []txnRange
 	// seq is the first seqnum of the committed batch (0 before Commit or
 	// without writes).
 	seq uint64
+	// snapBuf is the snapshot of a pooled transaction (Update, View),
+	// reused with the rest of it.
+	snapBuf Snapshot
 }
+
+// txnPool recycles the transactions of Update and View, whose fn may not
+// keep them: their batch's buffer and index, the read set, the snapshot.
+var txnPool = sync.Pool{New: func() any { return &Txn{b: &Batch{ix: &batchIndex{}}} }}
+
+// pooledTxn is NewTxn from txnPool: a recycled transaction on a new
+// snapshot of d.
+func (d *DB) pooledTxn() *Txn {
+	t := txnPool.Get().(*Txn)
+	t.d, t.readOnly, t.done, t.seq = d, false, false, 0
+	t.snap = &t.snapBuf
+	d.registerSnapshot(t.snap)
+	t.b.Reset()
+	t.b.setProtection(d.cksum, d.opts.BatchProtectionBytesPerKey)
+	t.b.ix.db, t.b.ix.snap = d, t.snap
+	return t
+}
+
+// recycle returns an ended transaction of Update or View to the pool.
+func (t *Txn) recycle() {
+	if t.b.Len() > maxPooledTxnBatch {
+		t.b = &Batch{ix: &batchIndex{}}
+	}
+	t.b.ix.db, t.b.ix.snap, t.d, t.snap = nil, nil, nil, nil
+	txnPool.Put(t)
+}
+
+// maxPooledTxnBatch: a transaction whose batch grew past it is not pooled
+// with that buffer.
+const maxPooledTxnBatch = 64 << 10
 
 // txnRange is an iterated range [lo, hi); nil bounds are unbounded.
 type txnRange struct{ lo, hi []byte }
@@ -54,15 +90,18 @@ type txnRange struct{ lo, hi []byte }
 // NewTxn starts a read-write transaction at the DB's current state.
 func (d *DB) NewTxn() *Txn {
 	s := d.NewSnapshot()
-	return &Txn{d: d, snap: s, b: s.NewIndexedBatch(), reads: map[string]struct{}{}}
+	return &Txn{d: d, snap: s, b: s.NewIndexedBatch()}
 }
 
 // Update runs fn in a new transaction and commits it if fn returns nil
 // (with no fsync; use NewTxn and Commit for other WriteOptions). It
 // returns fn's error, or Commit's: ErrConflict (errors.Is) means another
 // commit changed what fn read, and the whole Update may be retried.
+//
+// The Txn is valid only until fn returns: Update reuses it.
 func (d *DB) Update(fn func(*Txn) error) error {
-	t := d.NewTxn()
+	t := d.pooledTxn()
+	defer t.recycle()
 	defer t.Discard()
 	if err := fn(t); err != nil {
 		return err
@@ -72,9 +111,11 @@ func (d *DB) Update(fn func(*Txn) error) error {
 
 // View runs fn in a read-only transaction: a consistent view at one
 // snapshot. Its writes fail with ErrInvalidArgument.
+// The Txn is valid only until fn returns: View reuses it.
 func (d *DB) View(fn func(*Txn) error) error {
-	t := d.NewTxn()
+	t := d.pooledTxn()
 	t.readOnly = true
+	defer t.recycle()
 	defer t.Discard()
 	return fn(t)
 }
@@ -102,7 +143,8 @@ func (t *Txn) Get(key []byte) ([]byte, error) {
 	if x.tombCover(t.b.data, key) > 0 {
 		return nil, ErrNotFound
 	}
-	t.reads[string(key)] = struct{}{}
+	t.readKeys = append(t.readKeys, key...)
+	t.readEnds = append(t.readEnds, len(t.readKeys))
 	return t.snap.Get(key)
 }
 
@@ -175,7 +217,7 @@ func (t *Txn) Discard() {
 	}
 	t.done = true
 	t.snap.Close()
-	t.reads, t.ranges = nil, nil
+	t.readKeys, t.readEnds, t.ranges = t.readKeys[:0], t.readEnds[:0], t.ranges[:0]
 }
 
 // check is the commit's validation (see Txn): run by DB.apply under
@@ -188,8 +230,11 @@ func (t *Txn) check() error {
 	}
 	defer rs.unref()
 	snap, now := t.snap.seq, d.visibleSeq.Load()
-	for k := range t.reads {
-		v, err := d.findVersion(rs, []byte(k), now)
+	start := 0
+	for _, end := range t.readEnds {
+		k := t.readKeys[start:end]
+		start = end
+		v, err := d.findVersion(rs, k, now)
 		v.ref.Release()
 		if err != nil {
 			return err
@@ -200,7 +245,7 @@ func (t *Txn) check() error {
 		}
 		if seq > snap {
 			return fmt.Errorf("%w: key %s was written at seq %d, after the transaction's snapshot at %d",
-				ErrConflict, base.HexKey([]byte(k)), seq, snap)
+				ErrConflict, base.HexKey(k), seq, snap)
 		}
 	}
 	for _, r := range t.ranges {

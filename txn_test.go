@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/vfs"
@@ -283,41 +284,58 @@ func runOne(db *DB, rng *rand.Rand, accounts int, acct func(int) string) (txnRec
 	return rec, nil
 }
 
-// BenchmarkTxnUpdate: one key read and written per transaction, on 1, 2
-// and 8 goroutines (keys shared, so they contend), beside a plain Apply of
-// the same write.
+// BenchmarkTxnUpdate: a transaction that reads and writes one key
+// (read-modify-write) or only writes it (blind), on 1, 2 and 8 goroutines
+// sharing the key (so they contend: conflicts are retried and reported per
+// op), beside a plain Apply of the same write.
 func BenchmarkTxnUpdate(b *testing.B) {
-	for _, g := range []int{1, 2, 8} {
-		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
-			db := openTxnDB(b)
-			defer db.Close()
-			var conflicts sync.Map
-			b.SetParallelism(g)
-			b.RunParallel(func(pb *testing.PB) {
-				key := []byte("counter")
-				n := 0
-				for pb.Next() {
-					for {
-						err := db.Update(func(tx *Txn) error {
-							_, err := tx.Get(key)
-							if err != nil && !errors.Is(err, ErrNotFound) {
-								return err
-							}
-							return tx.Put(key, []byte("v"))
-						})
-						if errors.Is(err, ErrConflict) {
-							n++
-							continue
-						}
-						if err != nil {
-							b.Fatal(err)
-						}
-						break
+	key := []byte("counter")
+	rmw := func(tx *Txn) error {
+		if _, err := tx.Get(key); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return tx.Put(key, []byte("v"))
+	}
+	blind := func(tx *Txn) error { return tx.Put(key, []byte("v")) }
+	for _, c := range []struct {
+		name string
+		fn   func(*Txn) error
+	}{{"rmw", rmw}, {"blind", blind}} {
+		for _, g := range []int{1, 2, 8} {
+			b.Run(fmt.Sprintf("%s/goroutines=%d", c.name, g), func(b *testing.B) {
+				db := openTxnDB(b)
+				defer db.Close()
+				var conflicts atomic.Int64
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				for w := range g {
+					n := b.N / g
+					if w == 0 {
+						n += b.N % g
 					}
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range n {
+							for {
+								err := db.Update(c.fn)
+								if errors.Is(err, ErrConflict) {
+									conflicts.Add(1)
+									continue
+								}
+								if err != nil {
+									b.Error(err)
+									return
+								}
+								break
+							}
+						}
+					}()
 				}
-				conflicts.Store(&n, n)
+				wg.Wait()
+				b.ReportMetric(float64(conflicts.Load())/float64(b.N), "conflicts/op")
 			})
-		})
+		}
 	}
 	b.Run("apply", func(b *testing.B) {
 		db := openTxnDB(b)
@@ -325,7 +343,7 @@ func BenchmarkTxnUpdate(b *testing.B) {
 		batch := db.NewBatch()
 		for b.Loop() {
 			batch.Reset()
-			batch.Put([]byte("counter"), []byte("v"))
+			batch.Put(key, []byte("v"))
 			if err := db.Apply(batch, nil); err != nil {
 				b.Fatal(err)
 			}
