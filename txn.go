@@ -209,6 +209,12 @@ func (t *Txn) Commit(o *WriteOptions) error {
 	return nil
 }
 
+// CommitSeq returns the sequence number of the transaction's committed
+// batch (its first write's): committed transactions are serializable in
+// CommitSeq order. 0 before Commit, after a failed one, or for a
+// transaction without writes.
+func (t *Txn) CommitSeq() uint64 { return t.seq }
+
 // Discard ends the transaction without writing; after Commit it does
 // nothing. Safe to call more than once.
 func (t *Txn) Discard() {

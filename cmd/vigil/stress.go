@@ -20,6 +20,7 @@ func newStressCmd() *cobra.Command {
 		cfg   stress.Config
 		crash string
 		child string
+		txns  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "stress",
@@ -44,6 +45,13 @@ verifies the DB after every crash:
                      WAL after a crash, indistinguishable from a crash-cut
                      tail) and missed (an acknowledged write lost or wrong:
                      a divergence)
+  --txns             the transactions mode: transfers between accounts in
+                     optimistic transactions (retried on conflict, some
+                     synced) and audits; after each epoch (a crash with
+                     --crash=inprocess, or a clean close) the committed
+                     transactions replayed in commit order must reproduce
+                     what each read and the recovered balances (a prefix
+                     holding every synced commit), and every audit the total
 
 The plan (seed, DB options, workload) is printed first; rerun a failure with
 its --seed. Progress goes to stderr; the summary and any failure report to
@@ -62,6 +70,9 @@ ErrInvalidArgument, leaving nothing behind).`,
 			mode, err := stress.ParseCrashMode(crash)
 			if err != nil {
 				return usageError("%v", err)
+			}
+			if txns {
+				return runTxnStress(ctx, cmd, cfg, mode)
 			}
 			cfg.Crash = mode
 			cfg.Out = cmd.OutOrStdout()
@@ -96,7 +107,24 @@ ErrInvalidArgument, leaving nothing behind).`,
 	f.IntVar(&cfg.Keys, "keys", 0, "key-space size (default: drawn from the seed)")
 	f.BoolVar(&cfg.Verbose, "verbose", false, "log every crash, reopen, kill and flip")
 	f.DurationVar(&cfg.ProgressInterval, "progress", 5*time.Second, "time between progress lines on stderr")
+	f.BoolVar(&txns, "txns", false, "the transactions mode (with --crash=none or inprocess; --keys sets the number of accounts)")
 	f.StringVar(&child, "child", "", "internal: run as a kill-mode child with this configuration file")
 	_ = f.MarkHidden("child")
 	return cmd
+}
+
+// runTxnStress is `vigil stress --txns`.
+func runTxnStress(ctx context.Context, cmd *cobra.Command, cfg stress.Config, mode stress.CrashMode) error {
+	if mode == stress.CrashKill || cfg.CorruptMemory || cfg.CorruptFiles || cfg.FaultRate > 0 {
+		return usageError("--txns runs with --crash=none or inprocess, without --corrupt-*, --faults")
+	}
+	res, err := stress.RunTxns(ctx, stress.TxnConfig{Seed: cfg.Seed, Duration: cfg.Duration, Threads: cfg.Threads,
+		Crash: mode, Accounts: cfg.Keys, Out: cmd.OutOrStdout(), ProgressInterval: cfg.ProgressInterval})
+	if err != nil {
+		return err
+	}
+	if res.Failure != nil {
+		return &exitError{code: 1, err: fmt.Errorf("stress --txns: divergence (seed %d)", res.Seed)}
+	}
+	return nil
 }

@@ -182,6 +182,20 @@
 //     output with fresh checksums. Compactions now read their inputs from
 //     the file, bypassing the cache (sst TestUncachedIterBypassesCache).
 //
+// # Transactions (--txns)
+//
+// A mode of its own (txns.go, RunTxns): workers move money between
+// accounts in optimistic transactions (DB.NewTxn; reads of two balances,
+// writes of both; retried on ErrConflict; a share synced) and audit all
+// accounts in read-only transactions (DB.View: the sum must be the total).
+// Between epochs, once the workers finished their transaction in flight,
+// the DB loses power (--crash=inprocess) or closes cleanly, and is
+// reopened. The epoch's committed transactions, replayed one at a time in
+// CommitSeq order from the state verified last, must reproduce every
+// balance each read (serializability), and the recovered balances must be
+// the serial state after a prefix of them holding every synced commit (all
+// of them after a clean close): no torn transaction, no lost synced one.
+//
 // # Concurrency
 //
 // Workers hold the runner's gate shared for each operation; events
