@@ -401,22 +401,18 @@ func (o *Options) Validate() error {
 	if !o.ChecksumType.Valid() {
 		add("ChecksumType = %v: unknown; valid: %s", o.ChecksumType, validChecksumTypes)
 	}
-	switch o.MemtableProtectionBytesPerKey {
-	case 0, 1, 2, 4, 8:
-		if o.MemtableProtectionBytesPerKey > 0 && o.ChecksumType == ChecksumNone {
-			add("MemtableProtectionBytesPerKey = %d needs a checksum type, but ChecksumType is None", o.MemtableProtectionBytesPerKey)
+	checkProtection := func(name, what string, n int) {
+		switch n {
+		case 0, 1, 2, 4, 8:
+			if n > 0 && o.ChecksumType == ChecksumNone {
+				add("%s = %d needs a checksum type, but ChecksumType is None", name, n)
+			}
+		default:
+			add("%s = %d: %s per key-value protection supports only 0, 1, 2, 4 or 8 bytes per key", name, n, what)
 		}
-	default:
-		add("MemtableProtectionBytesPerKey = %d: memtable per key-value protection supports only 0, 1, 2, 4 or 8 bytes per key", o.MemtableProtectionBytesPerKey)
 	}
-	switch o.BatchProtectionBytesPerKey {
-	case 0, 1, 2, 4, 8:
-		if o.BatchProtectionBytesPerKey > 0 && o.ChecksumType == ChecksumNone {
-			add("BatchProtectionBytesPerKey = %d needs a checksum type, but ChecksumType is None", o.BatchProtectionBytesPerKey)
-		}
-	default:
-		add("BatchProtectionBytesPerKey = %d: write batch per key-value protection supports only 0, 1, 2, 4 or 8 bytes per key", o.BatchProtectionBytesPerKey)
-	}
+	checkProtection("MemtableProtectionBytesPerKey", "memtable", o.MemtableProtectionBytesPerKey)
+	checkProtection("BatchProtectionBytesPerKey", "write batch", o.BatchProtectionBytesPerKey)
 	if o.WriteBufferSize < minWriteBufferSize || o.WriteBufferSize > maxWriteBufferSize {
 		add("WriteBufferSize = %d: must be in [%d, %d]", o.WriteBufferSize, minWriteBufferSize, maxWriteBufferSize)
 	}
