@@ -1,7 +1,9 @@
 package vigil
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/manifest"
@@ -181,6 +183,14 @@ func (rp *repairer) inspectWALs() error {
 			rp.walLastSeq = pre.lastSeq
 		}
 	}
+	if (len(logs) == 0 || logs[0] != d.vs.logNumber) && d.vs.logNumber > 0 && rp.walExpected() {
+		// With the WAL on, the log number names the WAL of the oldest
+		// unflushed memtable, created before the MANIFEST named it and
+		// deleted only after a later number replaced it: it is gone, with
+		// the writes after the last flush.
+		rp.report.WALs = append(rp.report.WALs, RepairedWAL{LogNum: d.vs.logNumber, DroppedRecords: -1,
+			Damage: "missing: the MANIFEST's log number names it and the DB ran with its WAL on; the writes after the last flush are lost"})
+	}
 	for _, num := range logs {
 		if err := rp.inspectWAL(num); err != nil {
 			return err
@@ -239,4 +249,31 @@ func (rp *repairer) inspectWAL(num uint64) error {
 	rp.report.WALs = append(rp.report.WALs, RepairedWAL{LogNum: num, DroppedRecords: st.DroppedRecords,
 		DroppedBytes: st.DroppedBytes, Damage: damage.Error()})
 	return rp.moveToLost(rp.baseName(fileTypeLog, num), true)
+}
+
+// walExpected reports whether the DB last ran with its WAL on, as the
+// newest OPTIONS file says (false if none says: a DB without a WAL, or
+// no OPTIONS file to tell).
+func (rp *repairer) walExpected() bool {
+	d := rp.d
+	names, err := d.fs.List(d.dirname)
+	if err != nil {
+		return false
+	}
+	var newest uint64
+	for _, n := range names {
+		if ft, num, ok := parseFilename(n); ok && ft == fileTypeOptions && num > newest {
+			newest = num
+		}
+	}
+	if newest == 0 {
+		return false
+	}
+	f, err := d.fs.Open(makeFilename(d.fs, d.dirname, fileTypeOptions, newest))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	return err == nil && bytes.Contains(b, []byte("\ndisable_wal=false\n"))
 }

@@ -316,7 +316,9 @@ func onlyObsolete(rep *vigil.RepairReport) bool {
 func TestRepairSweepWAL(t *testing.T) {
 	fx := newRepairFixture(t)
 	logs := fx.files(t, ".log")
-	name := logs[len(logs)-1]
+	// The oldest WAL holds the writes since the last flush; the newest is
+	// the spare made ahead of the next rotation.
+	name := logs[0]
 	size := fileSize(t, fx.fs, fx.fs.PathJoin("base", name))
 	offs := []int64{3, 12} // the header
 	for i := range 6 {
@@ -329,6 +331,17 @@ func TestRepairSweepWAL(t *testing.T) {
 		if len(rep.WALs) != 1 || rep.WALs[0].DroppedRecords == 0 || len(rep.MovedToLost) != 1 {
 			t.Fatalf("%s: report %+v", dir, rep)
 		}
+	}
+	// A deleted WAL is named (the MANIFEST's log number, the OPTIONS file
+	// saying the WAL was on), though not which keys it held.
+	dir0 := "w-del"
+	fx.damaged(t, dir0, name, func(p string) {
+		if err := fx.fs.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if rep := fx.check(t, dir0, dir0); len(rep.WALs) != 1 || rep.WALs[0].DroppedRecords != -1 {
+		t.Fatalf("%s: report %+v", dir0, rep)
 	}
 	// A cut WAL reads as a torn tail, which a crash leaves: not damage,
 	// nothing reported (and here the cut falls in the zeros the WAL
