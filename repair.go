@@ -162,6 +162,7 @@ func (lr LostRange) Contains(k []byte) bool {
 	return (lr.First == nil || bytes.Compare(k, lr.First) >= 0) && (lr.Last == nil || bytes.Compare(k, lr.Last) <= 0)
 }
 
+// String renders the range with its bounds in hex.
 func (lr LostRange) String() string {
 	show := func(b []byte, unbounded string) string {
 		if b == nil {

@@ -56,11 +56,11 @@ type TxnResult struct {
 
 // txnCommit is one committed transfer: what it read and wrote.
 type txnCommit struct {
-	seq          uint64
-	synced       bool
-	reads        [2]int // balances read of from, to
-	from, to     int
-	amount, tick int64
+	seq      uint64
+	synced   bool
+	reads    [2]int // balances read of from, to
+	from, to int
+	amount   int64
 }
 
 // txnRun is the state of one run.
