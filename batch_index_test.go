@@ -278,3 +278,47 @@ func TestIndexedBatchIteratorIsolated(t *testing.T) {
 		t.Fatalf("got %q, %v", got, err)
 	}
 }
+
+// TestIndexedBatchIteratorDBError: an error on the DB side stops the
+// indexed batch's iterator with that error; it does not go on with the
+// batch's keys as if the DB had ended.
+func TestIndexedBatchIteratorDBError(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := Open("db", &Options{FS: fs, BlockCacheSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := range 200 {
+		db.Put(fmt.Appendf(nil, "k%03d", i), bytes.Repeat([]byte("v"), 40), nil)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	db.mu.Lock()
+	f := db.vs.current.Levels[0][0]
+	db.mu.Unlock()
+	flipTableByte(t, fs, f.FileNum) // in the first data block
+	b := db.NewIndexedBatch()
+	b.Put([]byte("z"), []byte("batch"))
+	it, err := b.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	if err := it.Close(); !errors.Is(err, ErrCorruption) || n != 0 {
+		t.Fatalf("%d keys, then %v; want none and the corruption", n, err)
+	}
+	// Backward the DB side is fine until the damaged first block.
+	it, _ = b.NewIter(nil)
+	n = 0
+	for ok := it.Last(); ok; ok = it.Prev() {
+		n++
+	}
+	if err := it.Close(); !errors.Is(err, ErrCorruption) || n == 0 || n >= 201 {
+		t.Fatalf("backward: %d keys, then %v", n, err)
+	}
+}

@@ -135,8 +135,8 @@ func (o *batchOverlay) findNext() bool {
 	for {
 		bk := o.bKey()
 		dv := o.db.Valid()
-		if bk == nil && !dv {
-			return o.end()
+		if (bk == nil && !dv) || (!dv && o.db.Error() != nil) {
+			return o.end() // exhausted, or the DB side failed: stop there
 		}
 		c := -1
 		switch {
@@ -167,7 +167,7 @@ func (o *batchOverlay) findPrev() bool {
 	for {
 		bk := o.bKey()
 		dv := o.db.Valid()
-		if bk == nil && !dv {
+		if (bk == nil && !dv) || (!dv && o.db.Error() != nil) {
 			return o.end()
 		}
 		c := 1

@@ -158,7 +158,11 @@ func newFlushableBatch(b *Batch, cksum checksum.Type, protect, paranoid bool) (*
 		// free promptly.
 		fb.entries = manual.AllocSlice[fbEntry](int(r.count))[:0]
 	}
-	if protect {
+	if protect || mask != 0 {
+		// A protected batch keeps its entries' checksums even without
+		// memtable protection: it waits for commitMu (maybe through a
+		// stall) after this check, and the flush's validation must catch a
+		// flip made meanwhile.
 		fb.prot = make([]uint64, r.count)
 	}
 	if err := fb.index(&r, b.prot, mask); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/lockfile"
 	"github.com/vigildb/vigil/internal/manifest"
+	"github.com/vigildb/vigil/sst"
 	"github.com/vigildb/vigil/wal"
 )
 
@@ -46,7 +47,9 @@ import (
 //     table the MANIFEST records is first replaced by the backup's verified
 //     copy of it (as HealFromBackup does): nothing is lost. Salvage is for
 //     the tables the backup lacks.
-//   - Moved, never deleted: damaged tables and old MANIFESTs go to lost/.
+//   - Set aside, never deleted: damaged tables, old MANIFESTs and damaged
+//     WALs are linked (or copied) into lost/ before anything else changes;
+//     the originals go only once the new MANIFEST no longer needs them.
 //
 // After Repair, Open succeeds with the options given (in any recovery
 // mode: the damaged WALs are flushed and obsolete), Verify passes, and
@@ -86,8 +89,8 @@ type RepairReport struct {
 	// Compacted is set when a full compaction merged tables whose order
 	// the rebuilt MANIFEST could not know.
 	Compacted bool `json:"compacted,omitempty"`
-	// MovedToLost names the files moved (or, for WALs, linked) into
-	// dir/lost.
+	// MovedToLost names the copies set aside in dir/lost (hard links
+	// where the file system has them).
 	MovedToLost []string `json:"moved_to_lost,omitempty"`
 }
 
@@ -341,9 +344,41 @@ func (rp *repairer) salvageManifests() error {
 		d.vs.manifestNum = max(d.vs.manifestNum, num)
 	}
 	if d.vs.dbID == [16]byte{} {
-		d.vs.dbID = base.NewRandomID()
+		// No verified record kept the DB's id: the tables' identities
+		// name it (the most common one), else a new one is made.
+		d.vs.dbID = rp.dbIDFromTables()
 	}
 	return nil
+}
+
+// dbIDFromTables returns the DB id most of the directory's tables name in
+// their identities, or a new random id if none names one.
+func (rp *repairer) dbIDFromTables() [16]byte {
+	d := rp.d
+	names, _ := d.fs.List(d.dirname)
+	counts := map[[16]byte]int{}
+	var best [16]byte
+	for _, n := range names {
+		ft, num, ok := parseFilename(n)
+		if !ok || ft != fileTypeTable {
+			continue
+		}
+		r, err := sst.OpenFile(d.fs, makeFilename(d.fs, d.dirname, fileTypeTable, num), sst.ReaderOptions{FileNum: num})
+		if err != nil {
+			continue
+		}
+		if id := r.Properties().Identity.DB; id != ([16]byte{}) {
+			counts[id]++
+			if counts[id] > counts[best] {
+				best = id
+			}
+		}
+		r.Close()
+	}
+	if best == ([16]byte{}) {
+		return base.NewRandomID()
+	}
+	return best
 }
 
 // salvageManifest folds the verified records of MANIFEST-num into rp.
@@ -403,29 +438,59 @@ func (rp *repairer) foldEdit(e *manifest.VersionEdit) {
 	}
 }
 
-// moveToLost moves (link, for WALs that Open still replays) a file of the
-// DB directory into lost/.
-func (rp *repairer) moveToLost(name string, link bool) error {
+// setAsideFile puts a copy of a file of the DB directory into lost/ (a
+// hard link where the file system has them), under a name no earlier
+// Repair used, and syncs lost/. The original stays where it is until the
+// new MANIFEST no longer names it, when Open removes it with the other
+// leftovers: a Repair that stops midway (an error, a crash) has lost
+// nothing, and a second one finds the same damage again. With remove, the
+// original is removed at once (a WAL Open must not read) and the DB
+// directory synced.
+func (rp *repairer) setAsideFile(name string, remove bool) error {
 	d := rp.d
 	lostDir := d.fs.PathJoin(d.dirname, lostDirName)
 	if err := d.fs.MkdirAll(lostDir, 0o755); err != nil {
 		return fmt.Errorf("vigil: repair: creating %s: %w", lostDir, err)
 	}
-	from, to := d.fs.PathJoin(d.dirname, name), d.fs.PathJoin(lostDir, name)
-	_ = d.fs.Remove(to) // an earlier Repair's copy of the same name
-	var err error
-	if link {
-		if err = d.fs.Link(from, to); err != nil {
-			err = vfs.Copy(d.fs, from, to)
+	from := d.fs.PathJoin(d.dirname, name)
+	base := name
+	for i := 1; ; i++ {
+		if _, err := d.fs.Stat(d.fs.PathJoin(lostDir, base)); errors.Is(err, os.ErrNotExist) {
+			break
 		}
-	} else {
-		err = d.fs.Rename(from, to)
+		base = fmt.Sprintf("%s.%d", name, i)
+	}
+	to := d.fs.PathJoin(lostDir, base)
+	err := d.fs.Link(from, to)
+	if err != nil {
+		err = vfs.Copy(d.fs, from, to)
+	}
+	if err == nil {
+		err = syncDir(d.fs, lostDir)
+	}
+	if err == nil && remove {
+		if err = d.fs.Remove(from); err == nil {
+			err = d.dataDir.Sync()
+		}
 	}
 	if err != nil {
-		return fmt.Errorf("vigil: repair: moving %s to %s: %w", from, lostDir, err)
+		return fmt.Errorf("vigil: repair: setting %s aside in %s: %w", from, lostDir, err)
 	}
-	rp.report.MovedToLost = append(rp.report.MovedToLost, d.fs.PathJoin(lostDirName, name))
+	rp.report.MovedToLost = append(rp.report.MovedToLost, d.fs.PathJoin(lostDirName, base))
 	return nil
+}
+
+// syncDir fsyncs directory dir.
+func syncDir(fs vfs.FS, dir string) error {
+	f, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // online opens the repaired DB, replaying every WAL record that verifies

@@ -13,18 +13,17 @@ import (
 
 // salvage copies what verifies of damaged table num (m: the MANIFEST's
 // record of it, nil if none) into a new table at level, reports what was
-// lost, and moves the damaged file to lost/.
+// lost, and sets the damaged file aside in lost/.
 func (rp *repairer) salvage(num uint64, m *manifest.FileMetadata, level int, problem error) error {
 	d := rp.d
 	rt := RepairedTable{FileNum: num, Level: level, Problem: problem.Error()}
 	var first, last []byte // the table's whole range, if known
-	var globalSeq uint64
 	if m != nil {
-		rt.EntriesBefore, globalSeq = m.NumEntries, m.GlobalSeqNum
+		rt.EntriesBefore = m.NumEntries
 		first, last = m.Smallest.UserKey, m.Largest.UserKey
 	}
 	newNum := d.vs.allocFileNum()
-	res, meta, err := rp.copyVerified(num, newNum, level, globalSeq)
+	res, meta, err := rp.copyVerified(num, newNum, level, m)
 	if err != nil && !base.IsCorruption(err) {
 		return err
 	}
@@ -59,16 +58,19 @@ func (rp *repairer) salvage(num uint64, m *manifest.FileMetadata, level int, pro
 	}
 	rp.report.Tables = append(rp.report.Tables, rt)
 	rp.changed = true
-	return rp.moveToLost(rp.baseName(fileTypeTable, num), false)
+	return rp.setAsideFile(rp.baseName(fileTypeTable, num), false)
 }
 
-// copyVerified writes what sst.Salvage hands over of table num into table
-// newNum. It returns the new table's metadata, or nil when nothing was
+// copyVerified writes what sst.Salvage hands over of table num (m: the
+// MANIFEST's record of it, nil if none) into table newNum. A file that is
+// not table m (its properties, or an entry, contradict m's record), or
+// that names another DB or number in its identity, is not copied: an
+// error wrapping ErrCorruption, as for a file nothing can be read of. It returns the new table's metadata, or nil when nothing was
 // salvaged (the new file is then removed). An external table whose seqnum
 // is unknown (globalSeq 0) is not copied: its entries would read as the
 // oldest of their keys. An error wrapping ErrCorruption means nothing
 // could be read.
-func (rp *repairer) copyVerified(num, newNum uint64, level int, globalSeq uint64) (*sst.SalvageResult, *manifest.FileMetadata, error) {
+func (rp *repairer) copyVerified(num, newNum uint64, level int, m *manifest.FileMetadata) (*sst.SalvageResult, *manifest.FileMetadata, error) {
 	d := rp.d
 	name := makeFilename(d.fs, d.dirname, fileTypeTable, num)
 	f, err := d.fs.Open(name)
@@ -87,9 +89,25 @@ func (rp *repairer) copyVerified(num, newNum uint64, level int, globalSeq uint64
 	}
 	w := sst.NewWriter(out, d.sstWriterOptions(newNum, level))
 	abort := func() { w.Abort(); _ = d.fs.Remove(outName) }
-	res, err := sst.Salvage(f, name, st.Size(), sst.ReaderOptions{FileNum: num, GlobalSeqNum: globalSeq}, w.Add)
-	if err == nil && res.Properties != nil && res.Properties.External && globalSeq == 0 {
+	var globalSeq uint64
+	if m != nil {
+		globalSeq = m.GlobalSeqNum
+	}
+	res, err := sst.Salvage(f, name, st.Size(), sst.ReaderOptions{FileNum: num, GlobalSeqNum: globalSeq}, func(k sst.InternalKey, v []byte) error {
+		if why := outsideRecord(m, k); why != "" {
+			return base.CorruptionErrorf("vigil: repair: %s is not the table the MANIFEST names: %s", name, why)
+		}
+		return w.Add(k, v)
+	})
+	switch {
+	case err != nil:
+	case res.Properties != nil && res.Properties.External && globalSeq == 0:
 		err = base.CorruptionErrorf("vigil: repair: %s is an ingested table whose seqnum only the lost MANIFEST record held", name)
+	case res.Properties != nil && m != nil && mismatch(m, res.Properties) != "":
+		err = base.CorruptionErrorf("vigil: repair: %s is not the table the MANIFEST names: %s", name, mismatch(m, res.Properties))
+	case res.Properties != nil && m == nil && res.Properties.Identity != (base.TableIdentity{}) &&
+		(res.Properties.Identity.DB != d.vs.dbID || res.Properties.Identity.FileNum != num):
+		err = base.CorruptionErrorf("vigil: repair: %s is a table of another DB or number (identity %v)", name, res.Properties.Identity)
 	}
 	if err == nil && res.RangeDelsErr == nil {
 		for _, t := range res.RangeDels {
@@ -133,11 +151,23 @@ func (rp *repairer) writeManifest() error {
 	vs.current = v
 	if !rp.intact {
 		// A record lost with the MANIFEST may have raised the last seqnum:
-		// at least every table's, and at least what the oldest WAL to
-		// replay says was written before it.
+		// it is at least what the oldest WAL to replay says was written
+		// before it. Not the tables' largest seqnum: an ingested table (or
+		// a compaction output holding its entries) may be above batches
+		// that are only in a WAL, which replay would then skip.
 		vs.lastSeq = max(vs.lastSeq, rp.walLastSeq)
 	}
-	old := vs.manifestNum
+	if !rp.intact {
+		// The MANIFESTs the new one replaces go to lost/ first.
+		names, _ := d.fs.List(d.dirname)
+		for _, n := range names {
+			if _, ok := manifest.ParseManifestName(n); ok {
+				if err := rp.setAsideFile(n, false); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	manifestNum, tempNum := vs.allocFileNum(), vs.allocFileNum()
 	w, err := vs.writeManifest(manifestNum, tempNum, vs.snapshotEdit().Encode(nil))
 	if err != nil {
@@ -145,17 +175,6 @@ func (rp *repairer) writeManifest() error {
 	}
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("vigil: repair: closing the new MANIFEST: %w", err)
-	}
-	if rp.intact {
-		return nil
-	}
-	names, _ := d.fs.List(d.dirname)
-	for _, n := range names {
-		if num, ok := manifest.ParseManifestName(n); ok && num <= old {
-			if err := rp.moveToLost(n, false); err != nil {
-				return err
-			}
-		}
 	}
 	return nil
 }
@@ -183,11 +202,12 @@ func (rp *repairer) inspectWALs() error {
 			rp.walLastSeq = pre.lastSeq
 		}
 	}
-	if (len(logs) == 0 || logs[0] != d.vs.logNumber) && d.vs.logNumber > 0 && rp.walExpected() {
+	if rp.intact && (len(logs) == 0 || logs[0] != d.vs.logNumber) && d.vs.logNumber > 0 && rp.walExpected() {
 		// With the WAL on, the log number names the WAL of the oldest
 		// unflushed memtable, created before the MANIFEST named it and
 		// deleted only after a later number replaced it: it is gone, with
-		// the writes after the last flush.
+		// the writes after the last flush. (A rebuilt MANIFEST's log
+		// number may be stale, its WAL rightly deleted: not checked.)
 		rp.report.WALs = append(rp.report.WALs, RepairedWAL{LogNum: d.vs.logNumber, DroppedRecords: -1,
 			Damage: "missing: the MANIFEST's log number names it and the DB ran with its WAL on; the writes after the last flush are lost"})
 	}
@@ -231,7 +251,7 @@ func (rp *repairer) inspectWAL(num uint64) error {
 			size = fi.Size()
 		}
 		rp.report.WALs = append(rp.report.WALs, RepairedWAL{LogNum: num, DroppedRecords: -1, DroppedBytes: size, Damage: err.Error()})
-		return rp.moveToLost(rp.baseName(fileTypeLog, num), false)
+		return rp.setAsideFile(rp.baseName(fileTypeLog, num), true)
 	}
 	for {
 		if _, err := r.Next(); err != nil {
@@ -248,7 +268,7 @@ func (rp *repairer) inspectWAL(num uint64) error {
 	}
 	rp.report.WALs = append(rp.report.WALs, RepairedWAL{LogNum: num, DroppedRecords: st.DroppedRecords,
 		DroppedBytes: st.DroppedBytes, Damage: damage.Error()})
-	return rp.moveToLost(rp.baseName(fileTypeLog, num), true)
+	return rp.setAsideFile(rp.baseName(fileTypeLog, num), false)
 }
 
 // walExpected reports whether the DB last ran with its WAL on, as the
@@ -276,4 +296,18 @@ func (rp *repairer) walExpected() bool {
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
 	return err == nil && bytes.Contains(b, []byte("\ndisable_wal=false\n"))
+}
+
+// outsideRecord says how entry k contradicts the MANIFEST's record m of its
+// table (a key outside its bounds, a seqnum outside its range), or "".
+func outsideRecord(m *manifest.FileMetadata, k sst.InternalKey) string {
+	switch {
+	case m == nil:
+		return ""
+	case bytes.Compare(k.UserKey, m.Smallest.UserKey) < 0 || bytes.Compare(k.UserKey, m.Largest.UserKey) > 0:
+		return fmt.Sprintf("key %s outside %s..%s", base.HexKey(k.UserKey), base.HexKey(m.Smallest.UserKey), base.HexKey(m.Largest.UserKey))
+	case m.GlobalSeqNum == 0 && (k.SeqNum() < m.SmallestSeq || k.SeqNum() > m.LargestSeq):
+		return fmt.Sprintf("seqnum %d outside %d..%d", k.SeqNum(), m.SmallestSeq, m.LargestSeq)
+	}
+	return ""
 }

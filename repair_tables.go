@@ -1,6 +1,7 @@
 package vigil
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 
@@ -36,7 +37,10 @@ func (rp *repairer) checkTables() error {
 	for _, num := range sortedNums(rp.known) {
 		nf := rp.known[num]
 		if !present[num] {
-			if !rp.heal(nf, base.CorruptionErrorf("table %06d is missing", num)) {
+			// With a rebuilt MANIFEST a missing table may be obsolete
+			// (deleted by the lost record): healing it could bring back
+			// deleted keys.
+			if !rp.intact || !rp.heal(nf, base.CorruptionErrorf("table %06d is missing", num)) {
 				rp.missing(nf)
 			}
 			continue
@@ -131,7 +135,51 @@ func (rp *repairer) checkKnown(nf manifest.NewFile) error {
 	if rp.heal(nf, err) {
 		return nil
 	}
+	if why := rp.foreign(nf.Meta); why != "" {
+		return rp.notTheTable(nf, why)
+	}
 	return rp.salvage(nf.Meta.FileNum, nf.Meta, rp.level(nf.Level), err)
+}
+
+// foreign says why the file under table m's number is not table m (another
+// DB's, another number's, another state's: its properties name another
+// identity, seqnums or bounds), or "" if it may be m, damaged. A file
+// whose properties cannot be read is judged entry by entry by salvage.
+func (rp *repairer) foreign(m *manifest.FileMetadata) string {
+	d := rp.d
+	r, err := sst.OpenFile(d.fs, makeFilename(d.fs, d.dirname, fileTypeTable, m.FileNum), sst.ReaderOptions{FileNum: m.FileNum})
+	if err != nil {
+		return ""
+	}
+	defer r.Close()
+	return mismatch(m, r.Properties())
+}
+
+// mismatch says how properties p contradict the MANIFEST's record m, or "".
+func mismatch(m *manifest.FileMetadata, p *sst.Properties) string {
+	switch {
+	case m.Identity != (base.TableIdentity{}) && p.Identity != m.Identity:
+		return fmt.Sprintf("its identity is %v, the MANIFEST's %v", p.Identity, m.Identity)
+	case !bytes.Equal(p.SmallestKey.UserKey, m.Smallest.UserKey) || !bytes.Equal(p.LargestKey.UserKey, m.Largest.UserKey):
+		return fmt.Sprintf("its keys span %s..%s, the MANIFEST's %s..%s", base.HexKey(p.SmallestKey.UserKey), base.HexKey(p.LargestKey.UserKey),
+			base.HexKey(m.Smallest.UserKey), base.HexKey(m.Largest.UserKey))
+	case m.GlobalSeqNum == 0 && (p.SmallestSeq != m.SmallestSeq || p.LargestSeq != m.LargestSeq):
+		return fmt.Sprintf("its seqnums are %d..%d, the MANIFEST's %d..%d", p.SmallestSeq, p.LargestSeq, m.SmallestSeq, m.LargestSeq)
+	}
+	return ""
+}
+
+// notTheTable records that the file under table nf's number is another
+// table: nf is lost whole (a backup could have healed it), the file is set
+// aside.
+func (rp *repairer) notTheTable(nf manifest.NewFile, why string) error {
+	m := nf.Meta
+	why = "the file is not the table the MANIFEST names: " + why
+	rp.report.Tables = append(rp.report.Tables, RepairedTable{FileNum: m.FileNum, Level: nf.Level, Problem: why, EntriesBefore: m.NumEntries})
+	rp.report.EntriesLost += m.NumEntries
+	rp.lose(m.FileNum, m.Smallest.UserKey, m.Largest.UserKey, why)
+	rp.changed = true
+	return rp.setAsideFile(rp.baseName(fileTypeTable, m.FileNum), false)
 }
 
 // heal replaces damaged or missing table nf by the verified copy the
@@ -167,6 +215,8 @@ func (rp *repairer) checkUnknown(num uint64) error {
 	switch {
 	case p.External:
 		return rp.setAside(num, p, "an ingested table whose seqnum only the lost MANIFEST record held")
+	case p.Identity != (base.TableIdentity{}) && (p.Identity.DB != rp.d.vs.dbID || p.Identity.FileNum != num):
+		return rp.setAside(num, p, fmt.Sprintf("a table of another DB or number (identity %v)", p.Identity))
 	case p.NumEntries == 0 && p.NumRangeDels == 0:
 		return nil // holds nothing; Open removes it
 	}
@@ -183,7 +233,7 @@ func (rp *repairer) setAside(num uint64, p *sst.Properties, why string) error {
 	rp.report.EntriesLost += p.NumEntries
 	rp.lose(num, p.SmallestKey.UserKey, p.LargestKey.UserKey, why)
 	rp.changed = true
-	return rp.moveToLost(rp.baseName(fileTypeTable, num), false)
+	return rp.setAsideFile(rp.baseName(fileTypeTable, num), false)
 }
 
 // baseName is the name of file num of type ft inside the DB directory.

@@ -40,6 +40,8 @@ type Txn struct {
 	b        *Batch
 	readOnly bool
 	done     bool
+	// committed: Commit wrote the transaction's writes.
+	committed bool
 	// readKeys holds the keys read from the snapshot (not those the
 	// transaction's own writes answered), end to end, readEnds where each
 	// ends; ranges are the iterated ranges.
@@ -62,7 +64,7 @@ var txnPool = sync.Pool{New: func() any { return &Txn{b: &Batch{ix: &batchIndex{
 // snapshot of d.
 func (d *DB) pooledTxn() *Txn {
 	t := txnPool.Get().(*Txn)
-	t.d, t.readOnly, t.done, t.seq = d, false, false, 0
+	t.d, t.readOnly, t.done, t.committed, t.seq = d, false, false, false, 0
 	t.snap = &t.snapBuf
 	d.registerSnapshot(t.snap)
 	t.b.Reset()
@@ -105,6 +107,9 @@ func (d *DB) Update(fn func(*Txn) error) error {
 	defer t.Discard()
 	if err := fn(t); err != nil {
 		return err
+	}
+	if t.committed {
+		return nil // fn committed it itself
 	}
 	return t.Commit(nil)
 }
@@ -200,11 +205,13 @@ func (t *Txn) Commit(o *WriteOptions) error {
 	}
 	defer t.Discard()
 	if t.b.Empty() {
+		t.committed = t.b.err == nil
 		return t.b.err
 	}
 	if err := t.d.apply(t.b, o, t.check); err != nil {
 		return err
 	}
+	t.committed = true
 	t.seq = binary.LittleEndian.Uint64(t.b.data[:8])
 	return nil
 }

@@ -350,3 +350,17 @@ func BenchmarkTxnUpdate(b *testing.B) {
 		}
 	})
 }
+
+// TestUpdateCommittedByFn: an Update whose fn commits the transaction
+// itself returns nil (a retry would apply it twice).
+func TestUpdateCommittedByFn(t *testing.T) {
+	db := openTxnDB(t)
+	defer db.Close()
+	err := db.Update(func(tx *Txn) error {
+		tx.Put([]byte("k"), []byte("v"))
+		return tx.Commit(nil)
+	})
+	if v, gerr := db.Get([]byte("k")); err != nil || gerr != nil || string(v) != "v" {
+		t.Fatalf("Update: %v; Get: %q %v", err, v, gerr)
+	}
+}

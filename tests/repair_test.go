@@ -398,3 +398,79 @@ func TestRepairHealsFromBackup(t *testing.T) {
 		t.Fatalf("Repair without a backup: %+v, %v", rep, err)
 	}
 }
+
+// TestRepairForeignTable: another DB's table copied over one of ours is
+// not salvaged into the DB (that would invent its keys): ours is lost
+// whole and reported, the file set aside.
+func TestRepairForeignTable(t *testing.T) {
+	fs := vfs.NewMem()
+	for _, dir := range []string{"a", "b"} {
+		db, err := vigil.Open(dir, &vigil.Options{FS: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			db.Put(fmt.Appendf(nil, "%s%02d", dir, i), []byte(dir), nil)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// Reopen: the WAL is flushed into a table at Open.
+		db, err = vigil.Open(dir, &vigil.Options{FS: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+	}
+	ta, tb := tablesIn(t, fs, "a"), tablesIn(t, fs, "b")
+	if len(ta) != 1 || len(tb) != 1 {
+		t.Fatalf("tables %v %v", ta, tb)
+	}
+	writeAll(t, fs, fs.PathJoin("b", tb[0]), readAll(t, fs, fs.PathJoin("a", ta[0])))
+	rep, err := vigil.Repair("b", &vigil.Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Tables) != 1 || rep.Tables[0].NewFileNum != 0 || rep.EntriesSaved != 0 || !rep.MayHaveLost([]byte("b05")) {
+		t.Fatalf("report %+v", rep)
+	}
+	db, err := vigil.Open("b", &vigil.Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, err := db.Get([]byte("a05")); !errors.Is(err, vigil.ErrNotFound) {
+		t.Fatalf("a key of the other DB reads %q, %v", v, err)
+	}
+}
+
+// failingFS fails the creation of a MANIFEST while fail is set.
+type failingFS struct {
+	vfs.FS
+	fail bool
+}
+
+func (f *failingFS) Create(name string) (vfs.File, error) {
+	if f.fail && strings.Contains(name, "MANIFEST-") {
+		return nil, errors.New("injected: cannot create the MANIFEST")
+	}
+	return f.FS.Create(name)
+}
+
+// TestRepairInterrupted: a Repair that fails after salvaging, before its
+// new MANIFEST, loses nothing: a second one salvages the same table again.
+func TestRepairInterrupted(t *testing.T) {
+	fx := newRepairFixture(t)
+	tables := fx.files(t, ".sst")
+	name := tables[len(tables)/2]
+	size := fileSize(t, fx.fs, fx.fs.PathJoin("base", name))
+	fx.damaged(t, "int", name, func(p string) { flipByte(t, fx.fs, p, size/2) })
+	ffs := &failingFS{FS: fx.fs, fail: true}
+	if _, err := vigil.Repair("int", &vigil.Options{FS: ffs}); err == nil {
+		t.Fatal("Repair with the MANIFEST's creation failing succeeded")
+	}
+	rep := fx.check(t, "int", "after an interrupted Repair")
+	if len(rep.Tables) != 1 || rep.EntriesSaved == 0 {
+		t.Fatalf("report %+v", rep)
+	}
+}
