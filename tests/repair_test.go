@@ -474,3 +474,24 @@ func TestRepairInterrupted(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 }
+
+// TestRepairManifestAndTable: the MANIFEST deleted and a table damaged at
+// once: the LSM is rebuilt from the tables, the damaged one salvaged, and
+// the promises hold.
+func TestRepairManifestAndTable(t *testing.T) {
+	fx := newRepairFixture(t)
+	tables := fx.files(t, ".sst")
+	mf := fx.files(t, "MANIFEST")
+	for i, name := range tables {
+		dir := fmt.Sprintf("both%d", i)
+		size := fileSize(t, fx.fs, fx.fs.PathJoin("base", name))
+		fx.damaged(t, dir, name, func(p string) { flipByte(t, fx.fs, p, size/3) })
+		if err := fx.fs.Remove(fx.fs.PathJoin(dir, mf[0])); err != nil {
+			t.Fatal(err)
+		}
+		rep := fx.check(t, dir, dir)
+		if !rep.ManifestRebuilt || !rep.Compacted {
+			t.Fatalf("%s: report %+v", dir, rep)
+		}
+	}
+}
