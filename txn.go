@@ -237,12 +237,17 @@ func (t *Txn) Discard() {
 // commitMu with every earlier commit visible.
 func (t *Txn) check() error {
 	d := t.d
+	snap, now := t.snap.seq, d.visibleSeq.Load()
+	if now == snap {
+		// No commit took a seqnum since the snapshot (every commit is
+		// visible here): nothing read can have changed.
+		return nil
+	}
 	rs := d.loadReadState()
 	if rs == nil {
 		return ErrClosed
 	}
 	defer rs.unref()
-	snap, now := t.snap.seq, d.visibleSeq.Load()
 	start := 0
 	for _, end := range t.readEnds {
 		k := t.readKeys[start:end]
