@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -362,5 +363,46 @@ func TestUpdateCommittedByFn(t *testing.T) {
 	})
 	if v, gerr := db.Get([]byte("k")); err != nil || gerr != nil || string(v) != "v" {
 		t.Fatalf("Update: %v; Get: %q %v", err, v, gerr)
+	}
+}
+
+// TestTxnLargeBatch: a transaction whose writes make a batch too large for
+// the memtable (committed as a flushable batch) is checked the same way.
+func TestTxnLargeBatch(t *testing.T) {
+	db, err := Open("db", &Options{FS: vfs.NewMem(), WriteBufferSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.Put([]byte("guard"), []byte("0"), nil)
+	write := func(tx *Txn, tag string) {
+		for i := range 1000 {
+			tx.Put(fmt.Appendf(nil, "big%04d", i), []byte(strings.Repeat(tag, 100)))
+		}
+	}
+	tx := db.NewTxn()
+	if _, err := tx.Get([]byte("guard")); err != nil {
+		t.Fatal(err)
+	}
+	write(tx, "a")
+	db.Put([]byte("guard"), []byte("1"), nil)
+	if err := tx.Commit(nil); !errors.Is(err, ErrConflict) {
+		t.Fatalf("large conflicting commit: %v", err)
+	}
+	if _, err := db.Get([]byte("big0000")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a refused large commit wrote: %v", err)
+	}
+	err = db.Update(func(tx *Txn) error {
+		if _, err := tx.Get([]byte("guard")); err != nil {
+			return err
+		}
+		write(tx, "b")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := db.Get([]byte("big0999")); err != nil || string(v) != strings.Repeat("b", 100) {
+		t.Fatalf("large commit: %q %v", v, err)
 	}
 }
