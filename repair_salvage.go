@@ -202,14 +202,9 @@ func (rp *repairer) inspectWALs() error {
 			rp.walLastSeq = pre.lastSeq
 		}
 	}
-	if rp.intact && (len(logs) == 0 || logs[0] != d.vs.logNumber) && d.vs.logNumber > 0 && rp.walExpected() {
-		// With the WAL on, the log number names the WAL of the oldest
-		// unflushed memtable, created before the MANIFEST named it and
-		// deleted only after a later number replaced it: it is gone, with
-		// the writes after the last flush. (A rebuilt MANIFEST's log
-		// number may be stale, its WAL rightly deleted: not checked.)
+	if why := rp.liveWALMissing(logs); why != "" {
 		rp.report.WALs = append(rp.report.WALs, RepairedWAL{LogNum: d.vs.logNumber, DroppedRecords: -1,
-			Damage: "missing: the MANIFEST's log number names it and the DB ran with its WAL on; the writes after the last flush are lost"})
+			Damage: "missing: " + why + "; the writes after the last flush are lost"})
 	}
 	for _, num := range logs {
 		if err := rp.inspectWAL(num); err != nil {
@@ -269,6 +264,30 @@ func (rp *repairer) inspectWAL(num uint64) error {
 	rp.report.WALs = append(rp.report.WALs, RepairedWAL{LogNum: num, DroppedRecords: st.DroppedRecords,
 		DroppedBytes: st.DroppedBytes, Damage: damage.Error()})
 	return rp.setAsideFile(rp.baseName(fileTypeLog, num), false)
+}
+
+// liveWALMissing says why the WAL the DB was writing is gone, or "": with
+// the WAL on (the newest OPTIONS says so), the log number names the WAL of
+// the oldest unflushed memtable, created before the MANIFEST named it and
+// deleted only after a later number replaced it; and the WAL being written
+// starts with a preamble, which only the spare made ahead of a rotation
+// lacks. logs are the WALs at or above the log number, oldest first.
+func (rp *repairer) liveWALMissing(logs []uint64) string {
+	d := rp.d
+	if !rp.walExpected() {
+		return ""
+	}
+	// A rebuilt MANIFEST's log number may be stale (its WAL rightly
+	// deleted): only an intact one's must exist.
+	if rp.intact && d.vs.logNumber > 0 && (len(logs) == 0 || logs[0] != d.vs.logNumber) {
+		return fmt.Sprintf("the MANIFEST's log number names WAL %06d and the DB ran with its WAL on", d.vs.logNumber)
+	}
+	for _, num := range logs {
+		if d.readPreamble(num) != nil {
+			return ""
+		}
+	}
+	return "no WAL at or above the log number was ever written to (only a spare made ahead is left), and the DB ran with its WAL on"
 }
 
 // walExpected reports whether the DB last ran with its WAL on, as the

@@ -132,6 +132,16 @@ func (fx *repairFixture) damaged(t *testing.T, dir, name string, damage func(pat
 // check runs Repair on dir and checks the promises above.
 func (fx *repairFixture) check(t *testing.T, dir, what string) *vigil.RepairReport {
 	t.Helper()
+	return fx.checkWAL(t, dir, what, false, false)
+}
+
+// checkWAL is check; walCut says the WAL was cut short, which reads as the
+// tail a crash leaves (not reported, as at Open): the keys only in the WAL
+// may then read older values. unnamed says a table was deleted together
+// with every record of it (the MANIFEST): nothing left names its loss, so
+// only "nothing invented", Open and Verify are checked.
+func (fx *repairFixture) checkWAL(t *testing.T, dir, what string, walCut, unnamed bool) *vigil.RepairReport {
+	t.Helper()
 	rep, err := vigil.Repair(dir, repairOptions(fx.fs))
 	if err != nil {
 		t.Fatalf("%s: Repair: %v", what, err)
@@ -148,14 +158,14 @@ func (fx *repairFixture) check(t *testing.T, dir, what string) *vigil.RepairRepo
 	if err != nil {
 		t.Fatalf("%s: scan after Repair: %v", what, err)
 	}
-	walHit := len(rep.WALs) > 0 || rep.WALRecordsSkipped > 0
+	walHit := walCut || len(rep.WALs) > 0 || rep.WALRecordsSkipped > 0
 	for k, v := range got {
 		if !fx.hist[k][v] {
 			t.Fatalf("%s: %s reads %q, never written for it (report %+v)", what, k, v, rep)
 		}
 	}
 	for k := range fx.hist {
-		if rep.MayHaveLost([]byte(k)) || (walHit && fx.walKeys[k]) {
+		if unnamed || rep.MayHaveLost([]byte(k)) || (walHit && fx.walKeys[k]) {
 			continue
 		}
 		want, ok := fx.final[k]
@@ -493,5 +503,59 @@ func TestRepairManifestAndTable(t *testing.T) {
 		if !rep.ManifestRebuilt || !rep.Compacted {
 			t.Fatalf("%s: report %+v", dir, rep)
 		}
+	}
+}
+
+// TestRepairRandomDamage: one to three files damaged at once, each drawn
+// from every file of the DB (tables, MANIFEST, CURRENT, WALs) with a random
+// damage (a bit flipped anywhere, a truncation, a deletion), from 40 seeds
+// (2,000 passed once, in 16 s); the promises hold for each, but two that
+// nothing left can tell: a WAL cut short reads as a crash's tail, and a
+// table deleted with the MANIFEST that named it is named by nothing.
+func TestRepairRandomDamage(t *testing.T) {
+	fx := newRepairFixture(t)
+	var files []string
+	for _, n := range mustList(t, fx.fs, "base") {
+		if n != "LOG" && !strings.HasPrefix(n, "OPTIONS") {
+			files = append(files, n)
+		}
+	}
+	sort.Strings(files)
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 42))
+		dir := fmt.Sprintf("rand%d", seed)
+		copyDir(t, fx.fs, "base", dir)
+		var what []string
+		walCut, tableGone, manifestGone := false, false, false
+		for range 1 + rng.IntN(3) {
+			name := files[rng.IntN(len(files))]
+			p := fx.fs.PathJoin(dir, name)
+			st, err := fx.fs.Stat(p)
+			if err != nil {
+				continue // deleted by an earlier draw
+			}
+			switch r := rng.IntN(5); {
+			case r < 3 && st.Size() > 0:
+				off := rng.Int64N(st.Size())
+				flipByte(t, fx.fs, p, off)
+				what = append(what, fmt.Sprintf("%s flipped at %d", name, off))
+				manifestGone = manifestGone || !strings.HasSuffix(name, ".sst") && !strings.HasSuffix(name, ".log")
+			case r == 3:
+				n := rng.Int64N(st.Size() + 1)
+				truncateTo(t, fx.fs, p, n)
+				what = append(what, fmt.Sprintf("%s cut to %d", name, n))
+				walCut = walCut || strings.HasSuffix(name, ".log")
+				tableGone = tableGone || strings.HasSuffix(name, ".sst")
+				manifestGone = manifestGone || !strings.HasSuffix(name, ".sst") && !strings.HasSuffix(name, ".log")
+			default:
+				if err := fx.fs.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+				what = append(what, name+" deleted")
+				tableGone = tableGone || strings.HasSuffix(name, ".sst")
+				manifestGone = manifestGone || !strings.HasSuffix(name, ".sst") && !strings.HasSuffix(name, ".log")
+			}
+		}
+		fx.checkWAL(t, dir, fmt.Sprintf("seed %d: %s", seed, strings.Join(what, ", ")), walCut, tableGone && manifestGone)
 	}
 }
