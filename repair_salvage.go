@@ -283,11 +283,24 @@ func (rp *repairer) liveWALMissing(logs []uint64) string {
 		return fmt.Sprintf("the MANIFEST's log number names WAL %06d and the DB ran with its WAL on", d.vs.logNumber)
 	}
 	for _, num := range logs {
-		if d.readPreamble(num) != nil {
-			return ""
+		if d.readPreamble(num) != nil || !rp.walHeaderOK(num) {
+			return "" // written to, or damaged (inspectWAL reports that)
 		}
 	}
 	return "no WAL at or above the log number was ever written to (only a spare made ahead is left), and the DB ran with its WAL on"
+}
+
+// walHeaderOK reports whether WAL num's file header verifies and names it.
+func (rp *repairer) walHeaderOK(num uint64) bool {
+	d := rp.d
+	name := makeFilename(d.fs, d.dirname, fileTypeLog, num)
+	f, err := d.fs.Open(name)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	r, err := wal.NewReader(f, name, wal.SkipAnyCorruptedRecords)
+	return err == nil && r.CheckLogNumber(num) == nil
 }
 
 // walExpected reports whether the DB last ran with its WAL on, as the
