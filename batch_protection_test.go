@@ -80,52 +80,13 @@ func flipBatch(b *Batch, part string, rec, at, bit int) error {
 //	put k v                        DB.Put
 //	metrics                        the counters this feature touches
 func TestBatchProtection(t *testing.T) {
-	var fs vfs.FS
-	var db *DB
-	var opts *Options
-	others := map[string]*DB{}
-	batches := map[string]*Batch{}
-	defer func() {
-		for _, o := range others {
-			o.Close()
-		}
-		if db != nil {
-			db.Close()
-		}
-	}()
-	errText := func(err error) string {
-		if err == nil {
-			return "ok"
-		}
-		var kinds []string
-		for _, s := range []error{ErrCorruption, ErrReadOnly, ErrInvalidArgument} {
-			if errors.Is(err, s) {
-				kinds = append(kinds, strings.TrimPrefix(s.Error(), "vigil: "))
-			}
-		}
-		return fmt.Sprintf("error [%s]: %v", strings.Join(kinds, ", "), err)
-	}
+	bt := &batchProtTest{t: t, others: map[string]*DB{}, batches: map[string]*Batch{}}
+	defer bt.close()
 	datadriven.RunTest(t, "testdata/batch_protection", func(t *testing.T, td *datadriven.TestData) string {
+		bt.t = t
 		switch td.Cmd {
 		case "open", "reopen":
-			if db != nil {
-				if err := db.Close(); err != nil && td.Cmd == "reopen" {
-					return "close: " + errText(err)
-				}
-			}
-			if td.Cmd == "open" {
-				fs, opts = vfs.NewMem(), &Options{DisableAutomaticCompactions: true}
-				opts.WriteBufferSize = 1 << 20
-			}
-			batchTestOptions(t, td, opts)
-			var err error
-			db, err = Open("db", &Options{FS: fs, ChecksumType: opts.ChecksumType, WriteBufferSize: opts.WriteBufferSize,
-				BatchProtectionBytesPerKey: opts.BatchProtectionBytesPerKey, MemtableProtectionBytesPerKey: opts.MemtableProtectionBytesPerKey,
-				DisableAutomaticCompactions: true})
-			if err != nil {
-				return "open: " + errText(err)
-			}
-			return ""
+			return bt.open(td)
 		case "other":
 			o := &Options{FS: vfs.NewMem()}
 			batchTestOptions(t, td, o)
@@ -133,90 +94,163 @@ func TestBatchProtection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			others[td.CmdArgs[0].Key] = d
+			bt.others[td.CmdArgs[0].Key] = d
 			return ""
 		case "batch":
-			b := db.NewBatch()
-			if td.HasArg("zero") {
-				b = &Batch{}
-			}
-			if td.HasArg("of") {
-				var of string
-				td.ScanArgs(t, "of", &of)
-				b = others[of].NewBatch()
-			}
-			for _, l := range strings.Split(strings.TrimSpace(td.Input), "\n") {
-				f := strings.Fields(l)
-				switch {
-				case len(f) == 3 && f[0] == "put":
-					b.Put([]byte(f[1]), []byte(f[2]))
-				case len(f) == 2 && f[0] == "del":
-					b.Delete([]byte(f[1]))
-				case len(f) == 3 && f[0] == "range":
-					b.DeleteRange([]byte(f[1]), []byte(f[2]))
-				default:
-					t.Fatalf("bad batch line %q", l)
-				}
-			}
-			batches[td.CmdArgs[0].Key] = b
-			return fmt.Sprintf("%d records, %d protection bytes", b.Count(), b.protBytes)
+			return bt.batch(td)
 		case "large":
 			var n int
 			td.ScanArgs(t, "n", &n)
-			b := db.NewBatch()
+			b := bt.db.NewBatch()
 			for i := 0; i < n; i++ {
 				b.Put([]byte(fmt.Sprintf("k%05d", i)), []byte(fmt.Sprintf("v%05d", i)))
 			}
-			batches[td.CmdArgs[0].Key] = b
-			return fmt.Sprintf("%d records, flushable %v", b.Count(), b.memSize > db.opts.WriteBufferSize/flushableBatchFraction)
+			bt.batches[td.CmdArgs[0].Key] = b
+			return fmt.Sprintf("%d records, flushable %v", b.Count(), b.memSize > bt.db.opts.WriteBufferSize/flushableBatchFraction)
 		case "flip":
 			var rec, at, bit int
 			td.MaybeScanArgs(t, "rec", &rec)
 			td.ScanArgs(t, "at", &at)
 			td.ScanArgs(t, "bit", &bit)
-			b := batches[td.CmdArgs[0].Key]
+			b := bt.batches[td.CmdArgs[0].Key]
 			b.Reader()
 			if err := flipBatch(b, td.CmdArgs[1].Key, rec, at, bit); err != nil {
 				t.Fatal(err)
 			}
 			return ""
 		case "apply":
-			b := batches[td.CmdArgs[0].Key]
-			if td.HasArg("flip-after-wal") {
-				var part string
-				var rec, at, bit int
-				td.ScanArgs(t, "flip-after-wal", &part, &rec, &at, &bit)
-				db.testingHooks = &testingHooks{beforeApply: func() {
-					if err := flipBatch(b, part, rec, at, bit); err != nil {
-						t.Error(err)
-					}
-				}}
-				defer func() { db.testingHooks = nil }()
-			}
-			return errText(db.Apply(b, nil))
+			return bt.apply(td)
 		case "put":
-			return errText(db.Put([]byte(td.CmdArgs[0].Key), []byte(td.CmdArgs[1].Key), nil))
+			return errText(bt.db.Put([]byte(td.CmdArgs[0].Key), []byte(td.CmdArgs[1].Key), nil))
 		case "get":
-			var out []string
-			for _, a := range td.CmdArgs {
-				v, err := db.Get([]byte(a.Key))
-				switch {
-				case errors.Is(err, ErrNotFound):
-					out = append(out, a.Key+": not found")
-				case err != nil:
-					out = append(out, a.Key+": "+errText(err))
-				default:
-					out = append(out, a.Key+"="+string(v))
-				}
-			}
-			return strings.Join(out, "\n")
+			return bt.get(td)
 		case "metrics":
-			m := db.Metrics()
+			m := bt.db.Metrics()
 			return fmt.Sprintf("batch corruptions %d, memtable corruptions %d, WAL records %d, visible seq %d\nbackground error: %v",
 				m.BatchCorruptions, m.MemTable.Corruptions, m.WAL.Records, m.VisibleSeq, m.BackgroundError)
 		}
 		return fmt.Sprintf("unknown command %q", td.Cmd)
 	})
+}
+
+// batchProtTest is TestBatchProtection's state: the DB under test, other
+// DBs whose batches are applied to it, and the named batches.
+type batchProtTest struct {
+	t       *testing.T
+	fs      vfs.FS
+	db      *DB
+	opts    *Options
+	others  map[string]*DB
+	batches map[string]*Batch
+}
+
+func (bt *batchProtTest) close() {
+	for _, o := range bt.others {
+		o.Close()
+	}
+	if bt.db != nil {
+		bt.db.Close()
+	}
+}
+
+// errText renders an error with the sentinels it wraps.
+func errText(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	var kinds []string
+	for _, s := range []error{ErrCorruption, ErrReadOnly, ErrInvalidArgument} {
+		if errors.Is(err, s) {
+			kinds = append(kinds, strings.TrimPrefix(s.Error(), "vigil: "))
+		}
+	}
+	return fmt.Sprintf("error [%s]: %v", strings.Join(kinds, ", "), err)
+}
+
+// open is "open" (a new DB) and "reopen" (the same files).
+func (bt *batchProtTest) open(td *datadriven.TestData) string {
+	if bt.db != nil {
+		if err := bt.db.Close(); err != nil && td.Cmd == "reopen" {
+			return "close: " + errText(err)
+		}
+	}
+	if td.Cmd == "open" {
+		bt.fs, bt.opts = vfs.NewMem(), &Options{DisableAutomaticCompactions: true}
+		bt.opts.WriteBufferSize = 1 << 20
+	}
+	batchTestOptions(bt.t, td, bt.opts)
+	var err error
+	o := bt.opts
+	bt.db, err = Open("db", &Options{FS: bt.fs, ChecksumType: o.ChecksumType, WriteBufferSize: o.WriteBufferSize,
+		BatchProtectionBytesPerKey: o.BatchProtectionBytesPerKey, MemtableProtectionBytesPerKey: o.MemtableProtectionBytesPerKey,
+		DisableAutomaticCompactions: true})
+	if err != nil {
+		return "open: " + errText(err)
+	}
+	return ""
+}
+
+// batch is "batch NAME [zero] [of=DB]": a batch of the input's lines.
+func (bt *batchProtTest) batch(td *datadriven.TestData) string {
+	t := bt.t
+	b := bt.db.NewBatch()
+	if td.HasArg("zero") {
+		b = &Batch{}
+	}
+	if td.HasArg("of") {
+		var of string
+		td.ScanArgs(t, "of", &of)
+		b = bt.others[of].NewBatch()
+	}
+	for _, l := range strings.Split(strings.TrimSpace(td.Input), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 3 && f[0] == "put":
+			b.Put([]byte(f[1]), []byte(f[2]))
+		case len(f) == 2 && f[0] == "del":
+			b.Delete([]byte(f[1]))
+		case len(f) == 3 && f[0] == "range":
+			b.DeleteRange([]byte(f[1]), []byte(f[2]))
+		default:
+			t.Fatalf("bad batch line %q", l)
+		}
+	}
+	bt.batches[td.CmdArgs[0].Key] = b
+	return fmt.Sprintf("%d records, %d protection bytes", b.Count(), b.protBytes)
+}
+
+// apply is "apply NAME [flip-after-wal=(part, rec, at, bit)]".
+func (bt *batchProtTest) apply(td *datadriven.TestData) string {
+	b := bt.batches[td.CmdArgs[0].Key]
+	if td.HasArg("flip-after-wal") {
+		var part string
+		var rec, at, bit int
+		td.ScanArgs(bt.t, "flip-after-wal", &part, &rec, &at, &bit)
+		bt.db.testingHooks = &testingHooks{beforeApply: func() {
+			if err := flipBatch(b, part, rec, at, bit); err != nil {
+				bt.t.Error(err)
+			}
+		}}
+		defer func() { bt.db.testingHooks = nil }()
+	}
+	return errText(bt.db.Apply(b, nil))
+}
+
+// get is "get KEY...".
+func (bt *batchProtTest) get(td *datadriven.TestData) string {
+	var out []string
+	for _, a := range td.CmdArgs {
+		v, err := bt.db.Get([]byte(a.Key))
+		switch {
+		case errors.Is(err, ErrNotFound):
+			out = append(out, a.Key+": not found")
+		case err != nil:
+			out = append(out, a.Key+": "+errText(err))
+		default:
+			out = append(out, a.Key+"="+string(v))
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // batchTestOptions reads the protection options of an open command.

@@ -118,25 +118,8 @@ func (d *DB) Apply(b *Batch, o *WriteOptions) error { return d.apply(b, o, nil) 
 // checkAtCommit): it runs under commitMu, before the batch takes its
 // seqnums, and an error from it refuses the batch, nothing written.
 func (d *DB) apply(b *Batch, o *WriteOptions, check func() error) error {
-	if err := d.writable(); err != nil {
+	if skip, err := d.applyArgs(b, o); skip || err != nil {
 		return err
-	}
-	if b == nil || b.Empty() {
-		if b != nil && b.err != nil {
-			return b.err
-		}
-		return nil
-	}
-	if b.err != nil {
-		return b.err
-	}
-	if o != nil && o.Sync && d.opts.DisableWAL {
-		// RocksDB: "Sync writes has to enable WAL". Acknowledging a sync
-		// that syncs nothing would be a lie about durability.
-		return base.InvalidArgumentErrorf("WriteOptions.Sync needs the WAL, but the DB was opened with DisableWAL")
-	}
-	if b.memSize > maxBatchMemSize {
-		return base.InvalidArgumentErrorf("batch of %d entries needs %d bytes of memtable, over the limit of %d", b.count, b.memSize, maxBatchMemSize)
 	}
 	syncWAL := o != nil && o.Sync
 	if n := int(d.l0Files.Load()); n >= d.opts.L0SlowdownWritesTrigger && n < d.opts.L0StopWritesTrigger {
@@ -155,19 +138,8 @@ func (d *DB) apply(b *Batch, o *WriteOptions, check func() error) error {
 	if err != nil {
 		return err
 	}
-	if b.protBytes != 0 {
-		if err := b.verifyProtection(); err != nil {
-			mem.mt.Unreserve(b.memSize)
-			d.commitMu.Unlock()
-			return d.batchRefused(err)
-		}
-	}
-	if check != nil {
-		if err := d.checkAtCommit(check); err != nil {
-			mem.mt.Unreserve(b.memSize)
-			d.commitMu.Unlock()
-			return err
-		}
+	if err := d.lastRefusal(mem, b, check); err != nil {
+		return err
 	}
 	n := uint64(b.count)
 	seq := d.sequence(n)
@@ -218,6 +190,55 @@ func (d *DB) apply(b *Batch, o *WriteOptions, check func() error) error {
 		return applyErr
 	}
 	return nil
+}
+
+// applyArgs checks what Apply is asked to do before anything else:
+// skip is set (with the batch's error, if any) for a batch with nothing to
+// write; err refuses the batch.
+func (d *DB) applyArgs(b *Batch, o *WriteOptions) (skip bool, err error) {
+	if err := d.writable(); err != nil {
+		return true, err
+	}
+	if b == nil || b.Empty() {
+		if b != nil && b.err != nil {
+			return true, b.err
+		}
+		return true, nil
+	}
+	switch {
+	case b.err != nil:
+		return true, b.err
+	case o != nil && o.Sync && d.opts.DisableWAL:
+		// RocksDB: "Sync writes has to enable WAL". Acknowledging a sync
+		// that syncs nothing would be a lie about durability.
+		return true, base.InvalidArgumentErrorf("WriteOptions.Sync needs the WAL, but the DB was opened with DisableWAL")
+	case b.memSize > maxBatchMemSize:
+		return true, base.InvalidArgumentErrorf("batch of %d entries needs %d bytes of memtable, over the limit of %d", b.count, b.memSize, maxBatchMemSize)
+	}
+	return false, nil
+}
+
+// lastRefusal runs, with commitMu held and mem's room reserved, what may
+// still refuse the batch before it takes seqnums: its protection check
+// and a transaction's check. On refusal the reservation is returned,
+// commitMu released, and the refusal returned.
+func (d *DB) lastRefusal(mem *memTableEntry, b *Batch, check func() error) error {
+	var protErr, err error
+	if b.protBytes != 0 {
+		protErr = b.verifyProtection()
+	}
+	if protErr == nil && check != nil {
+		err = d.checkAtCommit(check)
+	}
+	if protErr == nil && err == nil {
+		return nil
+	}
+	mem.mt.Unreserve(b.memSize)
+	d.commitMu.Unlock()
+	if protErr != nil {
+		return d.batchRefused(protErr) // without locks
+	}
+	return err
 }
 
 // protectBatch readies b's protection for Apply (see Batch): a batch
