@@ -181,9 +181,10 @@ func (rp *repairer) writeManifest() error {
 
 // inspectWALs reads every WAL at or above the log number with the reader
 // Open's replay will use (skip-any mode): one with records that do not
-// verify is reported and linked into lost/. A torn tail is not damage.
-// With a rebuilt MANIFEST it also notes what the oldest WAL's preamble
-// says was written before it (walLastSeq).
+// verify is reported and set aside in lost/. A torn tail is not damage.
+// It notes what the oldest WAL's preamble says was written before it
+// (walLastSeq, for a rebuilt MANIFEST), and reports the WAL being written
+// missing (liveWALMissing).
 func (rp *repairer) inspectWALs() error {
 	d := rp.d
 	names, err := d.fs.List(d.dirname)
@@ -197,19 +198,18 @@ func (rp *repairer) inspectWALs() error {
 		}
 	}
 	logs = sortedNums(setOf(logs))
-	if len(logs) > 0 {
-		if pre := d.readPreamble(logs[0]); pre != nil {
-			rp.walLastSeq = pre.lastSeq
-		}
-	}
-	if why := rp.liveWALMissing(logs); why != "" {
-		rp.report.WALs = append(rp.report.WALs, RepairedWAL{LogNum: d.vs.logNumber, DroppedRecords: -1,
-			Damage: "missing: " + why + "; the writes after the last flush are lost"})
-	}
-	for _, num := range logs {
-		if err := rp.inspectWAL(num); err != nil {
+	seen := make([]walSeen, len(logs))
+	for i, num := range logs {
+		if seen[i], err = rp.inspectWAL(num); err != nil {
 			return err
 		}
+	}
+	if len(logs) > 0 && seen[0].preamble != nil {
+		rp.walLastSeq = seen[0].preamble.lastSeq
+	}
+	if why := rp.liveWALMissing(logs, seen); why != "" {
+		rp.report.WALs = append(rp.report.WALs, RepairedWAL{LogNum: d.vs.logNumber, DroppedRecords: -1,
+			Damage: "missing: " + why + "; the writes after the last flush are lost"})
 	}
 	return nil
 }
@@ -222,13 +222,21 @@ func setOf(nums []uint64) map[uint64]bool {
 	return m
 }
 
+// walSeen is what inspectWAL read of a WAL: whether its header verified,
+// whether records were damaged, and its preamble, if its first record is
+// one.
+type walSeen struct {
+	headerOK, damaged bool
+	preamble          *walPreamble
+}
+
 // inspectWAL reads WAL num to its end in skip-any mode.
-func (rp *repairer) inspectWAL(num uint64) error {
+func (rp *repairer) inspectWAL(num uint64) (walSeen, error) {
 	d := rp.d
 	name := makeFilename(d.fs, d.dirname, fileTypeLog, num)
 	f, err := d.fs.Open(name)
 	if err != nil {
-		return fmt.Errorf("vigil: repair: opening %s: %w", name, err)
+		return walSeen{}, fmt.Errorf("vigil: repair: opening %s: %w", name, err)
 	}
 	defer f.Close()
 	r, err := wal.NewReader(f, name, wal.SkipAnyCorruptedRecords)
@@ -237,7 +245,7 @@ func (rp *repairer) inspectWAL(num uint64) error {
 	}
 	if err != nil {
 		if !base.IsCorruption(err) {
-			return fmt.Errorf("vigil: repair: reading %s: %w", name, err)
+			return walSeen{}, fmt.Errorf("vigil: repair: reading %s: %w", name, err)
 		}
 		// The header: nothing of the WAL can be read, and Open would
 		// refuse it. It goes to lost/ whole.
@@ -246,24 +254,32 @@ func (rp *repairer) inspectWAL(num uint64) error {
 			size = fi.Size()
 		}
 		rp.report.WALs = append(rp.report.WALs, RepairedWAL{LogNum: num, DroppedRecords: -1, DroppedBytes: size, Damage: err.Error()})
-		return rp.setAsideFile(rp.baseName(fileTypeLog, num), true)
+		return walSeen{}, rp.setAsideFile(rp.baseName(fileTypeLog, num), true)
 	}
-	for {
-		if _, err := r.Next(); err != nil {
+	seen := walSeen{headerOK: true}
+	for first := true; ; first = false {
+		rec, err := r.Next()
+		if err != nil {
 			break // io.EOF, or an I/O error Open's replay will meet too
+		}
+		if first && isWALMeta(rec) {
+			if m, err := decodeWALMeta(rec, name); err == nil && m.kind == walMetaPreamble {
+				seen.preamble = &m.preamble
+			}
 		}
 	}
 	st := r.Stats()
 	if st.Corruptions == 0 {
-		return nil
+		return seen, nil
 	}
+	seen.damaged = true
 	damage := r.LastCorruption()
 	if damage == nil {
 		damage = base.CorruptionErrorf("%d records dropped", st.DroppedRecords)
 	}
 	rp.report.WALs = append(rp.report.WALs, RepairedWAL{LogNum: num, DroppedRecords: st.DroppedRecords,
 		DroppedBytes: st.DroppedBytes, Damage: damage.Error()})
-	return rp.setAsideFile(rp.baseName(fileTypeLog, num), false)
+	return seen, rp.setAsideFile(rp.baseName(fileTypeLog, num), false)
 }
 
 // liveWALMissing says why the WAL the DB was writing is gone, or "": with
@@ -271,8 +287,9 @@ func (rp *repairer) inspectWAL(num uint64) error {
 // the oldest unflushed memtable, created before the MANIFEST named it and
 // deleted only after a later number replaced it; and the WAL being written
 // starts with a preamble, which only the spare made ahead of a rotation
-// lacks. logs are the WALs at or above the log number, oldest first.
-func (rp *repairer) liveWALMissing(logs []uint64) string {
+// lacks. logs are the WALs at or above the log number, oldest first, and
+// seen what inspectWAL read of each.
+func (rp *repairer) liveWALMissing(logs []uint64, seen []walSeen) string {
 	d := rp.d
 	if !rp.walExpected() {
 		return ""
@@ -282,25 +299,12 @@ func (rp *repairer) liveWALMissing(logs []uint64) string {
 	if rp.intact && d.vs.logNumber > 0 && (len(logs) == 0 || logs[0] != d.vs.logNumber) {
 		return fmt.Sprintf("the MANIFEST's log number names WAL %06d and the DB ran with its WAL on", d.vs.logNumber)
 	}
-	for _, num := range logs {
-		if d.readPreamble(num) != nil || !rp.walHeaderOK(num) {
-			return "" // written to, or damaged (inspectWAL reports that)
+	for _, w := range seen {
+		if w.preamble != nil || !w.headerOK || w.damaged {
+			return "" // written to, or damaged (reported as such)
 		}
 	}
 	return "no WAL at or above the log number was ever written to (only a spare made ahead is left), and the DB ran with its WAL on"
-}
-
-// walHeaderOK reports whether WAL num's file header verifies and names it.
-func (rp *repairer) walHeaderOK(num uint64) bool {
-	d := rp.d
-	name := makeFilename(d.fs, d.dirname, fileTypeLog, num)
-	f, err := d.fs.Open(name)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	r, err := wal.NewReader(f, name, wal.SkipAnyCorruptedRecords)
-	return err == nil && r.CheckLogNumber(num) == nil
 }
 
 // walExpected reports whether the DB last ran with its WAL on, as the
