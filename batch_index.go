@@ -206,19 +206,29 @@ func (b *Batch) Get(key []byte) ([]byte, error) {
 	if x == nil {
 		return nil, base.InvalidArgumentErrorf("Batch.Get needs an indexed batch (DB.NewIndexedBatch)")
 	}
-	e, found := x.newest(b.data, key)
-	cover := x.tombCover(b.data, key)
+	if v, decided, err := x.get(b.data, key); decided {
+		return v, err
+	}
+	if x.snap != nil {
+		return x.snap.Get(key)
+	}
+	return x.db.Get(key)
+}
+
+// get is what the batch itself says of key: decided is false when it holds
+// nothing of it (its newest write, or a range deletion over it); else the
+// value (a copy) or ErrNotFound.
+func (x *batchIndex) get(data, key []byte) (v []byte, decided bool, err error) {
+	e, found := x.newest(data, key)
+	cover := x.tombCover(data, key)
 	switch {
 	case found && e.idx+1 > cover:
 		if e.kind != base.KindSet {
-			return nil, ErrNotFound
+			return nil, true, ErrNotFound
 		}
-		return bytes.Clone(bxVal(b.data, &e)), nil
+		return bytes.Clone(bxVal(data, &e)), true, nil
 	case cover > 0:
-		return nil, ErrNotFound
-	case x.snap != nil:
-		return x.snap.Get(key)
-	default:
-		return x.db.Get(key)
+		return nil, true, ErrNotFound
 	}
+	return nil, false, nil
 }

@@ -141,12 +141,8 @@ func (t *Txn) Get(key []byte) ([]byte, error) {
 	if err := t.usable(false); err != nil {
 		return nil, err
 	}
-	x := t.b.ix
-	if e, found := x.newest(t.b.data, key); found && e.idx+1 > x.tombCover(t.b.data, key) {
-		return t.b.Get(key) // the transaction's own write decides
-	}
-	if x.tombCover(t.b.data, key) > 0 {
-		return nil, ErrNotFound
+	if v, decided, err := t.b.ix.get(t.b.data, key); decided {
+		return v, err // the transaction's own writes decide
 	}
 	t.readKeys = append(t.readKeys, key...)
 	t.readEnds = append(t.readEnds, len(t.readKeys))
