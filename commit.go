@@ -199,15 +199,13 @@ func (d *DB) applyArgs(b *Batch, o *WriteOptions) (skip bool, err error) {
 	if err := d.writable(); err != nil {
 		return true, err
 	}
-	if b == nil || b.Empty() {
-		if b != nil && b.err != nil {
-			return true, b.err
-		}
-		return true, nil
-	}
 	switch {
+	case b == nil:
+		return true, nil
 	case b.err != nil:
 		return true, b.err
+	case b.Empty():
+		return true, nil
 	case o != nil && o.Sync && d.opts.DisableWAL:
 		// RocksDB: "Sync writes has to enable WAL". Acknowledging a sync
 		// that syncs nothing would be a lie about durability.

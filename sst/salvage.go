@@ -1,6 +1,7 @@
 package sst
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/vfs"
@@ -157,9 +158,9 @@ func (s *salvager) meta(ft footer, res *SalvageResult) {
 func (s *salvager) block(bi int, res *SalvageResult) error {
 	fr, h := s.fr, s.index.handle(bi)
 	lost := func(err error) error {
-		lb := LostBlock{Offset: h.offset, Size: h.size, Last: clone(s.index.sepUser(bi)), Err: err}
+		lb := LostBlock{Offset: h.offset, Size: h.size, Last: bytes.Clone(s.index.sepUser(bi)), Err: err}
 		if bi > 0 {
-			lb.First = clone(s.index.sepUser(bi - 1))
+			lb.First = bytes.Clone(s.index.sepUser(bi - 1))
 		}
 		res.Lost = append(res.Lost, lb)
 		return nil
@@ -232,11 +233,4 @@ func (s *salvager) check(bi int, data []byte) error {
 		return blockCorruptf(fr.fid, BlockKindData, h.offset, "empty data block")
 	}
 	return nil
-}
-
-func clone(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	return append(make([]byte, 0, len(b)), b...)
 }
