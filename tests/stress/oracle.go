@@ -170,6 +170,18 @@ func (o *oracle) begin(k int, del bool) kstate {
 	return st
 }
 
+// dropPending removes write st from the key's pending writes, if there.
+// Its stripe's lock is held.
+func (ko *keyOracle) dropPending(st kstate) {
+	for i := 0; i < int(ko.npending); i++ {
+		if ko.pending[i] == st {
+			copy(ko.pending[i:], ko.pending[i+1:ko.npending])
+			ko.npending--
+			return
+		}
+	}
+}
+
 // commit records that the write st of key k was acknowledged: it is now the
 // key's state. A write that failed is simply never committed: it stays
 // pending, as the DB may or may not hold it, until a verification settles
@@ -178,13 +190,7 @@ func (o *oracle) commit(k int, st kstate) {
 	s := o.stripeOf(k)
 	s.mu.Lock()
 	ko := &o.keys[k]
-	for i := 0; i < int(ko.npending); i++ {
-		if ko.pending[i] == st {
-			copy(ko.pending[i:], ko.pending[i+1:ko.npending])
-			ko.npending--
-			break
-		}
-	}
+	ko.dropPending(st)
 	ko.commits++
 	ko.ring[ko.commits%ringLen] = st
 	s.mu.Unlock()
@@ -197,14 +203,7 @@ func (o *oracle) commit(k int, st kstate) {
 func (o *oracle) abort(k int, st kstate) {
 	s := o.stripeOf(k)
 	s.mu.Lock()
-	ko := &o.keys[k]
-	for i := 0; i < int(ko.npending); i++ {
-		if ko.pending[i] == st {
-			copy(ko.pending[i:], ko.pending[i+1:ko.npending])
-			ko.npending--
-			break
-		}
-	}
+	o.keys[k].dropPending(st)
 	s.mu.Unlock()
 }
 
