@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,6 +30,9 @@ type proc struct {
 	// expectExit is set before the test kills or stops the process; an
 	// exit without it is a failure of the node (a panic, a fatal error).
 	expectExit bool
+	// reserved holds the node's two ports from the cluster's layout until
+	// its process first starts and binds them itself.
+	reserved []net.Listener
 }
 
 // cluster runs the nodes as processes of their own and the proxies between
@@ -49,16 +55,37 @@ type cluster struct {
 	failures []error
 }
 
-// freeAddr returns a loopback address with a port that was free a moment
-// ago: the node binds it at every start, so that its address in the raft
-// configuration stays valid across restarts.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// reservePort binds a loopback port below the kernel's ephemeral range
+// and returns the listener. A node binds the same port at every start, so
+// that its address in the raft configuration stays valid across restarts;
+// a port from the ephemeral range could meanwhile be handed to one of the
+// proxies' listeners or to an outgoing connection (of this test or of
+// another running beside it), and the node would fail to start.
+func reservePort(rng *rand.Rand) (net.Listener, error) {
+	hi := ephemeralLow()
+	const lo = 10000
+	var err error
+	for range 200 {
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", lo+rng.IntN(hi-lo))); err == nil {
+			return ln, nil
+		}
 	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
+	return nil, fmt.Errorf("no free port below %d: %w", hi, err)
+}
+
+// ephemeralLow returns the first port of Linux's ephemeral range, or the
+// IANA one's where the range cannot be read.
+func ephemeralLow() int {
+	lo := 49152
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 11000 {
+				lo = n
+			}
+		}
+	}
+	return lo
 }
 
 // newCluster lays out n nodes and their proxies (nothing runs yet).
@@ -66,19 +93,21 @@ func newCluster(n int, dir string, command func([]string) *exec.Cmd, logOut io.W
 	c := &cluster{dir: dir, command: command, logOut: logOut,
 		client: &http.Client{Timeout: httpTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
 	peers := map[string]string{}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
 	for i := range n {
-		raftAddr, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		httpAddr, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
 		id := fmt.Sprintf("node%d", i+1)
-		peers[id] = raftAddr
-		c.procs = append(c.procs, &proc{cfg: NodeConfig{ID: id, Dir: filepath.Join(dir, id),
-			RaftAddr: raftAddr, HTTPAddr: httpAddr, Peers: peers, UnsafeLocalReads: unsafeReads}})
+		p := &proc{cfg: NodeConfig{ID: id, Dir: filepath.Join(dir, id), Peers: peers, UnsafeLocalReads: unsafeReads}}
+		c.procs = append(c.procs, p)
+		for _, addr := range []*string{&p.cfg.RaftAddr, &p.cfg.HTTPAddr} {
+			ln, err := reservePort(rng)
+			if err != nil {
+				c.closeProxies()
+				return nil, err
+			}
+			p.reserved = append(p.reserved, ln)
+			*addr = ln.Addr().String()
+		}
+		peers[id] = p.cfg.RaftAddr
 	}
 	c.proxies = make([][]*Proxy, n)
 	for i, p := range c.procs {
@@ -101,6 +130,9 @@ func newCluster(n int, dir string, command func([]string) *exec.Cmd, logOut io.W
 }
 
 func (c *cluster) closeProxies() {
+	for _, p := range c.procs {
+		p.releasePorts()
+	}
 	for _, row := range c.proxies {
 		for _, px := range row {
 			if px != nil {
@@ -108,6 +140,14 @@ func (c *cluster) closeProxies() {
 			}
 		}
 	}
+}
+
+// releasePorts closes p's port reservations (idempotent).
+func (p *proc) releasePorts() {
+	for _, ln := range p.reserved {
+		_ = ln.Close()
+	}
+	p.reserved = nil
 }
 
 func (c *cluster) logf(format string, args ...any) {
@@ -153,6 +193,7 @@ func (c *cluster) start(i int, bootstrap bool) error {
 	fmt.Fprintf(logf, "==== %s start %s\n", time.Now().Format(time.RFC3339Nano), cfg.ID)
 	cmd := c.command(cfg.args())
 	cmd.Stdout, cmd.Stderr = logf, logf
+	p.releasePorts()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s: %w", cfg.ID, err)
 	}
@@ -180,11 +221,22 @@ func (c *cluster) start(i int, bootstrap bool) error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("%s exited while starting: see %s", cfg.ID, filepath.Join(c.dir, cfg.ID+".log"))
+			return fmt.Errorf("%s exited while starting: see %s; it ends:\n%s", cfg.ID, logf.Name(), logTail(logf.Name()))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	return fmt.Errorf("%s: no answer %v after its start", cfg.ID, progressWait)
+}
+
+// logTail returns the last lines of a node's log, for an error message
+// that must explain itself where the log is gone (a CI run).
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-20):], "\n")
 }
 
 // progressWait bounds every wait for the cluster to make progress.
