@@ -22,7 +22,7 @@ import (
 //	+-------------+-----------+---------------------------------------+
 //	record = kind u8 | uvarint len | key | [uvarint len | value]
 //
-// Set and RangeDelete records carry a value (the range's exclusive end for
+// Set, Merge and RangeDelete records carry a value (the range's exclusive end for
 // RangeDelete); Delete records do not. The i-th record gets sequence number
 // seqnum+i.
 //
@@ -79,6 +79,9 @@ type Batch struct {
 	// protBytes is not 0).
 	protBytes uint8
 	protType  checksum.Type
+	// merges counts the batch's merge operands: Apply refuses them on a DB
+	// without a Merger.
+	merges uint32
 	// ix is the index of a batch made by NewIndexedBatch (nil for any
 	// other): see batch_index.go.
 	ix *batchIndex
@@ -253,6 +256,15 @@ func (b *Batch) Put(key, value []byte) { b.add(base.KindSet, key, value, true) }
 // Delete adds a deletion of key.
 func (b *Batch) Delete(key []byte) { b.add(base.KindDelete, key, nil, false) }
 
+// Merge adds a merge operand for key: Options.Merger combines it with the
+// key's value when the key is read (see Merger). The batch copies both.
+// Applying the batch to a DB without a Merger fails with
+// ErrInvalidArgument.
+func (b *Batch) Merge(key, operand []byte) {
+	b.add(base.KindMerge, key, operand, true)
+	b.merges++
+}
+
 // DeleteRange adds a deletion of every key in [start, end). As in RocksDB,
 // an empty range (start == end) deletes nothing and is not recorded, and an
 // inverted one (start > end) makes Apply fail with ErrInvalidArgument
@@ -294,6 +306,7 @@ func (b *Batch) Reset() {
 	b.data = b.data[:0]
 	b.err = nil
 	b.count = 0
+	b.merges = 0
 	b.memSize = 0
 	b.prot = b.prot[:0]
 	if b.ix != nil {
@@ -389,8 +402,8 @@ func (r *batchReader) varstring(where, what string) ([]byte, error) {
 // BatchKind is the kind of one write, as users see it: a record of a Batch
 // (BatchReader), and an op of raftstore's commands (raftstore.OpKind is
 // this type). Inside the engine a write is stored with the internal key
-// kind (sst.Kind: LevelDB's on-disk numbers, 0 delete, 1 set, 15 range
-// delete), which the batch maps it onto; the numbers here are fixed too,
+// kind (sst.Kind: LevelDB's on-disk numbers, 0 delete, 1 set, 2 merge,
+// 15 range delete), which the batch maps it onto; the numbers here are fixed too,
 // since raftstore's command format stores them.
 type BatchKind uint8
 
@@ -402,6 +415,8 @@ const (
 	BatchDelete
 	// BatchDeleteRange removes every key in [Key, Value).
 	BatchDeleteRange
+	// BatchMerge merges the operand Value into Key (see Merger).
+	BatchMerge
 )
 
 func (k BatchKind) String() string {
@@ -412,6 +427,8 @@ func (k BatchKind) String() string {
 		return "delete"
 	case BatchDeleteRange:
 		return "delete-range"
+	case BatchMerge:
+		return "merge"
 	}
 	return fmt.Sprintf("BatchKind(%d)", uint8(k))
 }
@@ -449,6 +466,8 @@ func (br *BatchReader) Next() (kind BatchKind, key, value []byte, ok bool) {
 		return BatchPut, key, value, true
 	case base.KindDelete:
 		return BatchDelete, key, nil, true
+	case base.KindMerge:
+		return BatchMerge, key, value, true
 	default:
 		return BatchDeleteRange, key, value, true
 	}
@@ -465,9 +484,17 @@ type BatchHandler interface {
 	DeleteRange(start, end []byte) error
 }
 
+// BatchMergeHandler is a BatchHandler that takes merge operands too.
+type BatchMergeHandler interface {
+	BatchHandler
+	Merge(key, operand []byte) error
+}
+
 // Replay calls h for each record of the batch, in order, stopping at the
 // first error h returns (go-ethereum's ethdb.Batch.Replay, RocksDB's
-// WriteBatch::Iterate). The slices alias the batch's buffer.
+// WriteBatch::Iterate). The slices alias the batch's buffer. A merge goes
+// to h's Merge if h is a BatchMergeHandler; otherwise it stops the replay
+// with ErrInvalidArgument.
 func (b *Batch) Replay(h BatchHandler) error {
 	r := b.Reader()
 	for {
@@ -483,6 +510,12 @@ func (b *Batch) Replay(h BatchHandler) error {
 			err = h.Delete(key)
 		case BatchDeleteRange:
 			err = h.DeleteRange(key, value)
+		case BatchMerge:
+			mh, ok := h.(BatchMergeHandler)
+			if !ok {
+				return base.InvalidArgumentErrorf("Batch.Replay: the batch holds a merge for key %s and the handler (%T) has no Merge method", base.HexKey(key), h)
+			}
+			err = mh.Merge(key, value)
 		}
 		if err != nil {
 			return err

@@ -73,6 +73,18 @@ func (d *DB) DeleteRange(start, end []byte, o *WriteOptions) error {
 	return err
 }
 
+// Merge writes a merge operand for key (see Merger): a read of key then
+// combines it with the value below. The DB needs Options.Merger.
+func (d *DB) Merge(key, operand []byte, o *WriteOptions) error {
+	b := batchPool.Get().(*Batch)
+	b.setProtection(d.cksum, d.opts.BatchProtectionBytesPerKey)
+	b.Merge(key, operand)
+	err := d.Apply(b, o)
+	b.Reset()
+	batchPool.Put(b)
+	return err
+}
+
 var batchPool = sync.Pool{New: func() any { return new(Batch) }}
 
 // maxBatchMemSize is the largest batch Apply accepts, in memtable bytes
@@ -210,6 +222,8 @@ func (d *DB) applyArgs(b *Batch, o *WriteOptions) (skip bool, err error) {
 		// RocksDB: "Sync writes has to enable WAL". Acknowledging a sync
 		// that syncs nothing would be a lie about durability.
 		return true, base.InvalidArgumentErrorf("WriteOptions.Sync needs the WAL, but the DB was opened with DisableWAL")
+	case b.merges > 0 && d.opts.Merger == nil:
+		return true, base.InvalidArgumentErrorf("batch holds %d merge operands, but the DB has no Options.Merger", b.merges)
 	case b.memSize > maxBatchMemSize:
 		return true, base.InvalidArgumentErrorf("batch of %d entries needs %d bytes of memtable, over the limit of %d", b.count, b.memSize, maxBatchMemSize)
 	}

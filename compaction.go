@@ -265,7 +265,7 @@ func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64, se
 		}
 		return true
 	}
-	iter := compact.NewIter(newMergingIter(children), snaps, settled, tombs, bottom, &st)
+	iter := compact.NewIter(newMergingIter(children), snaps, settled, tombs, bottom, d.mergeFunc(), &st)
 
 	var wNum uint64
 	open := func() (compact.Writer, error) {

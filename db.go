@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -432,6 +433,9 @@ func (d *DB) get(dst, key []byte, snap uint64, noCopy bool) ([]byte, error) {
 		}
 		return nil, err
 	}
+	if v.kind == base.KindMerge && v.seq >= v.cover {
+		return d.getMerged(dst, rs, key, v, noCopy)
+	}
 	// value aliases a memtable or a cached block until ref is released.
 	res, err := getResult(dst, v.value, v.seq, v.kind, v.cover, noCopy)
 	v.ref.Release()
@@ -515,6 +519,86 @@ func (d *DB) findVersion(rs *readState, key []byte, snap uint64) (version, error
 		}
 	}
 	return version{}, nil
+}
+
+// getMerged answers a Get whose newest visible version v is a merge
+// operand: it walks down the key's older versions (findVersion again,
+// below each one found: the sources hold a key's versions newest first,
+// so the next older one is the newest below), combining operands newest
+// first, until a Set, a deletion or a range deletion ends the chain, or
+// nothing is left; then it merges the result into that base (nil for
+// none). v.ref is released.
+func (d *DB) getMerged(dst []byte, rs *readState, key []byte, v version, noCopy bool) ([]byte, error) {
+	m := d.opts.Merger
+	if m == nil {
+		v.ref.Release()
+		return nil, errNoMerger(key)
+	}
+	acc := slices.Clone(nonNil(v.value))
+	v.ref.Release()
+	for {
+		var next version
+		if v.seq > 0 {
+			var err error
+			if next, err = d.findVersion(rs, key, v.seq-1); err != nil {
+				return nil, err
+			}
+		}
+		// below is nil only when nothing lies below: an empty value is
+		// a value.
+		var below []byte
+		live := next.found && next.seq >= next.cover && next.kind != base.KindDelete
+		if live {
+			below = nonNil(next.value)
+		}
+		var err error
+		acc, err = m.Merge(key, clip(below), clip(acc))
+		next.ref.Release()
+		if err != nil {
+			return nil, mergeFailed(key, err)
+		}
+		if live && next.kind == base.KindMerge {
+			v = next // an operand: the chain goes on below it
+			continue
+		}
+		if noCopy {
+			return nil, nil
+		}
+		if dst == nil {
+			dst = make([]byte, 0, len(acc))
+		}
+		return append(dst, acc...), nil
+	}
+}
+
+// clip caps b's capacity at its length, so that a Merger appending to an
+// argument copies instead of writing past it into the buffer it aliases
+// (a block, an arena, the accumulated result).
+func clip(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return b[:len(b):len(b)]
+}
+
+// nonNil returns b, or an empty slice for nil: a Merger tells "no value"
+// (nil) from an empty one.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// errNoMerger is a read's error for a merge operand in a DB opened without
+// Options.Merger.
+func errNoMerger(key []byte) error {
+	return base.InvalidArgumentErrorf("key %s has merge operands, but the DB was opened without Options.Merger", base.HexKey(key))
+}
+
+// mergeFailed wraps the Merger's error for the key it failed on.
+func mergeFailed(key []byte, err error) error {
+	return fmt.Errorf("vigil: merging the operands of key %s: %w", base.HexKey(key), err)
 }
 
 // getResult turns the version Get found into its answer: the value appended

@@ -2,6 +2,7 @@ package vigil
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -168,6 +169,13 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	rng := rand.New(rand.NewPCG(seed, seed*7919))
 	fs := vfs.NewMem()
 	opts := smallOptions(fs, rng)
+	// Merges, with a counter (values are 8-byte integers) or an append
+	// operator, checked against the model's own combining.
+	counter := rng.IntN(2) == 0
+	opts.Merger = AppendMerger
+	if counter {
+		opts.Merger = Uint64AddMerger
+	}
 	db, err := Open("db", opts)
 	if err != nil {
 		t.Fatal(err)
@@ -185,16 +193,37 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	var snaps []snap
 	const keys = 600
 	value := func() string {
+		if counter {
+			return string(binary.LittleEndian.AppendUint64(nil, rng.Uint64N(1e6)))
+		}
 		return fmt.Sprintf("v%d-%s", rng.IntN(1e6), bytes.Repeat([]byte{'x'}, rng.IntN(200)))
+	}
+	merge := func(m model, k []byte, op string) {
+		old, ok := m[string(k)]
+		if !counter {
+			m[string(k)] = old + op
+			return
+		}
+		var n uint64
+		if ok {
+			n = binary.LittleEndian.Uint64([]byte(old))
+		}
+		m[string(k)] = string(binary.LittleEndian.AppendUint64(nil, n+binary.LittleEndian.Uint64([]byte(op))))
 	}
 	for i := 0; i < ops; i++ {
 		switch r := rng.IntN(100); {
-		case r < 40:
+		case r < 28:
 			k, v := modelKey(rng, keys), value()
 			if err := db.Put(k, []byte(v), nil); err != nil {
 				t.Fatal(err)
 			}
 			m[string(k)] = v
+		case r < 40:
+			k, v := modelKey(rng, keys), value()
+			if err := db.Merge(k, []byte(v), nil); err != nil {
+				t.Fatal(err)
+			}
+			merge(m, k, v)
 		case r < 50:
 			k := modelKey(rng, keys)
 			if err := db.Delete(k, nil); err != nil {
@@ -221,10 +250,15 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			b := db.NewBatch()
 			for j := rng.IntN(10); j >= 0; j-- {
 				k := modelKey(rng, keys)
-				if rng.IntN(3) == 0 {
+				switch rng.IntN(3) {
+				case 0:
 					b.Delete(k)
 					delete(m, string(k))
-				} else {
+				case 1:
+					v := value()
+					b.Merge(k, []byte(v))
+					merge(m, k, v)
+				default:
 					v := value()
 					b.Put(k, []byte(v))
 					m[string(k)] = v
@@ -320,8 +354,8 @@ func runModel(t *testing.T, seed uint64, ops int) {
 		t.Fatalf("Verify: %v", err)
 	}
 	met := db.Metrics()
-	t.Logf("options %s/%v/paranoid=%v/prot=%d/batchprot=%d; flushes %d, compactions %d; levels %v",
-		opts.ChecksumType, opts.Compression, opts.ParanoidMemoryChecks, opts.MemtableProtectionBytesPerKey, opts.BatchProtectionBytesPerKey,
+	t.Logf("merger %s; options %s/%v/paranoid=%v/prot=%d/batchprot=%d; flushes %d, compactions %d; levels %v",
+		opts.Merger.Name, opts.ChecksumType, opts.Compression, opts.ParanoidMemoryChecks, opts.MemtableProtectionBytesPerKey, opts.BatchProtectionBytesPerKey,
 		met.Flush.Count, met.Compact.Count, levelFiles(met))
 	for _, s := range snaps {
 		s.s.Close()

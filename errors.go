@@ -1,6 +1,10 @@
 package vigil
 
-import "github.com/vigildb/vigil/internal/base"
+import (
+	"errors"
+
+	"github.com/vigildb/vigil/internal/base"
+)
 
 // Error sentinels, tested with errors.Is. Every error Vigil returns wraps at
 // most one of them, with context: a corruption error names what and where
@@ -24,4 +28,7 @@ var (
 	// was written after its snapshot (see Txn). Nothing was written; retry
 	// the transaction.
 	ErrConflict = base.ErrConflict
+	// ErrMergeOperand: a built-in Merger met an operand or value it cannot
+	// read (see Uint64AddMerger); the read that needed it fails.
+	ErrMergeOperand = errors.New("vigil: bad merge operand")
 )

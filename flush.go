@@ -344,15 +344,11 @@ func (d *DB) writeValidated(mt flushable, w *sst.Writer, name string, fileNum ui
 		if err != nil {
 			return nil, d.validationFailed(err, fileNum, why)
 		}
-		filter, _, _ = compact.NewFilter(keep.snaps, base.SeqNumMax, tombs, nil) // every batch is visible (flushKeepLocked)
+		filter, _, _ = compact.NewFilter(keep.snaps, base.SeqNumMax, tombs, nil, d.mergeFunc()) // every batch is visible (flushKeepLocked)
 	}
-	var n, dropped, elided uint64
+	var n, dropped uint64
 	var werr error // the writer's error, not the memtable's
-	err := mt.ValidateEach(func(ik base.InternalKey, value []byte) error {
-		if filter != nil && filter.Drop(ik) {
-			elided++ // validated like the rest, and counted below
-			return nil
-		}
+	add := func(ik base.InternalKey, value []byte) error {
 		if werr = w.Add(ik, value); werr != nil {
 			return werr
 		}
@@ -360,6 +356,12 @@ func (d *DB) writeValidated(mt flushable, w *sst.Writer, name string, fileNum ui
 			runtime.Gosched() // see backgroundYieldEvery
 		}
 		return nil
+	}
+	err := mt.ValidateEach(func(ik base.InternalKey, value []byte) error {
+		if filter != nil {
+			return filter.Add(ik, value, add) // what it leaves out is validated like the rest, and counted below
+		}
+		return add(ik, value)
 	}, func(ik base.InternalKey, end []byte) error {
 		if d.dropEmptyTombstone(ik, end, fileNum, why) {
 			dropped++
@@ -371,6 +373,13 @@ func (d *DB) writeValidated(mt flushable, w *sst.Writer, name string, fileNum ui
 		n++
 		return nil
 	})
+	if err == nil && filter != nil {
+		err = filter.Finish(add)
+	}
+	var elided uint64
+	if filter != nil {
+		elided = filter.Dropped()
+	}
 	switch {
 	case werr != nil:
 		return nil, fmt.Errorf("%s of table %06d: %w", why, fileNum, werr)

@@ -46,9 +46,14 @@ type Iterator struct {
 	key     []byte
 	value   []byte
 	// keyBuf and valBuf hold copies when the underlying entry will move
-	// (reverse iteration and the skip-ahead of Next).
+	// (reverse iteration, the skip-ahead of Next, merged values); spare is
+	// valBuf's partner while merge operands are combined (see keepValue).
 	keyBuf []byte
 	valBuf []byte
+	spare  []byte
+	// past is set when the current key's value was merged going forward:
+	// the underlying iterator has already moved past the operands it read.
+	past bool
 }
 
 // NewIter returns an iterator over the DB's current state.
@@ -265,7 +270,9 @@ func (it *Iterator) Next() bool {
 	// Skip the rest of the current key's versions. The key must be saved:
 	// moving the underlying iterator may invalidate it.
 	it.saveKey(it.key)
-	it.iter.Next()
+	if !it.past {
+		it.iter.Next()
+	}
 	return it.findNextEntry(it.keyBuf)
 }
 
@@ -302,7 +309,7 @@ func (it *Iterator) saveKey(k []byte) {
 // user key just returned: entries of it are skipped, and with paranoid
 // checks an entry ordered before it is corruption.
 func (it *Iterator) findNextEntry(skip []byte) bool {
-	it.valid = false
+	it.valid, it.past = false, false
 	iter := it.iter
 	for ok := iter.Valid(); ok; {
 		k := iter.Key()
@@ -326,7 +333,10 @@ func (it *Iterator) findNextEntry(skip []byte) bool {
 			ok = iter.Next()
 			continue
 		}
-		if k.Kind() == base.KindSet && !it.tombs.Covers(k.UserKey, seq) {
+		if kind := k.Kind(); kind != base.KindDelete && !it.tombs.Covers(k.UserKey, seq) {
+			if kind == base.KindMerge {
+				return it.mergeForward(k.UserKey)
+			}
 			it.key, it.value, it.valid = k.UserKey, iter.Value(), true
 			return true
 		}
@@ -341,12 +351,59 @@ func (it *Iterator) findNextEntry(skip []byte) bool {
 	return false
 }
 
+// mergeForward makes key, whose newest visible version is the merge
+// operand at the underlying iterator's position, current: it reads the
+// older versions after it, combining operands newest first, until a Set,
+// a deletion, a version under a range tombstone or the next key ends the
+// chain, and merges the result into the Set's value (nil for the others).
+// The underlying iterator is left past what it read (it.past).
+func (it *Iterator) mergeForward(key []byte) bool {
+	it.saveKey(key)
+	key = it.keyBuf
+	m := it.d.opts.Merger
+	if m == nil {
+		return it.fail(errNoMerger(key))
+	}
+	iter := it.iter
+	it.valBuf = append(it.valBuf[:0], iter.Value()...)
+	for {
+		var below []byte
+		operand := false
+		if iter.Next() {
+			if k := iter.Key(); bytes.Equal(k.UserKey, key) && k.Kind() != base.KindDelete && !it.tombs.Covers(key, k.SeqNum()) {
+				below, operand = nonNil(iter.Value()), k.Kind() == base.KindMerge
+			}
+		} else if err := iter.Error(); err != nil {
+			return it.fail(err)
+		}
+		res, err := m.Merge(key, clip(below), clip(nonNil(it.valBuf)))
+		if err != nil {
+			return it.fail(mergeFailed(key, err))
+		}
+		it.keepValue(res)
+		if !operand {
+			break
+		}
+	}
+	it.key, it.value, it.valid, it.past = key, it.valBuf, true, true
+	return true
+}
+
+// keepValue makes a copy of v the current value buffer (valBuf). v may
+// alias valBuf itself (a Merger may return its operand) or the underlying
+// iterator's memory, so it is copied into spare, which then trades
+// places with valBuf.
+func (it *Iterator) keepValue(v []byte) {
+	it.spare = append(it.spare[:0], v...)
+	it.valBuf, it.spare = it.spare, it.valBuf
+}
+
 // findPrevEntry moves the underlying iterator backwards over the next user
 // key's versions, oldest to newest, keeping the newest visible one; if it is
 // live, it becomes the current entry. prev, if not nil, is the user key just
 // returned (for the paranoid order check).
 func (it *Iterator) findPrevEntry(prev []byte) bool {
-	it.valid = false
+	it.valid, it.past = false, false
 	iter := it.iter
 	for iter.Valid() {
 		k := iter.Key()
@@ -365,12 +422,11 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 		found := false
 		var kind base.Kind
 		var seq uint64
+		var ch prevChain
 		for {
 			if s := k.SeqNum(); s <= it.snap {
 				found, kind, seq = true, k.Kind(), s
-				if kind == base.KindSet {
-					it.valBuf = append(it.valBuf[:0], iter.Value()...)
-				}
+				it.prevVersion(&ch, group, kind, s)
 			}
 			if !iter.Prev() {
 				break
@@ -388,7 +444,10 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 		if err := iter.Error(); err != nil {
 			return it.fail(err)
 		}
-		if found && kind == base.KindSet && !it.tombs.Covers(group, seq) {
+		if found && kind != base.KindDelete && !it.tombs.Covers(group, seq) {
+			if ch.err != nil {
+				return it.fail(ch.err)
+			}
 			// key and value alias keyBuf and valBuf, which the next
 			// positioning call overwrites only after it is done with them.
 			it.key, it.value, it.valid = group, it.valBuf, true
@@ -400,6 +459,50 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 		return it.fail(err)
 	}
 	return false
+}
+
+// prevChain is the state of one key's versions read oldest first (going
+// backward): the value as of the last one read, in valBuf (have), and
+// the error of a merge that failed on the way (err: a later Set or
+// deletion makes it moot).
+type prevChain struct {
+	have    bool
+	haveSeq uint64
+	err     error
+}
+
+// prevVersion folds the visible version of key at the underlying
+// iterator's position (kind, seq) into ch: a Set replaces the value, a
+// deletion clears it, and a merge operand is merged into it (into nil if
+// there is none, or a range tombstone newer than it covers it).
+func (it *Iterator) prevVersion(ch *prevChain, key []byte, kind base.Kind, seq uint64) {
+	switch kind {
+	case base.KindSet:
+		it.valBuf = append(it.valBuf[:0], it.iter.Value()...)
+		*ch = prevChain{have: true, haveSeq: seq}
+	case base.KindMerge:
+		if ch.err != nil {
+			return // the value below is unknown
+		}
+		m := it.d.opts.Merger
+		if m == nil {
+			*ch = prevChain{err: errNoMerger(key)}
+			return
+		}
+		var existing []byte
+		if ch.have && !it.tombs.Covers(key, ch.haveSeq) {
+			existing = nonNil(it.valBuf)
+		}
+		res, err := m.Merge(key, clip(existing), clip(nonNil(it.iter.Value())))
+		if err != nil {
+			*ch = prevChain{err: mergeFailed(key, err)}
+			return
+		}
+		it.keepValue(res)
+		*ch = prevChain{have: true, haveSeq: seq}
+	default:
+		*ch = prevChain{}
+	}
 }
 
 // usable reports whether the iterator may move: not closed, and its DB not

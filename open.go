@@ -49,6 +49,9 @@ func Open(dir string, opts *Options) (db *DB, err error) {
 	if err := d.replayWALs(); err != nil {
 		return nil, err
 	}
+	if err := d.recordMerger(); err != nil {
+		return nil, err
+	}
 	if !opts.ReadOnly {
 		if err := d.writeOptionsFile(); err != nil {
 			return nil, err
@@ -140,12 +143,55 @@ func (d *DB) loadVersions(exists bool) error {
 		d.vs.nextFileNum = 1
 		d.vs.dbID = base.NewRandomID()
 		d.vs.formatVersion = uint64(opts.FormatVersion)
+		if opts.Merger != nil {
+			d.vs.merger = opts.Merger.Name
+		}
 		v, _ := manifest.NewBuilder(nil).Build(d.vs.onObsolete)
 		v.Ref()
 		d.vs.current = v
 	}
+	if err := d.checkMerger(); err != nil {
+		return err
+	}
 	d.log.Infof("opening %s (exists=%v): format version %d, next file %d, last seq %d, log number %d\n%s%s",
 		dir, exists, d.vs.formatVersion, d.vs.nextFileNum, d.vs.lastSeq, d.vs.logNumber, opts.String(), d.vs.current)
+	return nil
+}
+
+// checkMerger compares Options.Merger with the merger the DB records: a
+// DB whose operands another operator wrote is refused. A DB opened without
+// a Merger opens (tools read it), but every read that meets an operand
+// fails, and flushes and compactions keep operands as they are.
+func (d *DB) checkMerger() error {
+	rec, m := d.vs.merger, d.opts.Merger
+	switch {
+	case rec != "" && m != nil && m.Name != rec:
+		return base.InvalidArgumentErrorf("vigil: opening %s: the DB's merge operands were written by merger %q, Options.Merger is %q", d.dirname, rec, m.Name)
+	case rec != "" && m == nil:
+		d.log.Infof("the DB records merger %q but Options.Merger is nil: reads of merge operands will fail", rec)
+	}
+	return nil
+}
+
+// recordMerger records Options.Merger's name in the MANIFEST of a DB that
+// records none yet, raising its format version to the first with merges:
+// from then on it opens only with that merger, and not at all in a build
+// that predates merges.
+func (d *DB) recordMerger() error {
+	m := d.opts.Merger
+	if m == nil || d.opts.ReadOnly {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.vs.merger == m.Name && d.vs.manifest != nil {
+		return nil
+	}
+	e := &manifest.VersionEdit{Merger: m.Name, FormatVersion: max(d.vs.formatVersion, manifest.FormatVersionMerges)}
+	if err := d.vs.logAndApply(e); err != nil {
+		return fmt.Errorf("vigil: recording merger %q: %w", m.Name, err)
+	}
+	d.vs.merger, d.vs.formatVersion = m.Name, e.FormatVersion
 	return nil
 }
 

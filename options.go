@@ -220,6 +220,11 @@ type Options struct {
 	// existing DB keeps the version its MANIFEST records; one newer than
 	// this build's is refused (ErrInvalidArgument naming both).
 	FormatVersion int
+	// Merger combines merge operands (DB.Merge, Batch.Merge; see Merger).
+	// nil: merges are refused. A DB records the name of the Merger it
+	// first opens with (raising its format version to 2 if it was 1) and
+	// then opens only with a Merger of that name.
+	Merger *Merger
 	// Levels sets the compression of the tables written into each LSM
 	// level (flushes write L0, compactions their output level), as
 	// Pebble's Options.Levels and RocksDB's compression_per_level do:
@@ -426,6 +431,14 @@ func (o *Options) Validate() error {
 	if o.FormatVersion < 1 || o.FormatVersion > FormatVersionNewest {
 		add("FormatVersion = %d: this build writes versions 1 to %d (0: the newest)", o.FormatVersion, FormatVersionNewest)
 	}
+	if o.Merger != nil {
+		if o.Merger.Name == "" || o.Merger.Merge == nil {
+			add("Merger needs both a Name and a Merge function")
+		}
+		if o.FormatVersion >= 1 && o.FormatVersion < manifest.FormatVersionMerges {
+			add("Merger needs FormatVersion %d or newer, not %d", manifest.FormatVersionMerges, o.FormatVersion)
+		}
+	}
 	if len(o.Levels) > manifest.NumLevels {
 		add("Levels has %d elements: the LSM has %d levels", len(o.Levels), manifest.NumLevels)
 	}
@@ -496,6 +509,9 @@ func (o *Options) String() string {
 	p("compression", o.Compression)
 	p("zstd_level", o.ZstdLevel)
 	p("format_version", o.FormatVersion)
+	if o.Merger != nil {
+		p("merge_operator", o.Merger.Name)
+	}
 	p("scrub_interval", o.ScrubInterval)
 	p("scrub_bytes_per_sec", o.ScrubBytesPerSec)
 	for i := range o.Levels {

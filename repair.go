@@ -302,7 +302,7 @@ func (rp *repairer) loadManifest() error {
 	if err == nil {
 		rp.intact = true
 		d.vs.logNumber, d.vs.nextFileNum, d.vs.lastSeq, d.vs.dbID = st.LogNumber, st.NextFileNum, st.LastSeq, st.DBID
-		d.vs.formatVersion, d.vs.manifestNum = st.FormatVersion, st.ManifestNum
+		d.vs.formatVersion, d.vs.manifestNum, d.vs.merger = st.FormatVersion, st.ManifestNum, st.Merger
 		for l, files := range st.Version.Levels {
 			for _, f := range files {
 				rp.known[f.FileNum] = manifest.NewFile{Level: l, Meta: f}
@@ -415,6 +415,9 @@ func (rp *repairer) foldEdit(e *manifest.VersionEdit) {
 	vs := &rp.d.vs
 	if e.FormatVersion != 0 {
 		vs.formatVersion = e.FormatVersion
+	}
+	if e.Merger != "" {
+		vs.merger = e.Merger
 	}
 	if e.HasDBID {
 		vs.dbID = e.DBID

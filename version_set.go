@@ -39,6 +39,9 @@ type versionSet struct {
 	// recorded in the first record of every MANIFEST; set before Open
 	// returns.
 	formatVersion uint64
+	// merger is the merge operator's name the DB records ("": none), in
+	// the first record of every MANIFEST.
+	merger string
 
 	manifest     *wal.Writer
 	manifestNum  uint64
@@ -96,14 +99,14 @@ func (vs *versionSet) load() error {
 		vs.manifestNum = st.ManifestNum
 	}
 	vs.current = st.Version
-	vs.formatVersion = st.FormatVersion
+	vs.formatVersion, vs.merger = st.FormatVersion, st.Merger
 	return nil
 }
 
 // snapshotEdit is an edit that recreates the current state from nothing:
 // the first record of every new MANIFEST.
 func (vs *versionSet) snapshotEdit() *manifest.VersionEdit {
-	e := &manifest.VersionEdit{FormatVersion: vs.formatVersion, Comparer: manifest.ComparerName}
+	e := &manifest.VersionEdit{FormatVersion: vs.formatVersion, Comparer: manifest.ComparerName, Merger: vs.merger}
 	e.SetDBID(vs.dbID)
 	e.SetLogNumber(vs.logNumber)
 	e.SetNextFileNum(vs.nextFileNum)

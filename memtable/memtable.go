@@ -305,7 +305,7 @@ func (m *MemTable) AddChecked(seq uint64, kind Kind, key, value []byte, u uint64
 func (m *MemTable) add(seq uint64, kind Kind, key, value []byte, u, mask uint64) error {
 	list := m.points
 	switch kind {
-	case base.KindSet, base.KindDelete:
+	case base.KindSet, base.KindDelete, base.KindMerge:
 	case base.KindRangeDelete:
 		list = m.rangeDels
 	default:
@@ -488,7 +488,7 @@ func (m *MemTable) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64
 	if !bytes.Equal(ik.UserKey, userKey) {
 		return nil, 0, 0, false, nil
 	}
-	if k := ik.Kind(); k != base.KindSet && k != base.KindDelete {
+	if k := ik.Kind(); !k.IsPoint() {
 		return nil, 0, 0, false, base.CorruptionErrorf("memtable: point entry %s has kind %s", ik, k)
 	}
 	return val, ik.SeqNum(), ik.Kind(), true, nil
@@ -578,7 +578,7 @@ func (m *MemTable) ValidateEach(point, rangeDel func(ik InternalKey, value []byt
 	var cbErr error
 	np, err := m.points.Verify(func(k, v []byte) error {
 		ik, val, err := m.decode(k, v)
-		if err == nil && ik.Kind() != base.KindSet && ik.Kind() != base.KindDelete {
+		if err == nil && !ik.Kind().IsPoint() {
 			err = base.CorruptionErrorf("memtable: point entry %s has kind %s", ik, ik.Kind())
 		}
 		if err == nil && point != nil {

@@ -10,7 +10,7 @@ import "github.com/vigildb/vigil/internal/base"
 type (
 	// InternalKey is a user key with its trailer: sequence number and Kind.
 	InternalKey = base.InternalKey
-	// Kind is the kind of an entry: KindSet, KindDelete or KindRangeDelete.
+	// Kind is the kind of an entry: KindSet, KindDelete, KindMerge or KindRangeDelete.
 	Kind = base.Kind
 	// InternalIterator iterates internal keys in order; its keys and values
 	// are valid until its next positioning call.
@@ -23,6 +23,7 @@ type (
 const (
 	KindDelete      = base.KindDelete
 	KindSet         = base.KindSet
+	KindMerge       = base.KindMerge
 	KindRangeDelete = base.KindRangeDelete
 )
 

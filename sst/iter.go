@@ -170,7 +170,7 @@ func (i *tableIter) setKey(forward bool) bool {
 		return i.invalidate()
 	}
 	t := binary.LittleEndian.Uint64(k[n:])
-	if kind := Kind(t); kind != base.KindSet && kind != base.KindDelete {
+	if kind := Kind(t); !kind.IsPoint() {
 		return i.fail(blockCorruptf(i.r.fid, BlockKindData, i.blockH.offset, "entry %s of kind %s at block offset %d",
 			InternalKey{UserKey: ukey, Trailer: t}, kind, i.bi.offset))
 	}

@@ -684,7 +684,7 @@ func (r *Reader) getInBlock(data []byte, h handle, userKey []byte, trailer uint6
 	}
 	t := binary.LittleEndian.Uint64(it.key[n:])
 	kind = base.TrailerKind(t)
-	if kind != base.KindSet && kind != base.KindDelete {
+	if !kind.IsPoint() {
 		return nil, 0, 0, false, blockCorruptf(r.fid, BlockKindData, h.offset, "entry %s of kind %s at block offset %d",
 			InternalKey{UserKey: userKey, Trailer: t}, kind, it.offset)
 	}

@@ -211,7 +211,7 @@ func (s *salvager) check(bi int, data []byte) error {
 			return blockCorruptf(fr.fid, BlockKindData, h.offset, "entry %s at block offset %d: %s", k, it.offset, fmt.Sprintf(format, args...))
 		}
 		switch {
-		case k.Kind() != base.KindSet && k.Kind() != base.KindDelete:
+		case !k.Kind().IsPoint():
 			return fail("kind %s not allowed in a data block", k.Kind())
 		case prev != nil && base.CompareEncoded(prev, it.key) >= 0:
 			return fail("out of order")

@@ -13,7 +13,7 @@ import (
 type (
 	// InternalKey is a user key with its trailer: sequence number and Kind.
 	InternalKey = base.InternalKey
-	// Kind is the kind of an entry: KindSet, KindDelete or KindRangeDelete.
+	// Kind is the kind of an entry: KindSet, KindDelete, KindMerge or KindRangeDelete.
 	Kind = base.Kind
 	// InternalIterator iterates internal keys in order (First, SeekGE,
 	// Next, Prev, ...); its keys and values are valid until its next
@@ -31,6 +31,7 @@ type (
 const (
 	KindDelete      = base.KindDelete
 	KindSet         = base.KindSet
+	KindMerge       = base.KindMerge
 	KindRangeDelete = base.KindRangeDelete
 )
 

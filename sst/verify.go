@@ -110,7 +110,7 @@ func (v *verifier) dataBlock(bi int) error {
 		fail := func(format string, args ...any) error {
 			return blockCorruptf(r.fid, BlockKindData, h.offset, "entry %s at block offset %d: %s", k, it.offset, fmt.Sprintf(format, args...))
 		}
-		if kind := k.Kind(); kind != base.KindSet && kind != base.KindDelete {
+		if kind := k.Kind(); !kind.IsPoint() {
 			return fail("kind %s not allowed in a data block", kind)
 		}
 		if v.prev != nil && base.CompareEncoded(v.prev, it.key) >= 0 {

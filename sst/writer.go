@@ -164,7 +164,7 @@ func (w *Writer) Add(key InternalKey, value []byte) error {
 		return err
 	}
 	kind := key.Kind()
-	if kind != base.KindSet && kind != base.KindDelete {
+	if !kind.IsPoint() {
 		w.err = invalidArgf("cannot add key %s of kind %s to %s: only SET and DEL", key, kind, w.fid)
 		return w.err
 	}

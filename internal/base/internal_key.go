@@ -13,8 +13,11 @@ type Kind uint8
 // Key kinds. Higher kinds sort first among entries with the same user key and
 // sequence number.
 const (
-	KindDelete      Kind = 0
-	KindSet         Kind = 1
+	KindDelete Kind = 0
+	KindSet    Kind = 1
+	// KindMerge is a merge operand: Options.Merger combines it with what
+	// lies below it (older versions of the key) when the key is read.
+	KindMerge       Kind = 2
 	KindRangeDelete Kind = 15
 	// KindMax is the largest kind; a search key uses it so that a seek lands on
 	// the first entry of a user key at or below a sequence number.
@@ -28,6 +31,8 @@ func (k Kind) String() string {
 		return "DEL"
 	case KindSet:
 		return "SET"
+	case KindMerge:
+		return "MERGE"
 	case KindRangeDelete:
 		return "RANGEDEL"
 	}
@@ -35,7 +40,11 @@ func (k Kind) String() string {
 }
 
 // Valid reports whether k is a kind Vigil writes.
-func (k Kind) Valid() bool { return k == KindDelete || k == KindSet || k == KindRangeDelete }
+func (k Kind) Valid() bool { return k.IsPoint() || k == KindRangeDelete }
+
+// IsPoint reports whether k is the kind of a point entry (one key's
+// version): a Set, a Delete or a Merge.
+func (k Kind) IsPoint() bool { return k == KindDelete || k == KindSet || k == KindMerge }
 
 // TrailerLen is the size of the trailer appended to the user key of an
 // encoded internal key.

@@ -14,6 +14,18 @@
 // it has nothing left to delete. Range tombstones go through rangedel.Elide: the newest per stripe
 // over each piece, none of stripe 0 at the bottom.
 //
+// Merges. A merge operand at the head of its stripe (the newest version
+// of its key there) is not simply kept: the older versions of the same
+// stripe, which no reader can see apart from it, are merged into it,
+// newest first (the operator is associative). Another operand extends the
+// chain; a Set, a deletion or a version under a range tombstone of the
+// stripe ends it, and the chain is written as a Set of the merged value.
+// A chain the stripe does not end stays an operand, unless the key has
+// nothing older anywhere (no older stripe in the input, nothing below the
+// output): then it is merged into nothing and written as a Set. A merge
+// that fails writes the chain so far and starts a new one, so operands are
+// never lost; the read that needs them reports the error.
+//
 // How outputs are cut. An output table is finished once its estimated size
 // reaches the target, but never between two versions of one user key, so
 // each user key lives in exactly one table per level. Each output receives
@@ -45,7 +57,9 @@ type Stats struct {
 
 // Filter decides which point entries survive, given in merged order (user
 // key ascending, seqnum descending): a compaction's Iter, and a flush,
-// which writes a memtable's entries in that order, use it alike.
+// which writes a memtable's entries in that order, use it alike. With a
+// merge function it also combines merge operands (see Merges in the
+// package comment).
 //
 // Concurrency: a Filter belongs to one goroutine.
 type Filter struct {
@@ -53,25 +67,43 @@ type Filter struct {
 	settled uint64
 	stacks  []rangedel.Stack
 	bottom  func(start, end []byte) bool
+	merge   MergeFunc
 
 	prevKey    []byte
 	havePrev   bool
 	prevStripe int
+	dropped    uint64
+
+	// The pending merge chain: the newest operand of prevKey in
+	// prevStripe with the older operands of that stripe merged into it,
+	// held until the entry after it shows whether the chain ends. Emitted
+	// chains alternate between two buffers each for key and value, so
+	// that what emit received stays valid until the next Add or Finish.
+	pend        bool
+	pendTrailer uint64
+	pendKey     [2][]byte
+	pendVal     [2][]byte
+	pendBuf     int
 }
+
+// MergeFunc is a merge operator's combining function (vigil.Merger.Merge):
+// existing is the older operand or value (nil: none), operand the newer.
+type MergeFunc func(key, existing, operand []byte) ([]byte, error)
 
 // NewFilter makes the filter for snaps, the live snapshots' seqnums
 // ascending, and tombs, every range tombstone of the input; bottom(start,
 // end) reports whether no data for [start, end] lies below the output (nil:
-// never). Versions above settled may not be visible to every reader yet (a
+// never); merge combines merge operands (nil: operands are kept as they
+// are). Versions above settled may not be visible to every reader yet (a
 // batch applied but not published): each of them is a stripe of its own,
 // so none is dropped and no tombstone above settled covers anything. It
 // returns the range tombstones to write, in key order, and the number of
 // tombstone pieces it dropped.
-func NewFilter(snaps []uint64, settled uint64, tombs []rangedel.Tombstone, bottom func(start, end []byte) bool) (f *Filter, kept []rangedel.Tombstone, dropped uint64) {
+func NewFilter(snaps []uint64, settled uint64, tombs []rangedel.Tombstone, bottom func(start, end []byte) bool, merge MergeFunc) (f *Filter, kept []rangedel.Tombstone, dropped uint64) {
 	if bottom == nil {
 		bottom = func(start, end []byte) bool { return false }
 	}
-	f = &Filter{snaps: snaps, settled: settled, bottom: bottom, stacks: rangedel.Stacks(tombs)}
+	f = &Filter{snaps: snaps, settled: settled, bottom: bottom, merge: merge, stacks: rangedel.Stacks(tombs)}
 	kept, dropped = rangedel.Elide(f.stacks, f.stripe, bottom)
 	return f, kept, dropped
 }
@@ -84,25 +116,141 @@ func (f *Filter) stripe(seq uint64) int {
 	return sort.Search(len(f.snaps), func(i int) bool { return seq <= f.snaps[i] })
 }
 
-// Drop reports whether the entry k, the next in merged order, can be left
-// out: a newer version of its key in the same stripe shadows it, a range
-// tombstone of its stripe covers it, or it is a deletion every reader sees
-// with nothing left to delete below.
-func (f *Filter) Drop(k base.InternalKey) bool {
+// Dropped returns the number of point entries the filter left out or
+// merged into another.
+func (f *Filter) Dropped() uint64 { return f.dropped }
+
+// Add takes k, the next entry in merged order, with its value v, and
+// passes what survives to emit, in order: k itself, unless a newer
+// version of its key in the same stripe shadows it, a range tombstone of
+// its stripe covers it, or it is a deletion every reader sees with
+// nothing left to delete below; or, for merge operands, the chain they
+// combine into (emitted once the entry after it shows where it ends). The
+// slices emit receives stay valid until the next Add or Finish. An error
+// is emit's.
+func (f *Filter) Add(k base.InternalKey, v []byte, emit func(base.InternalKey, []byte) error) error {
 	s := f.stripe(k.SeqNum())
-	if f.havePrev && bytes.Equal(k.UserKey, f.prevKey) {
+	sameKey := f.havePrev && bytes.Equal(k.UserKey, f.prevKey)
+	if f.pend {
+		if sameKey && s == f.prevStripe {
+			return f.absorb(k, v, s, emit)
+		}
+		if err := f.endChain(!sameKey, emit); err != nil {
+			return err
+		}
+	}
+	if sameKey {
 		if s == f.prevStripe {
-			return true // shadowed by a newer version the same snapshots see
+			f.dropped++ // shadowed by a newer version the same snapshots see
+			return nil
 		}
 	} else {
 		f.prevKey = append(f.prevKey[:0], k.UserKey...)
 		f.havePrev = true
 	}
+	return f.head(k, v, s, emit)
+}
+
+// head handles k, the newest version of its key in stripe s.
+func (f *Filter) head(k base.InternalKey, v []byte, s int, emit func(base.InternalKey, []byte) error) error {
 	f.prevStripe = s
-	if rangedel.CoveredInStripe(f.stacks, k.UserKey, k.SeqNum(), f.stripe) {
-		return true
+	switch {
+	case rangedel.CoveredInStripe(f.stacks, k.UserKey, k.SeqNum(), f.stripe):
+		f.dropped++
+		return nil
+	case k.Kind() == base.KindDelete && s == 0 && f.bottom(k.UserKey, k.UserKey):
+		f.dropped++
+		return nil
+	case k.Kind() == base.KindMerge && f.merge != nil:
+		b := f.pendBuf
+		f.pendKey[b] = append(f.pendKey[b][:0], k.UserKey...)
+		f.pendVal[b] = append(f.pendVal[b][:0], v...)
+		f.pend, f.pendTrailer = true, k.Trailer
+		return nil
 	}
-	return k.Kind() == base.KindDelete && s == 0 && f.bottom(k.UserKey, k.UserKey)
+	return emit(k, v)
+}
+
+// absorb merges k, an older version in the pending chain's stripe, into
+// the chain: an operand extends it; a Set, a deletion or a version under
+// a range tombstone of the stripe ends it, as a Set of the merged value
+// (nothing older in the stripe is visible to anyone). If the merge
+// fails, the chain goes out as it is and k as the head of a new one.
+func (f *Filter) absorb(k base.InternalKey, v []byte, s int, emit func(base.InternalKey, []byte) error) error {
+	var below []byte
+	operand := false
+	if !rangedel.CoveredInStripe(f.stacks, k.UserKey, k.SeqNum(), f.stripe) && k.Kind() != base.KindDelete {
+		below, operand = nonNil(v), k.Kind() == base.KindMerge
+	}
+	if !f.mergeInto(below) {
+		if err := f.emitPending(emit); err != nil {
+			return err
+		}
+		return f.head(k, v, s, emit)
+	}
+	f.dropped++
+	if operand {
+		return nil
+	}
+	f.pendTrailer = base.MakeTrailer(base.TrailerSeqNum(f.pendTrailer), base.KindSet)
+	return f.emitPending(emit)
+}
+
+// endChain emits the pending chain, which no older version in its stripe
+// continues. If the key has no older version at all (nextKey: the next
+// entry is another key's) and nothing of it lies below the output, the
+// chain is complete: it is merged into nothing and written as a Set.
+func (f *Filter) endChain(nextKey bool, emit func(base.InternalKey, []byte) error) error {
+	b := f.pendBuf
+	if nextKey && f.bottom(f.pendKey[b], f.pendKey[b]) && f.mergeInto(nil) {
+		f.pendTrailer = base.MakeTrailer(base.TrailerSeqNum(f.pendTrailer), base.KindSet)
+	}
+	return f.emitPending(emit)
+}
+
+// mergeInto merges the pending chain into below (the older version's
+// value, nil for none), reporting whether the merge succeeded.
+func (f *Filter) mergeInto(below []byte) bool {
+	b := f.pendBuf
+	res, err := f.merge(f.pendKey[b], clip(below), clip(nonNil(f.pendVal[b])))
+	if err != nil {
+		return false
+	}
+	o := 1 - b // res may alias pendVal[b]: copy it to the other buffer
+	f.pendVal[o] = append(f.pendVal[o][:0], res...)
+	f.pendKey[o] = append(f.pendKey[o][:0], f.pendKey[b]...)
+	f.pendBuf = o
+	return true
+}
+
+// emitPending writes the pending chain and leaves its buffers to emit's
+// receiver until the next Add or Finish.
+func (f *Filter) emitPending(emit func(base.InternalKey, []byte) error) error {
+	b := f.pendBuf
+	f.pend, f.pendBuf = false, 1-b
+	return emit(base.InternalKey{UserKey: f.pendKey[b], Trailer: f.pendTrailer}, f.pendVal[b])
+}
+
+// Finish emits the pending chain, if any, after the last entry.
+func (f *Filter) Finish(emit func(base.InternalKey, []byte) error) error {
+	if !f.pend {
+		return nil
+	}
+	return f.endChain(true, emit)
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func clip(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return b[:len(b):len(b)]
 }
 
 // Iter yields the entries of a compaction's merged input that survive.
@@ -110,50 +258,78 @@ type Iter struct {
 	in     base.InternalIterator
 	filter *Filter
 	// Kept are the range tombstones to write, in key order.
-	Kept  []rangedel.Tombstone
-	stats *Stats
+	Kept        []rangedel.Tombstone
+	stats       *Stats
+	baseDropped uint64
+	finished    bool
+	q           [2]qEntry // what the filter emitted for the last entry fed
+	qn, qi      int
+}
+
+type qEntry struct {
+	k base.InternalKey
+	v []byte
 }
 
 // NewIter filters in, the merged input iterator of a compaction. snaps are
 // the live snapshots' seqnums, ascending; settled the seqnum every reader
 // sees (see NewFilter); tombs every range tombstone of the inputs;
 // bottom(start, end) reports whether no data for [start, end] lies below
-// the output level. Counts go to stats.
-func NewIter(in base.InternalIterator, snaps []uint64, settled uint64, tombs []rangedel.Tombstone, bottom func(start, end []byte) bool, stats *Stats) *Iter {
+// the output level; merge combines merge operands (nil: none are).
+// Counts go to stats.
+func NewIter(in base.InternalIterator, snaps []uint64, settled uint64, tombs []rangedel.Tombstone, bottom func(start, end []byte) bool, merge MergeFunc, stats *Stats) *Iter {
 	it := &Iter{in: in, stats: stats}
 	var dropped uint64
-	it.filter, it.Kept, dropped = NewFilter(snaps, settled, tombs, bottom)
+	it.filter, it.Kept, dropped = NewFilter(snaps, settled, tombs, bottom, merge)
 	stats.Dropped += dropped
+	it.baseDropped = stats.Dropped
 	return it
 }
 
 // First positions at the first surviving entry.
-func (it *Iter) First() bool { return it.skip(it.in.First()) }
+func (it *Iter) First() bool {
+	it.finished = false
+	return it.fill(it.in.First())
+}
 
 // Next moves to the next surviving entry.
-func (it *Iter) Next() bool { return it.skip(it.in.Next()) }
+func (it *Iter) Next() bool {
+	if it.qi+1 < it.qn {
+		it.qi++
+		return true
+	}
+	return it.fill(it.in.Next())
+}
 
 // Key and Value return the current entry; valid until the next move.
-func (it *Iter) Key() base.InternalKey { return it.in.Key() }
+func (it *Iter) Key() base.InternalKey { return it.q[it.qi].k }
 
 // Value returns the current entry's value.
-func (it *Iter) Value() []byte { return it.in.Value() }
+func (it *Iter) Value() []byte { return it.q[it.qi].v }
 
 // Error returns the input's error.
 func (it *Iter) Error() error { return it.in.Error() }
 
-// skip moves forward from the input's position to the first entry that
-// survives.
-func (it *Iter) skip(ok bool) bool {
-	for ; ok; ok = it.in.Next() {
+func (it *Iter) push(k base.InternalKey, v []byte) error {
+	it.q[it.qn] = qEntry{k, v}
+	it.qn++
+	return nil
+}
+
+// fill feeds the filter from the input's position until it emits
+// something, then at the end of the input finishes it.
+func (it *Iter) fill(ok bool) bool {
+	it.qn, it.qi = 0, 0
+	for ; ok && it.qn == 0; ok = it.qn == 0 && it.in.Next() {
 		it.stats.Read++
-		if it.filter.Drop(it.in.Key()) {
-			it.stats.Dropped++
-			continue
-		}
-		return true
+		_ = it.filter.Add(it.in.Key(), it.in.Value(), it.push) // push never fails
 	}
-	return false
+	if it.qn == 0 && !it.finished && it.in.Error() == nil {
+		it.finished = true
+		_ = it.filter.Finish(it.push)
+	}
+	it.stats.Dropped = it.baseDropped + it.filter.Dropped()
+	return it.qn > 0
 }
 
 // Writer is an output table being written.

@@ -34,7 +34,7 @@ func (s *sliceIter) Prev() bool            { panic("unused") }
 func (s *sliceIter) SetBounds(_, _ []byte) {}
 func (s *sliceIter) String() string        { return fmt.Sprint(len(s.keys)) }
 
-// parseEntry reads "key#seq,KIND[=value]" (KIND: SET or DEL).
+// parseEntry reads "key#seq,KIND[=value]" (KIND: SET, DEL or MERGE).
 func parseEntry(t testing.TB, f string) (base.InternalKey, []byte) {
 	kv, val, _ := strings.Cut(f, "=")
 	uk, rest, ok := strings.Cut(kv, "#")
@@ -48,6 +48,8 @@ func parseEntry(t testing.TB, f string) (base.InternalKey, []byte) {
 	case "SET":
 	case "DEL":
 		k = base.KindDelete
+	case "MERGE":
+		k = base.KindMerge
 	default:
 		t.Fatalf("bad kind in %q", f)
 	}
@@ -75,10 +77,22 @@ func (f *fakeTable) AddRangeDel(start, end []byte, seq uint64) error {
 func (f *fakeTable) EstimatedSize() uint64 { return uint64(10 * len(f.entries)) }
 
 func kindName(k base.Kind) string {
-	if k == base.KindDelete {
+	switch k {
+	case base.KindDelete:
 		return "DEL"
+	case base.KindMerge:
+		return "MERGE"
 	}
 	return "SET"
+}
+
+// testMerge concatenates (nil is the empty string); an operand containing
+// "!" makes it fail, as a Merger's error does.
+func testMerge(key, existing, operand []byte) ([]byte, error) {
+	if strings.Contains(string(operand), "!") || strings.Contains(string(existing), "!") {
+		return nil, fmt.Errorf("cannot merge %q into %q", operand, existing)
+	}
+	return append(append([]byte{}, existing...), operand...), nil
 }
 
 // TestCompaction runs testdata/*: one compaction over the entries and
@@ -174,7 +188,7 @@ func compactArgs(t *testing.T, d *datadriven.TestData) (snaps []uint64, bottom f
 func runCompact(t *testing.T, d *datadriven.TestData, in *sliceIter, tombs []rangedel.Tombstone) string {
 	snaps, bottom, settled, target := compactArgs(t, d)
 	var st Stats
-	it := NewIter(in, snaps, settled, tombs, bottom, &st)
+	it := NewIter(in, snaps, settled, tombs, bottom, testMerge, &st)
 	var tables []*fakeTable
 	open := func() (Writer, error) {
 		ft := &fakeTable{n: len(tables)}

@@ -47,6 +47,11 @@ import (
 //	                 the field, before any field it might not know.
 //	tagDBID          the DB's id (16 bytes), in the first record of every
 //	                 MANIFEST
+//	tagMerger        the merge operator's name (uvarint-length-prefixed;
+//	                 format version 2 and up): the Options.Merger that
+//	                 wrote merge operands, in the first record of every
+//	                 MANIFEST of a DB that has one, or in the edit that
+//	                 records it when a DB first opens with one
 //
 // A table with an identity is written with tagNewFileIdentity, one without
 // (written before identities existed) with tagNewFile or
@@ -62,6 +67,7 @@ const (
 	tagNewFileIdentity  = 8
 	tagDBID             = 9
 	tagFormatVersion    = 10
+	tagMerger           = 11
 )
 
 // NumLevels is the number of LSM levels, L0 to L6.
@@ -74,7 +80,12 @@ const ComparerName = "bytewise"
 // reads: the MANIFEST, WAL, table and batch formats together, raised by any
 // change an older build could not read. Version 1 is Vigil's first
 // release's format (every MANIFEST without a format version is one).
-const FormatVersion = 1
+// Version 2 adds merge operands (entry kind 2 in batches, WALs and tables)
+// and the MANIFEST's merger name (tagMerger).
+const FormatVersion = 2
+
+// FormatVersionMerges is the first format version with merge operands.
+const FormatVersionMerges = 2
 
 // DeletedFile names a file leaving a level.
 type DeletedFile struct {
@@ -96,6 +107,9 @@ type VersionEdit struct {
 	// Comparer names the key order; only the first record of a MANIFEST
 	// carries it, and it is always "bytewise".
 	Comparer string
+	// Merger names the merge operator the DB's merge operands need ("":
+	// none recorded in this edit).
+	Merger string
 	// LogNumber: every WAL below it is flushed (set if HasLogNumber).
 	LogNumber    uint64
 	HasLogNumber bool
@@ -140,6 +154,10 @@ func (e *VersionEdit) Encode(dst []byte) []byte {
 	if e.Comparer != "" {
 		dst = binary.AppendUvarint(dst, tagComparer)
 		dst = appendBytes(dst, []byte(e.Comparer))
+	}
+	if e.Merger != "" {
+		dst = binary.AppendUvarint(dst, tagMerger)
+		dst = appendBytes(dst, []byte(e.Merger))
 	}
 	if e.HasLogNumber {
 		dst = binary.AppendUvarint(dst, tagLogNumber)
@@ -281,6 +299,15 @@ func DecodeVersionEdit(b []byte, where string) (*VersionEdit, error) {
 				return nil, err
 			}
 			e.Comparer = string(name)
+		case tagMerger:
+			name, err := d.bytes("merger name")
+			if err != nil {
+				return nil, err
+			}
+			if len(name) == 0 {
+				return nil, d.errorf("empty merger name")
+			}
+			e.Merger = string(name)
 		case tagLogNumber:
 			if e.LogNumber, err = d.uvarint("log number"); err != nil {
 				return nil, err

@@ -66,6 +66,8 @@ type State struct {
 	// FormatVersion is the DB's format version (1 if the MANIFEST does
 	// not record one).
 	FormatVersion uint64
+	// Merger is the merge operator's name the DB records ("": none).
+	Merger string
 	// ManifestName and ManifestNum name the MANIFEST CURRENT named.
 	ManifestName string
 	ManifestNum  uint64
@@ -163,6 +165,9 @@ func (st *State) replay(r *wal.Reader, path string, onObsolete func([]*FileMetad
 		}
 		if e.FormatVersion != 0 {
 			st.FormatVersion = e.FormatVersion
+		}
+		if e.Merger != "" {
+			st.Merger = e.Merger
 		}
 	}
 	if st.FormatVersion == 0 {
