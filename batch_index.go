@@ -2,6 +2,7 @@ package vigil
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 
 	"github.com/vigildb/vigil/internal/base"
@@ -199,36 +200,115 @@ func (b *Batch) Indexed() bool { return b.ix != nil }
 // Get returns the value of key as the indexed batch would leave it: the
 // batch's newest write of key, unless a later range deletion of the batch
 // covers it; else, unless a range deletion of the batch covers key, the
-// DB's (or the snapshot's) value. ErrNotFound if absent. The value is a
-// copy. A batch not made by NewIndexedBatch is ErrInvalidArgument.
+// DB's (or the snapshot's) value. Merge operands of the batch are combined
+// with what lies below them, in the batch or in the DB. ErrNotFound if
+// absent. The value is a copy. A batch not made by NewIndexedBatch is
+// ErrInvalidArgument.
 func (b *Batch) Get(key []byte) ([]byte, error) {
 	x := b.ix
 	if x == nil {
 		return nil, base.InvalidArgumentErrorf("Batch.Get needs an indexed batch (DB.NewIndexedBatch)")
 	}
-	if v, decided, err := x.get(b.data, key); decided {
+	v, st, err := x.get(b.data, key)
+	if st == batchDecided {
 		return v, err
 	}
+	var below []byte
 	if x.snap != nil {
-		return x.snap.Get(key)
+		below, err = x.snap.Get(key)
+	} else {
+		below, err = x.db.Get(key)
 	}
-	return x.db.Get(key)
+	if st == batchUndecided {
+		return below, err
+	}
+	return x.mergeOnto(key, below, err, v)
 }
 
-// get is what the batch itself says of key: decided is false when it holds
-// nothing of it (its newest write, or a range deletion over it); else the
-// value (a copy) or ErrNotFound.
-func (x *batchIndex) get(data, key []byte) (v []byte, decided bool, err error) {
+// batchGet says what an indexed batch itself decides of a key.
+type batchGet uint8
+
+const (
+	// batchUndecided: the batch holds nothing of the key; the DB decides.
+	batchUndecided batchGet = iota
+	// batchDecided: the batch's writes decide the key's value.
+	batchDecided
+	// batchMergeBelow: the batch's merge operands of the key, combined,
+	// go onto the DB's value (mergeOnto).
+	batchMergeBelow
+)
+
+// get is what the batch itself says of key: undecided when it holds
+// nothing of it (its newest write, or a range deletion over it); decided,
+// with the value (a copy) or ErrNotFound; or merge-below, with the batch's
+// operands of key combined into one, which mergeOnto merges onto the DB's
+// value.
+func (x *batchIndex) get(data, key []byte) (v []byte, st batchGet, err error) {
 	e, found := x.newest(data, key)
 	cover := x.tombCover(data, key)
 	switch {
 	case found && e.idx+1 > cover:
-		if e.kind != base.KindSet {
-			return nil, true, ErrNotFound
+		switch e.kind {
+		case base.KindSet:
+			return bytes.Clone(bxVal(data, &e)), batchDecided, nil
+		case base.KindDelete:
+			return nil, batchDecided, ErrNotFound
 		}
-		return bytes.Clone(bxVal(data, &e)), true, nil
+		return x.mergeChain(data, key, cover)
 	case cover > 0:
-		return nil, true, ErrNotFound
+		return nil, batchDecided, ErrNotFound
 	}
-	return nil, false, nil
+	return nil, batchUndecided, nil
+}
+
+// mergeChain combines the batch's versions of key, whose newest is a
+// merge operand, down to the first that ends the chain (a Set, a Delete,
+// or one under the batch's range deletion cover) or, if none does and no
+// range deletion of the batch covers key, into one operand for the DB's
+// value below.
+func (x *batchIndex) mergeChain(data, key []byte, cover uint32) ([]byte, batchGet, error) {
+	m := x.db.opts.Merger
+	if m == nil {
+		return nil, batchDecided, errNoMerger(key)
+	}
+	x.merge(data)
+	i := seekSorted(data, x.sorted, key)
+	acc := bytes.Clone(nonNil(bxVal(data, &x.sorted[i])))
+	for i++; ; i++ {
+		var below []byte
+		operand := false
+		if i < len(x.sorted) && bytes.Equal(bxKey(data, &x.sorted[i]), key) {
+			if e := &x.sorted[i]; e.idx+1 > cover && e.kind != base.KindDelete {
+				below, operand = nonNil(bxVal(data, e)), e.kind == base.KindMerge
+			}
+		} else if cover == 0 {
+			return acc, batchMergeBelow, nil // the DB's value is below
+		}
+		res, err := m.Merge(key, clip(below), clip(acc))
+		if err != nil {
+			return nil, batchDecided, mergeFailed(key, err)
+		}
+		acc = bytes.Clone(nonNil(res))
+		if !operand {
+			return acc, batchDecided, nil
+		}
+	}
+}
+
+// mergeOnto merges the batch's combined operand of key onto the DB's
+// answer for it (value and error).
+func (x *batchIndex) mergeOnto(key, below []byte, err error, operand []byte) ([]byte, error) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		below = nil
+	case err != nil:
+		return nil, err
+	default:
+		below = nonNil(below)
+	}
+	res, err := x.db.opts.Merger.Merge(key, clip(below), clip(operand))
+	if err != nil {
+		return nil, mergeFailed(key, err)
+	}
+	return bytes.Clone(nonNil(res)), nil
 }

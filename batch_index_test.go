@@ -16,13 +16,18 @@ type writer interface {
 	Put(k, v []byte)
 	Delete(k []byte)
 	DeleteRange(s, e []byte)
+	Merge(k, v []byte)
 }
 
-// randomWrite applies one random write (a put, a delete or a range
-// deletion over 200 keys) to w and to the model m.
+// randomWrite applies one random write (a put, a merge with AppendMerger,
+// a delete or a range deletion over 200 keys) to w and to the model m.
 func randomWrite(rng *rand.Rand, m map[string]string, w writer, tag string) {
 	k := fmt.Sprintf("k%03d", rng.IntN(200))
-	switch r := rng.IntN(20); {
+	switch r := rng.IntN(24); {
+	case r >= 20:
+		v := fmt.Sprintf("+%s%d", tag, rng.IntN(100))
+		w.Merge([]byte(k), []byte(v))
+		m[k] += v
 	case r < 13:
 		v := fmt.Sprintf("%s-%d", tag, rng.IntN(1000))
 		w.Put([]byte(k), []byte(v))
@@ -52,6 +57,11 @@ type dbWriter struct {
 
 func (w dbWriter) Put(k, v []byte) {
 	if err := w.db.Put(k, v, nil); err != nil {
+		w.t.Fatal(err)
+	}
+}
+func (w dbWriter) Merge(k, v []byte) {
+	if err := w.db.Merge(k, v, nil); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -157,7 +167,7 @@ func checkView(t *testing.T, rng *rand.Rand, what string, get func([]byte) ([]by
 func TestIndexedBatchModel(t *testing.T) {
 	for seed := range uint64(6) {
 		rng := rand.New(rand.NewPCG(seed, 99))
-		db, err := Open("db", &Options{FS: vfs.NewMem(), WriteBufferSize: 64 << 10})
+		db, err := Open("db", &Options{FS: vfs.NewMem(), WriteBufferSize: 64 << 10, Merger: AppendMerger})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,6 +234,8 @@ func overlay(t *testing.T, m map[string]string, b *Batch) map[string]string {
 			out[string(k)] = string(v)
 		case BatchDelete:
 			delete(out, string(k))
+		case BatchMerge:
+			out[string(k)] += string(v)
 		case BatchDeleteRange:
 			for mk := range out {
 				if mk >= string(k) && mk < string(v) {

@@ -32,6 +32,9 @@ type batchOverlay struct {
 	bi           int
 	forward      bool
 	keyBuf       []byte
+	// valBuf holds a merged value; spare is its partner while one is
+	// combined (see Iterator.keepValue).
+	valBuf, spare []byte
 }
 
 // NewIter returns an iterator over the indexed batch's writes laid over the
@@ -111,11 +114,62 @@ func (o *batchOverlay) bSeekLT(k []byte) {
 	}
 }
 
-// bLive reports whether the batch's newest entry at the cursor is a live
-// value: a Set no later range deletion of the batch covers.
-func (o *batchOverlay) bLive() bool {
+// bValue returns the value of the key at the batch cursor, as the batch
+// leaves it: live is false if its newest entry is a Delete or a later
+// range deletion of the batch covers it. A merge operand is combined with
+// the batch's older entries of the key and, if none ends the chain and no
+// range deletion of the batch covers the key, with the DB's value, which
+// is the DB cursor's when dbSame (it is at the same key) and none
+// otherwise.
+func (o *batchOverlay) bValue(dbSame bool) (v []byte, live bool, err error) {
 	e := &o.run[o.bi]
-	return e.kind == base.KindSet && uint64(e.idx)+1 > o.frags.CoverSeq(bxKey(o.data, e))
+	key := bxKey(o.data, e)
+	cover := o.frags.CoverSeq(key)
+	if uint64(e.idx)+1 <= cover || e.kind == base.KindDelete {
+		return nil, false, nil
+	}
+	if e.kind == base.KindSet {
+		return bxVal(o.data, e), true, nil
+	}
+	m := o.out.d.opts.Merger
+	if m == nil {
+		return nil, false, errNoMerger(key)
+	}
+	o.valBuf = append(o.valBuf[:0], bxVal(o.data, e)...)
+	for i := o.bi + 1; ; i++ {
+		var below []byte
+		operand := false
+		if i < len(o.run) && bytes.Equal(o.key(i), key) {
+			if f := &o.run[i]; uint64(f.idx)+1 > cover && f.kind != base.KindDelete {
+				below, operand = nonNil(bxVal(o.data, f)), f.kind == base.KindMerge
+			}
+		} else if cover == 0 && dbSame {
+			below = nonNil(o.db.Value())
+		}
+		res, err := m.Merge(key, clip(below), clip(nonNil(o.valBuf)))
+		if err != nil {
+			return nil, false, mergeFailed(key, err)
+		}
+		o.spare = append(o.spare[:0], res...)
+		o.valBuf, o.spare = o.spare, o.valBuf
+		if !operand {
+			return o.valBuf, true, nil
+		}
+	}
+}
+
+// emitBatch makes the key at the batch cursor current if the batch leaves
+// it live (see bValue); done is false when it does not.
+func (o *batchOverlay) emitBatch(bk []byte, dbSame bool) (ok, done bool) {
+	v, live, err := o.bValue(dbSame)
+	if err != nil {
+		o.out.valid, o.out.err = false, err
+		return false, true
+	}
+	if !live {
+		return false, false
+	}
+	return o.emit(bk, v), true
 }
 
 func (o *batchOverlay) emit(k, v []byte) bool {
@@ -152,8 +206,8 @@ func (o *batchOverlay) findNext() bool {
 			}
 			return o.emit(o.db.Key(), o.db.Value())
 		}
-		if o.bLive() {
-			return o.emit(bk, bxVal(o.data, &o.run[o.bi]))
+		if ok, done := o.emitBatch(bk, c == 0); done {
+			return ok
 		}
 		if c == 0 {
 			o.db.Next()
@@ -184,8 +238,8 @@ func (o *batchOverlay) findPrev() bool {
 			}
 			return o.emit(o.db.Key(), o.db.Value())
 		}
-		if o.bLive() {
-			return o.emit(bk, bxVal(o.data, &o.run[o.bi]))
+		if ok, done := o.emitBatch(bk, c == 0); done {
+			return ok
 		}
 		if c == 0 {
 			o.db.Prev()

@@ -141,12 +141,17 @@ func (t *Txn) Get(key []byte) ([]byte, error) {
 	if err := t.usable(false); err != nil {
 		return nil, err
 	}
-	if v, decided, err := t.b.ix.get(t.b.data, key); decided {
+	v, st, err := t.b.ix.get(t.b.data, key)
+	if st == batchDecided {
 		return v, err // the transaction's own writes decide
 	}
 	t.readKeys = append(t.readKeys, key...)
 	t.readEnds = append(t.readEnds, len(t.readKeys))
-	return t.snap.Get(key)
+	below, err := t.snap.Get(key)
+	if st == batchUndecided {
+		return below, err
+	}
+	return t.b.ix.mergeOnto(key, below, err, v) // its operands go onto the snapshot's value
 }
 
 // NewIter returns an iterator over the transaction's view within o's
@@ -169,6 +174,16 @@ func (t *Txn) Put(key, value []byte) error {
 		return err
 	}
 	t.b.Put(key, value)
+	return nil
+}
+
+// Merge merges operand into key in the transaction (see Merger). It is a
+// write without a read: it conflicts with nothing by itself.
+func (t *Txn) Merge(key, operand []byte) error {
+	if err := t.usable(true); err != nil {
+		return err
+	}
+	t.b.Merge(key, operand)
 	return nil
 }
 
