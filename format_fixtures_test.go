@@ -24,7 +24,8 @@ import (
 // change, which needs a new format version and a reader for the old one.
 //
 // Each fixture holds tables in L0 and below, point and range deletions, an
-// ingested table, and writes left in its WAL for Open to replay. Regenerate
+// ingested table, and writes left in its WAL for Open to replay; from
+// format 2 on, merge operands (AppendMerger) in all of these places. Regenerate
 // them (only for a new format version, into a new directory) with
 //
 //	go test -run TestFormatFixtures -write-format-fixtures .
@@ -53,6 +54,7 @@ func formatFixtures() []formatFixture {
 func buildFixture(t *testing.T, fs vfs.FS, dir string, o Options) map[string]string {
 	t.Helper()
 	o.FS = fs
+	o.Merger = AppendMerger
 	db, err := Open(dir, &o)
 	if err != nil {
 		t.Fatal(err)
@@ -64,8 +66,17 @@ func buildFixture(t *testing.T, fs vfs.FS, dir string, o Options) map[string]str
 		}
 		model[k] = v
 	}
+	merge := func(k, v string) {
+		if err := db.Merge([]byte(k), []byte(v), nil); err != nil {
+			t.Fatal(err)
+		}
+		model[k] += v
+	}
 	for i := range 300 {
 		put(fmt.Sprintf("key%04d", i), fmt.Sprintf("value %d %s", i, strings.Repeat("ab", i%17)))
+	}
+	for i := 0; i < 300; i += 5 { // operands compacted into the bottom tables
+		merge(fmt.Sprintf("key%04d", i), fmt.Sprintf("+bottom%d", i))
 	}
 	for i := 0; i < 300; i += 7 {
 		k := fmt.Sprintf("key%04d", i)
@@ -91,6 +102,9 @@ func buildFixture(t *testing.T, fs vfs.FS, dir string, o Options) map[string]str
 	for i := 200; i < 260; i++ {
 		put(fmt.Sprintf("key%04d", i), fmt.Sprintf("second %d", i))
 	}
+	for i := 30; i < 330; i += 3 { // operands in an L0 table, some over nothing
+		merge(fmt.Sprintf("key%04d", i), fmt.Sprintf("+l0-%d", i))
+	}
 	if err := db.Flush(); err != nil { // an L0 table above the compacted ones
 		t.Fatal(err)
 	}
@@ -113,6 +127,9 @@ func buildFixture(t *testing.T, fs vfs.FS, dir string, o Options) map[string]str
 	}
 	for i := 10; i < 30; i++ { // left in the WAL
 		put(fmt.Sprintf("key%04d", i), fmt.Sprintf("in the WAL %d", i))
+	}
+	for i := 20; i < 40; i++ { // merge operands in the WAL, over tables' values and operands
+		merge(fmt.Sprintf("key%04d", i), fmt.Sprintf("+wal%d", i))
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -230,7 +247,9 @@ func checkFormatFixture(t *testing.T, dir string) {
 	}
 	// Open with options other than the writer's: files keep their own
 	// checksum type and compression.
-	db, err := Open("db", &Options{FS: fs, ChecksumType: checksum.CRC32c, WALRecoveryMode: WALAbsoluteConsistency})
+	// With a Merger: a fixture of format 1 (no operands) is raised to the
+	// newest version, and one of format 2 holds operands of AppendMerger.
+	db, err := Open("db", &Options{FS: fs, ChecksumType: checksum.CRC32c, WALRecoveryMode: WALAbsoluteConsistency, Merger: AppendMerger})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

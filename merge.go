@@ -71,6 +71,18 @@ var AppendMerger = &Merger{Name: "append", Merge: func(_, existing, operand []by
 	return append(append(out, existing...), operand...), nil
 }}
 
+// BuiltinMerger returns the built-in Merger of that name (Uint64AddMerger,
+// PutMerger, AppendMerger), or nil. A DB that records one of them opens
+// with it when Options.Merger is nil.
+func BuiltinMerger(name string) *Merger {
+	for _, m := range []*Merger{Uint64AddMerger, PutMerger, AppendMerger} {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
 // mergeFunc is the Merger's function for flushes and compactions (nil
 // without a Merger: operands are kept as they are).
 func (d *DB) mergeFunc() compact.MergeFunc {

@@ -159,16 +159,21 @@ func (d *DB) loadVersions(exists bool) error {
 }
 
 // checkMerger compares Options.Merger with the merger the DB records: a
-// DB whose operands another operator wrote is refused. A DB opened without
-// a Merger opens (tools read it), but every read that meets an operand
-// fails, and flushes and compactions keep operands as they are.
+// DB whose operands another operator wrote is refused. Without a Merger,
+// a DB that records a built-in one (BuiltinMerger) gets it; one that
+// records another opens (tools read it), but every read that meets an
+// operand fails, and flushes and compactions keep operands as they are.
 func (d *DB) checkMerger() error {
 	rec, m := d.vs.merger, d.opts.Merger
 	switch {
 	case rec != "" && m != nil && m.Name != rec:
 		return base.InvalidArgumentErrorf("vigil: opening %s: the DB's merge operands were written by merger %q, Options.Merger is %q", d.dirname, rec, m.Name)
 	case rec != "" && m == nil:
-		d.log.Infof("the DB records merger %q but Options.Merger is nil: reads of merge operands will fail", rec)
+		if d.opts.Merger = BuiltinMerger(rec); d.opts.Merger != nil {
+			d.log.Infof("the DB records merger %q: using the built-in one", rec)
+		} else {
+			d.log.Infof("the DB records merger %q but Options.Merger is nil: reads of merge operands will fail", rec)
+		}
 	}
 	return nil
 }
@@ -184,8 +189,8 @@ func (d *DB) recordMerger() error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.vs.merger == m.Name && d.vs.manifest != nil {
-		return nil
+	if d.vs.merger == m.Name {
+		return nil // recorded, or a new DB's first MANIFEST will record it
 	}
 	e := &manifest.VersionEdit{Merger: m.Name, FormatVersion: max(d.vs.formatVersion, manifest.FormatVersionMerges)}
 	if err := d.vs.logAndApply(e); err != nil {

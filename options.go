@@ -221,9 +221,10 @@ type Options struct {
 	// this build's is refused (ErrInvalidArgument naming both).
 	FormatVersion int
 	// Merger combines merge operands (DB.Merge, Batch.Merge; see Merger).
-	// nil: merges are refused. A DB records the name of the Merger it
-	// first opens with (raising its format version to 2 if it was 1) and
-	// then opens only with a Merger of that name.
+	// nil: merges are refused, unless the DB records a built-in merger
+	// (BuiltinMerger), which it then uses. A DB records the name of the
+	// Merger it first opens with (raising its format version to 2 if it
+	// was 1) and then opens only with a Merger of that name.
 	Merger *Merger
 	// Levels sets the compression of the tables written into each LSM
 	// level (flushes write L0, compactions their output level), as
