@@ -1,10 +1,12 @@
 package vigil_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log"
 	"strings"
+	"sync"
 
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil"
@@ -352,4 +354,36 @@ func ExampleDB_NewIndexedBatch() {
 	// batch true
 	// a=batch c=batch
 	// applied: batch
+}
+
+// A merge operator updates a value without reading it: here page-view
+// counters, incremented by concurrent writers with no read-modify-write
+// race. Reads add the increments up; compactions fold them into one.
+func ExampleDB_Merge() {
+	db, err := vigil.Open("db", &vigil.Options{FS: vfs.NewMem(), Merger: vigil.Uint64AddMerger})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	one := binary.LittleEndian.AppendUint64(nil, 1)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 250 {
+				if err := db.Merge([]byte("views/home"), one, nil); err != nil {
+					log.Fatal(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	_ = db.Compact(nil, nil) // the 1000 operands become one value
+	v, err := db.Get([]byte("views/home"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(binary.LittleEndian.Uint64(v))
+	// Output: 1000
 }
