@@ -412,3 +412,47 @@ func TestMergeTxn(t *testing.T) {
 		t.Fatalf("n = %x, %v; want 1115", v, err)
 	}
 }
+
+// TestMergeLargeBatch: a batch too large for the memtable (applied as a
+// flushable batch of its own) holding several operands of a key, over a
+// value in the memtable, reads and flushes as one would expect.
+func TestMergeLargeBatch(t *testing.T) {
+	db, err := Open("db", &Options{FS: vfs.NewMem(), Merger: AppendMerger, WriteBufferSize: minWriteBufferSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Put([]byte("k"), []byte("base"), nil); err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	pad := strings.Repeat("p", 1000)
+	for i := range 200 {
+		b.Put([]byte(fmt.Sprintf("pad%04d", i)), []byte(pad))
+		if i%50 == 0 {
+			b.Merge([]byte("k"), []byte(fmt.Sprintf("+%d", i)))
+		}
+	}
+	if b.memSize <= minWriteBufferSize/flushableBatchFraction {
+		t.Fatalf("batch of %d memtable bytes is not large", b.memSize)
+	}
+	if err := db.Apply(b, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := "base+0+50+100+150"
+	for _, step := range []string{"applied", "flushed"} {
+		if step == "flushed" {
+			if err := db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := getOrAbsent(t, db.Get, "k"); got != want {
+			t.Fatalf("%s: Get(k) = %q, want %q", step, got, want)
+		}
+		if got := scanBoth(t, func(o *IterOptions) (*Iterator, error) {
+			return db.NewIter(&IterOptions{LowerBound: []byte("k"), UpperBound: []byte("l")})
+		}); got != "k="+want {
+			t.Fatalf("%s: scan %q", step, got)
+		}
+	}
+}
