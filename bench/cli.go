@@ -555,6 +555,8 @@ func (c *CLI) workload(bad func(string, ...any)) Config {
 	cfg.Threads = int(c.intFlag("threads"))
 	cfg.BatchSize = c.intFlag("batch_size")
 	cfg.ReadWritePercent = int(c.intFlag("readwritepercent"))
+	cfg.MergeReadPercent = int(c.intFlag("mergereadpercent"))
+	cfg.MergeKeys = c.intFlag("merge_keys")
 	cfg.SeekNexts = int(c.intFlag("seek_nexts"))
 	cfg.ReverseIterator = c.boolFlag("reverse_iterator")
 	cfg.WriteRateLimit = int64(c.uintFlag("benchmark_write_rate_limit"))
@@ -604,6 +606,12 @@ func checkWorkload(cfg *Config, bad func(string, ...any)) {
 	if cfg.ReadWritePercent < 0 || cfg.ReadWritePercent > 100 {
 		bad("--readwritepercent must be in [0, 100]")
 	}
+	if cfg.MergeReadPercent < 0 || cfg.MergeReadPercent > 100 {
+		bad("--mergereadpercent must be in [0, 100]")
+	}
+	if cfg.MergeKeys == 0 {
+		bad("--merge_keys must be >= 1, or negative for --num")
+	}
 	if cfg.SeekNexts < 0 {
 		bad("--seek_nexts must be >= 0")
 	}
@@ -629,6 +637,11 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 		DisableAutomaticCompactions:   c.boolFlag("disable_auto_compactions"),
 		ReadOnly:                      c.boolFlag("readonly"),
 	}
+	op, err := parseMergeOperator(c.strFlag("merge_operator"))
+	if err != nil {
+		bad("--merge_operator %v", err)
+	}
+	eo.MergeOperator = op
 	c.integrityOptions(&eo, bad)
 	c.shapeOptions(&eo, bad)
 	return eo

@@ -95,6 +95,8 @@ var flagRules = map[string]flagRule{
 	"threads":                     {group: groupWorkload, usage: "threads per benchmark"},
 	"batch_size":                  {group: groupWorkload, usage: "writes and deletes per batch (fillbatch always uses 1000)"},
 	"readwritepercent":            {group: groupWorkload, usage: "readrandomwriterandom: percent of operations that are reads"},
+	"mergereadpercent":            {group: groupWorkload, usage: "readrandommergerandom: percent of operations that are merges (the others are reads)"},
+	"merge_keys":                  {group: groupWorkload, usage: "mergerandom, readrandommergerandom: distinct keys merged and read (-1 = --num)"},
 	"seek_nexts":                  {group: groupWorkload, usage: "seekrandom: Next calls after each seek"},
 	"reverse_iterator":            {group: groupWorkload, usage: "seekrandom: seek for the last key <= target and step backwards"},
 	"benchmark_write_rate_limit":  {group: groupWorkload, usage: "bytes/second cap on the writes of all threads (0 = none)"},
@@ -143,6 +145,9 @@ var flagRules = map[string]flagRule{
 	"paranoid_memory_checks":   {group: groupDB, usage: "memtable and iterator reads verify key order (RocksDB 9.6's option; kvbench only here)"},
 	"scrub_interval":           {group: groupDB, usage: "run the background scrubber with this interval (a Go duration, e.g. 1s; at its default 4 MiB/s); empty: off (kvbench only)"},
 	"wal_recovery_mode":        {group: groupDB, usage: "0 tolerate corrupted tail, 1 absolute consistency, 2 point in time, 3 skip any corrupted (RocksDB's numbers; kvbench only here)"},
+	"merge_operator": {group: groupDB, usage: "merge operator, which mergerandom and readrandommergerandom need: uint64add " +
+		"(8-byte little-endian counters; the merges then send the 8-byte operand 1, whatever --value_size) or put " +
+		"(the newest operand wins); RocksDB's UInt64AddOperator, PutOperator and put_v1 too; empty: none"},
 
 	// Honoured only as Vigil always behaves.
 	"verify_checksum":                  {group: groupDB, usage: "false: Get and iterators do not verify the checksums of blocks read from disk (vigil.Options.SkipReadChecksums; compactions, Verify and range checksums still do)"},
@@ -313,8 +318,7 @@ var prefixNotes = []struct{ prefix, note string }{
 	{"track_and_verify_wals_in_manifest", "Vigil's MANIFEST names the live WAL"},
 	{"avoid_flush_during_recovery", "Vigil flushes what it recovered at open"},
 	{"bytes_per_sync", "Vigil syncs files when they are finished"},
-	{"merge", "Vigil has no merge operator"},
-	{"max_successive_merges", "Vigil has no merge operator"},
+	{"max_successive_merges", "Vigil combines merge operands at reads, flushes and compactions, never at the write"},
 	{"write_thread_", "Vigil's group commit has no write-thread tuning"},
 	{"enable_write_thread_adaptive_yield", "Vigil's group commit has no write-thread tuning"},
 	{"enable_pipelined_write", "Vigil's group commit writes the WAL, then the memtable"},

@@ -5,8 +5,9 @@ import "time"
 // Engine is the store kvbench drives. Vigil's is in this package; the
 // bench/peers module adds Pebble's, so both run the very same workload code.
 // An engine may also implement BatchEngine (atomic multi-key writes, for
-// --batch_size and fillbatch) and TickerEngine (engine counters for
-// --statistics); its iterators may implement ReverseSeeker.
+// --batch_size and fillbatch), MergeEngine (merge operands, for
+// mergerandom and readrandommergerandom) and TickerEngine (engine counters
+// for --statistics); its iterators may implement ReverseSeeker.
 type Engine interface {
 	// Put writes key=value; sync asks for a durable write.
 	Put(key, value []byte, sync bool) error
@@ -62,6 +63,15 @@ type WriteBatch interface {
 	Commit(sync bool) error
 }
 
+// MergeEngine is an Engine opened with a merge operator
+// (EngineOptions.MergeOperator), as db_bench's mergerandom and
+// readrandommergerandom need; Get returns the merged value.
+type MergeEngine interface {
+	// Merge adds operand to key's merge operands; sync asks for a durable
+	// write.
+	Merge(key, operand []byte, sync bool) error
+}
+
 // TickerEngine is an Engine that reports counters for --statistics, keyed
 // by the RocksDB statistics name of the same meaning (for example
 // "rocksdb.block.cache.hit"), counted since the engine was opened.
@@ -115,6 +125,11 @@ type EngineOptions struct {
 	WALRecoveryModeSet bool
 	// ReadOnly opens the store read-only (--readonly): writes fail.
 	ReadOnly bool
+	// MergeOperator is --merge_operator: "uint64add" (8-byte little-endian
+	// counters, operands added), "put" (the newest operand wins), or ""
+	// for none (merges fail). RocksDB's other names for the two
+	// (UInt64AddOperator, PutOperator, put_v1) are taken too.
+	MergeOperator string
 }
 
 // Opener opens an engine.

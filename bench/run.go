@@ -41,6 +41,8 @@ type Config struct {
 	Threads          int           // --threads
 	BatchSize        int64         // --batch_size: 0 = 1
 	ReadWritePercent int           // --readwritepercent (readrandomwriterandom)
+	MergeReadPercent int           // --mergereadpercent: percent of readrandommergerandom's ops that merge (the CLI's default 70)
+	MergeKeys        int64         // --merge_keys: keys of mergerandom and readrandommergerandom; <= 0 = Num
 	SeekNexts        int           // --seek_nexts (seekrandom)
 	ReverseIterator  bool          // --reverse_iterator (seekrandom)
 	WriteRateLimit   int64         // --benchmark_write_rate_limit: bytes/s of all writer threads together
@@ -335,6 +337,9 @@ func (r *Runner) Run() (err error) {
 		}
 		needDB = needDB || !ck
 	}
+	if err := r.checkMergeOperator(specs); err != nil {
+		return err
+	}
 	r.seed = r.cfg.Seed
 	if r.seed == 0 {
 		r.seed = uint64(time.Now().UnixMicro())
@@ -494,6 +499,9 @@ func (r *Runner) runDB(name string) (Result, error) {
 		return Result{}, err
 	}
 	fmt.Fprintf(r.cfg.Stdout, "DB path: [%s]\n", r.dir)
+	if note := r.mergeNote(name); note != "" {
+		fmt.Fprintln(r.cfg.Stdout, note)
+	}
 	return r.runThreads(name, r.engine, b)
 }
 

@@ -96,6 +96,11 @@ func VigilOptions(o EngineOptions) (*vigil.Options, error) {
 		}
 		opts.L0SlowdownWritesTrigger = min(max(s, lo), max(hi, lo))
 	}
+	m, err := vigilMerger(o.MergeOperator)
+	if err != nil {
+		return nil, err
+	}
+	opts.Merger = m
 	c, ok := parseCompression(o.Compression)
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown compression %q (none, snappy or zstd)", vigil.ErrInvalidArgument, o.Compression)
@@ -129,6 +134,21 @@ func parseCompression(name string) (c vigil.Compression, ok bool) {
 	return 0, false
 }
 
+// vigilMerger is the vigil.Merger of a --merge_operator name (nil for "").
+func vigilMerger(name string) (*vigil.Merger, error) {
+	op, err := parseMergeOperator(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --merge_operator %v", vigil.ErrInvalidArgument, err)
+	}
+	switch op {
+	case mergeUint64Add:
+		return vigil.Uint64AddMerger, nil
+	case mergePut:
+		return vigil.PutMerger, nil
+	}
+	return nil, nil
+}
+
 type vigilEngine struct {
 	db *vigil.DB
 }
@@ -149,6 +169,11 @@ func (e *vigilEngine) Put(key, value []byte, sync bool) error {
 
 func (e *vigilEngine) Delete(key []byte, sync bool) error {
 	return e.db.Delete(key, writeOpts(sync))
+}
+
+// Merge implements MergeEngine with DB.Merge.
+func (e *vigilEngine) Merge(key, operand []byte, sync bool) error {
+	return e.db.Merge(key, operand, writeOpts(sync))
 }
 
 func (e *vigilEngine) Get(key []byte, buf *[]byte) (bool, int, error) {

@@ -22,10 +22,11 @@ const (
 	opDelete
 	opSeek
 	opUpdate
+	opMerge
 	numOpTypes
 )
 
-var opTypeNames = [numOpTypes]string{"read", "write", "delete", "seek", "update"}
+var opTypeNames = [numOpTypes]string{"read", "write", "delete", "seek", "update", "merge"}
 
 // threadState is one benchmark thread's state and tallies.
 type threadState struct {
@@ -39,8 +40,10 @@ type threadState struct {
 	ops      int64
 	bytes    int64
 	found    int64
-	reads    int64 // readrandomwriterandom
+	reads    int64 // readrandomwriterandom, readrandommergerandom
 	writes   int64
+	merges   int64 // mergerandom, readrandommergerandom
+	maxLen   int   // readrandommergerandom: the longest value read
 	busy     time.Duration
 	hists    [numOpTypes]*Histogram // --histogram
 	keys     *KeyGen
@@ -195,6 +198,8 @@ var dbBenchmarks = map[string]dbBench{
 	"updaterandom":           {expected: (*Runner).readWrites, fn: updateRandom, main: opUpdate},
 	"deleteseq":              {expected: (*Runner).deletes, fn: deleteSeq, main: opDelete},
 	"deleterandom":           {expected: (*Runner).deletes, fn: deleteRandom, main: opDelete},
+	"mergerandom":            {expected: (*Runner).readWrites, fn: mergeRandom, main: opMerge},
+	"readrandommergerandom":  {expected: (*Runner).readWrites, fn: readRandomMergeRandom, main: opMerge},
 }
 
 // utilityBenchmarks run once, not per thread.
@@ -224,8 +229,9 @@ func (r *Runner) deletes() int64 {
 	return r.cfg.Num
 }
 
-// readWrites is db_bench's count for updaterandom and readrandomwriterandom:
-// --num unless --reads or --writes is given, then the larger of the two.
+// readWrites is db_bench's count for updaterandom, readrandomwriterandom,
+// mergerandom and readrandommergerandom: --num unless --reads or --writes
+// is given, then the larger of the two.
 func (r *Runner) readWrites() int64 {
 	if r.cfg.Writes < 0 && r.cfg.Reads < 0 {
 		return r.cfg.Num
@@ -814,6 +820,10 @@ func (r *Runner) threadsMessage(name string, first *threadState) (msg string, bl
 		return fmt.Sprintf("( updates:%d found:%d)", first.ops, first.found), false
 	case "readrandomwriterandom":
 		return fmt.Sprintf("( reads:%d writes:%d total:%d found:%d)", first.reads, first.writes, first.ops, first.found), false
+	case "mergerandom":
+		return fmt.Sprintf("( updates:%d)", first.ops), false
+	case "readrandommergerandom":
+		return fmt.Sprintf("(reads:%d merges:%d total:%d hits:%d maxlength:%d)", first.reads, first.merges, first.ops, first.found, first.maxLen), false
 	case "fillsync", "fill100K":
 		return fmt.Sprintf("(%d ops)", r.cfg.Num/1000), false
 	}

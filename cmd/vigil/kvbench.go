@@ -28,7 +28,13 @@ Benchmarks draw keys and values exactly as db_bench does (same --seed, same
 keys), so found counts compare with db_bench's line by line. They may carry
 db_bench's repeat arguments: readseq[-X10] runs ten times and prints
 [AVG 10 runs] and [MEDIAN 10 runs] lines; [-W2] adds two warm-up runs.
-With no flags at all it runs a short default suite on a temporary directory.`
+With no flags at all it runs a short default suite on a temporary directory.
+
+mergerandom and readrandommergerandom need --merge_operator=uint64add or put
+(RocksDB's names), as in db_bench. With uint64add each merge sends the 8-byte
+little-endian operand 1, whatever --value_size: db_bench sends a --value_size
+value, which RocksDB's uint64add adds as 0 unless it has 8 bytes, and Vigil's
+refuses.`
 
 func newKVBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{

@@ -41,6 +41,8 @@ func TestBadFlagsExitTwo(t *testing.T) {
 		{"kvbench", "--key_size=0"},
 		{"kvbench", "--memtablerep"},
 		{"kvbench", "--sync", "false"},
+		{"kvbench", "--merge_operator=max"},
+		{"kvbench", "--mergereadpercent=101"},
 	} {
 		_, err := run(t, args...)
 		if code := exitCode(err); code != 2 {
