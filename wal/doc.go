@@ -25,6 +25,9 @@
 //	| "VIGLRLOG"| 2       | type byte | 0x0000   | uint64 LE       | CRC (LE) |
 //	+-----------+---------+-----------+----------+-----------------+----------+
 //
+// Byte 10 holds flags: 0x01 says the log is recycled (see Recycling); the
+// other bits and byte 11 must be zero.
+//
 // The checksum type byte is checksum.Type.Code, RocksDB's numbering (0 none
 // ... 5 crc64); a Writer given checksum.Default writes XXH3's.
 //
@@ -223,6 +226,34 @@
 // verified and it resumes at the next block boundary, as RocksDB does.
 // Intact MIDDLE and LAST fragments of a record whose start was lost are
 // dropped with it.
+//
+// # Recycling
+//
+// A log may be written over the blocks of an older log that is no longer
+// needed (NewRecycledWriter, RocksDB's recycle_log_file_num): overwriting
+// blocks that are already allocated and durable costs an fdatasync per
+// synced append and no file growth, no zeros written ahead and no file
+// deleted and created per log. Its header carries the recycled flag, and
+// the older log's bytes remain after its end. Since the log number is
+// bound into every fragment's checksum, they never verify as the new
+// log's. The reader ends a recycled log, in every mode, without an error
+// and without counting damage (ReaderStats.StaleBytes counts the rest of
+// the file):
+//
+//   - at a fragment that is intact but was written by an older log at
+//     that offset (the context recovered from its checksum names a lower
+//     log number);
+//   - at damage (a mismatch, a bad length or type, bad padding) that no
+//     fragment of this log verifies after, to end of file: a crash can
+//     leave the new log's last fragment torn over the older bytes, or end
+//     the new log inside an older fragment. A record whose FIRST fragment
+//     came before is a torn tail.
+//
+// Damage with a fragment of this log after it stays corruption. The price
+// is the blind spot of PointInTime made general: damage to the last
+// record of a recycled log looks like its end, in every mode (the DB
+// allows recycling only with PointInTime and SkipAnyCorruptedRecords).
+// A log without checksums is never recycled: nothing could tell its end.
 //
 // A bad file header is an error in every mode, except that a file shorter
 // than the header whose bytes are a prefix of a valid header (or zeros),

@@ -104,13 +104,21 @@ func fragmentChecksum(t checksum.Type, logNum uint64, off int64, covered []byte)
 	return rawChecksum(t, covered) + fragmentContext(logNum, off)
 }
 
+// headerRecycled is the flag (byte 10 of the file header) of a log written
+// over the blocks of an older one: what follows the log's end may be that
+// log's fragments (see Recycling in the package documentation).
+const headerRecycled = 0x01
+
 // encodeFileHeader writes the file header into dst[:FileHeaderSize].
-func encodeFileHeader(dst []byte, logNum uint64, t checksum.Type) {
+func encodeFileHeader(dst []byte, logNum uint64, t checksum.Type, recycled bool) {
 	_ = dst[FileHeaderSize-1]
 	copy(dst[0:8], fileMagic)
 	dst[8] = FormatVersion
 	dst[9] = t.Code()
 	dst[10], dst[11] = 0, 0
+	if recycled {
+		dst[10] = headerRecycled
+	}
 	binary.LittleEndian.PutUint64(dst[12:20], logNum)
 	binary.LittleEndian.PutUint32(dst[20:24], headerChecksum(dst[:20]))
 }
@@ -121,32 +129,36 @@ func headerChecksum(b []byte) uint32 {
 
 // decodeFileHeader checks a complete FileHeaderSize-byte header. Errors wrap
 // base.ErrCorruption.
-func decodeFileHeader(name string, h []byte) (logNum uint64, t checksum.Type, err error) {
+func decodeFileHeader(name string, h []byte) (logNum uint64, t checksum.Type, recycled bool, err error) {
 	if len(h) < FileHeaderSize {
-		return 0, 0, base.CorruptionErrorf("wal: %s: file header is %d bytes, want %d", name, len(h), FileHeaderSize)
+		return 0, 0, false, base.CorruptionErrorf("wal: %s: file header is %d bytes, want %d", name, len(h), FileHeaderSize)
 	}
 	if string(h[0:8]) != fileMagic {
-		return 0, 0, base.CorruptionErrorf("wal: %s: offset 0: bad magic %q, want %q: not a Vigil record log", name, h[0:8], fileMagic)
+		return 0, 0, false, base.CorruptionErrorf("wal: %s: offset 0: bad magic %q, want %q: not a Vigil record log", name, h[0:8], fileMagic)
 	}
 	stored := binary.LittleEndian.Uint32(h[20:24])
 	if computed := headerChecksum(h[:20]); stored != computed {
-		return 0, 0, base.CorruptionErrorf("wal: %s: offset 0: file header checksum mismatch (stored %#08x, computed %#08x)", name, stored, computed)
+		return 0, 0, false, base.CorruptionErrorf("wal: %s: offset 0: file header checksum mismatch (stored %#08x, computed %#08x)", name, stored, computed)
 	}
 	if h[8] != FormatVersion {
 		why := ""
 		if h[8] == 1 {
 			why = "; version 1, whose fragment checksums do not cover the fragment header, is no longer read"
 		}
-		return 0, 0, base.CorruptionErrorf("wal: %s: offset 8: unsupported record log format version %d (this build reads version %d)%s", name, h[8], FormatVersion, why)
+		return 0, 0, false, base.CorruptionErrorf("wal: %s: offset 8: unsupported record log format version %d (this build reads version %d)%s", name, h[8], FormatVersion, why)
 	}
 	t = checksum.TypeFromCode(h[9])
 	if !t.Valid() {
-		return 0, 0, base.CorruptionErrorf("wal: %s: offset 9: unknown checksum type %d", name, h[9])
+		return 0, 0, false, base.CorruptionErrorf("wal: %s: offset 9: unknown checksum type %d", name, h[9])
 	}
-	if h[10] != 0 || h[11] != 0 {
-		return 0, 0, base.CorruptionErrorf("wal: %s: offset 10: reserved header bytes %#02x %#02x are not zero (written by a newer format?)", name, h[10], h[11])
+	if h[10]&^headerRecycled != 0 || h[11] != 0 {
+		return 0, 0, false, base.CorruptionErrorf("wal: %s: offset 10: reserved header bytes %#02x %#02x hold unknown flags (written by a newer format?)", name, h[10], h[11])
 	}
-	return binary.LittleEndian.Uint64(h[12:20]), t, nil
+	recycled = h[10]&headerRecycled != 0
+	if recycled && t == checksum.None {
+		return 0, 0, false, base.CorruptionErrorf("wal: %s: offset 10: a recycled log without checksums (no writer makes one: its end could not be told from an older log's fragments)", name)
+	}
+	return binary.LittleEndian.Uint64(h[12:20]), t, recycled, nil
 }
 
 // isTornHeader reports whether h, shorter than a header, could be the start

@@ -299,7 +299,7 @@ func TestReaderHostileLengths(t *testing.T) {
 	// resync worst case), under the checksum type None and XXH3.
 	for _, ct := range []checksum.Type{checksum.None, checksum.XXH3} {
 		var h [FileHeaderSize]byte
-		encodeFileHeader(h[:], 1, ct)
+		encodeFileHeader(h[:], 1, ct, false)
 		crafted := append(h[:], bytes.Repeat([]byte{1}, 3*BlockSize)...)
 		inputs = append(inputs, crafted)
 	}

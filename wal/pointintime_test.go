@@ -22,7 +22,7 @@ import (
 // whatever order the test wants.
 func handLog(ct checksum.Type, frags ...string) []byte {
 	var hdr [FileHeaderSize]byte
-	encodeFileHeader(hdr[:], 1, ct)
+	encodeFileHeader(hdr[:], 1, ct, false)
 	d := hdr[:]
 	for _, f := range frags {
 		typ := map[byte]byte{'F': fragFull, '1': fragFirst, 'M': fragMiddle, 'L': fragLast, '?': 9}[f[0]]

@@ -35,6 +35,10 @@ type ReaderStats struct {
 	// file extended before the data of its last appends reached the disk.
 	// They are the end of the log, not part of DroppedBytes.
 	UnwrittenBytes int64
+	// StaleBytes counts the bytes from the end of a recycled log to end
+	// of file: an older log's, which the new one did not overwrite (see
+	// Recycling in the package documentation). Not part of DroppedBytes.
+	StaleBytes int64
 	// Corruptions counts corruptions found (a torn tail is not one).
 	Corruptions int
 }
@@ -71,6 +75,12 @@ type Reader struct {
 	ctype  checksum.Type
 	// hasHeader: the file header was read (false for an empty log)
 	hasHeader bool
+	// recycled: the log was written over an older one's blocks (its
+	// header says so): bytes after its end may be that log's.
+	recycled bool
+	// atGood: the stats when the last record was returned (recycled logs
+	// only; see staleEnd).
+	atGood ReaderStats
 
 	buf      []byte // the current block as read: BlockSize bytes, or fewer for the last block
 	blockOff int64  // file offset of buf[0]
@@ -132,11 +142,11 @@ func NewReader(f io.Reader, name string, mode RecoveryMode) (*Reader, error) {
 		}
 		return r.emptyLog(fmt.Sprintf("zeroed file header: the file's %d bytes are all zero", r.blockOff+int64(len(r.buf))))
 	}
-	logNum, t, err := decodeFileHeader(name, r.buf[:FileHeaderSize])
+	logNum, t, recycled, err := decodeFileHeader(name, r.buf[:FileHeaderSize])
 	if err != nil {
 		return nil, err
 	}
-	r.logNum, r.ctype, r.hasHeader = logNum, t, true
+	r.logNum, r.ctype, r.hasHeader, r.recycled = logNum, t, true, recycled
 	r.pos = FileHeaderSize
 	return r, nil
 }
@@ -251,8 +261,13 @@ func (r *Reader) Next() ([]byte, error) {
 		}
 		if r.ctype != checksum.None {
 			if computed := fragmentChecksum(r.ctype, r.logNum, off, h[checksumSize:FragmentHeaderSize+length]); computed != stored {
+				raw := rawChecksum(r.ctype, h[checksumSize:FragmentHeaderSize+length])
+				if r.recycled && r.olderLog(stored, raw, off, typ) {
+					r.staleEnd(off)
+					continue
+				}
 				r.corrupt(corruption{kind: ckChecksum, off: off, typ: typ, length: length, stored: stored, computed: computed,
-					logNum: r.logNum, raw: rawChecksum(r.ctype, h[checksumSize:FragmentHeaderSize+length])}, r.pos+1)
+					logNum: r.logNum, raw: raw}, r.pos+1)
 				continue
 			}
 		}
@@ -302,6 +317,9 @@ func (r *Reader) deliver(rec []byte, end int64) []byte {
 	r.stats.Records++
 	r.stats.Bytes += int64(len(rec))
 	r.endOffset = end
+	if r.recycled {
+		r.atGood = r.stats
+	}
 	return rec
 }
 
@@ -484,6 +502,9 @@ func (r *Reader) corruptOrder(c corruption) bool {
 // note records a corruption and applies the mode. It reports whether
 // reading goes on.
 func (r *Reader) note(c corruption) bool {
+	if r.recycled && r.mode != SkipAnyCorruptedRecords && c.kind != ckLengthWhole && (c.kind <= ckType || c.kind == ckPadding || c.kind == ckZeroed) {
+		return r.noteRecycled(c)
+	}
 	r.stats.Corruptions++
 	r.last, r.hasLast = c, true
 	switch r.mode {
@@ -539,6 +560,71 @@ func (r *Reader) zeroTail(off int64) {
 // so this is no torn tail either, in any mode.
 func (r *Reader) unwritten(off int64) {
 	r.stats.UnwrittenBytes += r.blockOff + int64(len(r.buf)) - off
+	r.finish(io.EOF)
+}
+
+// noteRecycled handles damage in a recycled log, in every mode but
+// SkipAnyCorruptedRecords: bytes nothing of this log verifies after are
+// where an older log's begin (a crash can leave the new log's last
+// fragment torn over them, or end it inside one of theirs), so the log
+// ends there (staleEnd); damage with a fragment of this log after it is
+// corruption, an error as in PointInTime.
+func (r *Reader) noteRecycled(c corruption) bool {
+	follow, err := r.verifiedAfter(c)
+	switch {
+	case err != nil:
+		r.finish(err)
+	case follow < 0:
+		r.staleEnd(c.off)
+	default:
+		r.stats.Corruptions++
+		c.follow = follow
+		r.last, r.hasLast = c, true
+		r.finish(c.error(r.name))
+	}
+	return false
+}
+
+// olderLog reports whether a fragment at off (of type typ, whose stored
+// checksum mismatches, raw being its payload's hash) is intact but was
+// written by an older log at this offset: the context term recovered
+// from stored-raw names a log number below this one. In a recycled file
+// that is what lies after the log's end. Random damage passes with odds
+// of about logNum in 2^32.
+func (r *Reader) olderLog(stored, raw uint32, off int64, typ byte) bool {
+	if typ < fragFull || typ > fragLast {
+		return false
+	}
+	cand := (stored - raw) ^ ctxSeed ^ offsetTerm(off)
+	ours := uint32(r.logNum) ^ uint32(r.logNum>>32)
+	return r.logNum>>32 == 0 && cand < ours
+}
+
+// staleEnd ends a recycled log at off, where an older log's bytes begin
+// (olderLog, or damage with nothing of this log after it): the new log
+// wrote nothing past it that reached the disk. A record whose FIRST
+// fragment came before it is a torn tail, as at the end of any file. In
+// SkipAnyCorruptedRecords, damage noted since the last record returned
+// was the start of the older bytes: it is taken back.
+func (r *Reader) staleEnd(off int64) {
+	if r.mode == SkipAnyCorruptedRecords && r.stats.Corruptions > r.atGood.Corruptions {
+		off = r.endOffset
+		r.stats.Corruptions, r.stats.DroppedRecords, r.stats.DroppedBytes = r.atGood.Corruptions, r.atGood.DroppedRecords, r.atGood.DroppedBytes
+		r.inRec, r.dropping, r.hasLast = false, false, r.atGood.Corruptions > 0
+	}
+	if r.inRec {
+		r.tornTail(corruption{kind: ckIncomplete, off: r.recOff})
+		return
+	}
+	for !r.eof {
+		if err := r.readBlock(); err != nil {
+			r.finish(err)
+			return
+		}
+	}
+	if end := r.blockOff + int64(len(r.buf)); end > off {
+		r.stats.StaleBytes += end - off
+	}
 	r.finish(io.EOF)
 }
 

@@ -160,7 +160,7 @@ func TestWholeLengthFirstFragment(t *testing.T) {
 // end in the zeros is a candidate, each costing a hash of the fragment.
 func TestWholeLengthBudget(t *testing.T) {
 	var hdr [FileHeaderSize]byte
-	encodeFileHeader(hdr[:], 1, checksum.XXH3)
+	encodeFileHeader(hdr[:], 1, checksum.XXH3, false)
 	d := append(hdr[:], 0xde, 0xad, 0xbe, 0xef, 0xff, 0xff, fragFull)
 	d = append(d, pattern(1, 100)...)
 	d = append(d, make([]byte, BlockSize-200-len(d))...)

@@ -431,7 +431,7 @@ func TestFileHeaderErrors(t *testing.T) {
 		// had made no release, so it is refused, not read.
 		{"version 1", withHeader(func(h []byte) { h[8] = 1 }), "unsupported record log format version 1 (this build reads version 2); version 1, whose fragment checksums do not cover the fragment header, is no longer read"},
 		{"checksum type", withHeader(func(h []byte) { h[9] = 6 }), "unknown checksum type 6"},
-		{"reserved", withHeader(func(h []byte) { h[10] = 1 }), "reserved header bytes"},
+		{"reserved", withHeader(func(h []byte) { h[10] = 2 }), "reserved header bytes"},
 		{"zeroed header then data", append(make([]byte, FileHeaderSize), good[FileHeaderSize:]...), "zeroed file header, but data follows"},
 		{"zeroed header then data in a later block", append(make([]byte, 2*BlockSize+5), 1), "data follows at offset 65541"},
 	}
@@ -652,7 +652,7 @@ func TestMisplacedFragment(t *testing.T) {
 func TestFragmentOrder(t *testing.T) {
 	build := func(frags ...string) []byte {
 		var hdr [FileHeaderSize]byte
-		encodeFileHeader(hdr[:], 1, checksum.None)
+		encodeFileHeader(hdr[:], 1, checksum.None, false)
 		d := hdr[:]
 		for _, f := range frags {
 			typ := map[byte]byte{'F': fragFull, '1': fragFirst, 'M': fragMiddle, 'L': fragLast}[f[0]]

@@ -236,6 +236,41 @@ type WriterStats struct {
 // flusher, and is durable after the first Sync or Close.
 // The Writer takes ownership of f: Close closes it.
 func NewWriter(f vfs.File, name string, logNum uint64, t checksum.Type) (*Writer, error) {
+	return newWriter(f, name, logNum, t, -1)
+}
+
+// NewRecycledWriter starts a record log on f, an older log's file of size
+// bytes (durable, and no longer needed) positioned at offset 0, writing
+// over its blocks: the header it writes says so, and readers take the
+// older log's fragments after the new log's end for the end of the log
+// (see Recycling in the package documentation). Syncs that stay within
+// size cost a SyncData, as in a zero reserve. The checksum type must not
+// be None: nothing could tell the new log's end from the older fragments.
+// The header must already be in place (WriteRecycledHeader), so that a
+// crash never leaves a file named for this log under an older one's
+// header. Otherwise as NewWriter.
+func NewRecycledWriter(f vfs.File, name string, logNum uint64, t checksum.Type, size int64) (*Writer, error) {
+	if t.Resolve() == checksum.None {
+		return nil, base.InvalidArgumentErrorf("wal: %s: a recycled log needs checksums", name)
+	}
+	return newWriter(f, name, logNum, t, max(size, 0))
+}
+
+// WriteRecycledHeader writes, at offset 0 of f (an older log's file, open
+// for writing), the header of log logNum recycling it, and syncs it. The
+// DB does this before it renames the file to its new name.
+func WriteRecycledHeader(f vfs.File, logNum uint64, t checksum.Type) error {
+	var h [FileHeaderSize]byte
+	encodeFileHeader(h[:], logNum, t.Resolve(), true)
+	if _, err := f.WriteAt(h[:], 0); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// newWriter is NewWriter, or NewRecycledWriter when recycled >= 0 (the
+// size of the file it recycles).
+func newWriter(f vfs.File, name string, logNum uint64, t checksum.Type, recycled int64) (*Writer, error) {
 	if f == nil {
 		return nil, base.InvalidArgumentErrorf("wal: %s: nil file", name)
 	}
@@ -255,7 +290,8 @@ func NewWriter(f vfs.File, name string, logNum uint64, t checksum.Type) (*Writer
 	w.doneCond.L = &w.mu
 	w.cur = newBlock()
 	w.blocks = 1
-	encodeFileHeader(w.cur.buf[:], logNum, t)
+	encodeFileHeader(w.cur.buf[:], logNum, t, recycled >= 0)
+	w.durableEnd = max(recycled, 0)
 	w.cur.written = FileHeaderSize
 	w.size.Store(FileHeaderSize)
 	go w.flushLoop()
@@ -854,7 +890,11 @@ func (w *Writer) ReserveAhead(n int64) error {
 	case w.stats.Records > 0 || w.flushedOff != w.syncedOff || w.syncedOff != w.size.Load():
 		return base.InvalidArgumentErrorf("wal: %s: ReserveAhead after records were appended", w.name)
 	}
-	end := w.syncedOff
+	end := max(w.syncedOff, w.durableEnd) // a recycled file's blocks are there already
+	n -= end - w.syncedOff
+	if n <= 0 {
+		return nil
+	}
 	for off := end; off < end+n; {
 		k := min(int64(len(zeroBlock)), end+n-off)
 		if _, err := w.f.WriteAt(zeroBlock[:k], off); err != nil {
