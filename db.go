@@ -797,6 +797,7 @@ type dbStats struct {
 	flushes           atomic.Int64
 	flushBytes        atomic.Int64
 	flushElided       atomic.Uint64
+	walRecycled       atomic.Int64
 	scrubPasses       atomic.Int64
 	scrubFiles        atomic.Int64
 	scrubBytes        atomic.Int64

@@ -74,6 +74,9 @@ type Metrics struct {
 		// rotation counts once it is closed). Records/Syncs under
 		// concurrent synced writers is how well group commit shares them.
 		Syncs int64
+		// Recycled counts the WALs written over an obsolete one's file
+		// since Open (Options.WALRecycleFiles).
+		Recycled int64
 	}
 	// Recovery is what Open's WAL replay did.
 	Recovery struct {
@@ -200,6 +203,7 @@ func (d *DB) Metrics() *Metrics {
 	m.WAL.BytesWritten = d.wal.bytes.Load()
 	m.WAL.Records = d.wal.records.Load()
 	m.WAL.Syncs += d.wal.closedSyncs.Load()
+	m.WAL.Recycled = d.stats.walRecycled.Load()
 	r := &s.recovery
 	m.Recovery.WALs, m.Recovery.Batches, m.Recovery.Records = r.wals, r.batches, r.records
 	m.Recovery.DroppedRecords, m.Recovery.DroppedBytes = r.droppedRecords, r.droppedBytes
@@ -291,7 +295,7 @@ func (m *Metrics) String() string {
 	if m.BatchCorruptions > 0 {
 		fmt.Fprintf(&b, "batches refused as corrupt: %d\n", m.BatchCorruptions)
 	}
-	fmt.Fprintf(&b, "WAL: log %06d, %s in %d records, %d syncs\n", m.WAL.LogNumber, humanBytes(uint64(m.WAL.BytesWritten)), m.WAL.Records, m.WAL.Syncs)
+	fmt.Fprintf(&b, "WAL: log %06d, %s in %d records, %d syncs, %d recycled\n", m.WAL.LogNumber, humanBytes(uint64(m.WAL.BytesWritten)), m.WAL.Records, m.WAL.Syncs, m.WAL.Recycled)
 	rc := m.Recovery
 	fmt.Fprintf(&b, "recovery: %d WALs, %d batches; dropped %d records / %s (%d torn tails), %d damaged stretches skipped\n",
 		rc.WALs, rc.Batches, rc.DroppedRecords, humanBytes(uint64(rc.DroppedBytes)), rc.TornTails, rc.Skipped)

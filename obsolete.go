@@ -38,7 +38,7 @@ func (d *DB) deleteObsoleteFiles() {
 	d.obsoleteTables = nil
 	d.obsoleteMu.Unlock()
 	d.mu.Lock()
-	wals := d.wal.takeObsoleteLocked(d.vs.logNumber)
+	wals := d.wal.takeObsoleteLocked(d.vs.logNumber, d.opts.WALRecycleFiles)
 	manifests := d.vs.obsoleteManifests
 	d.vs.obsoleteManifests = nil
 	d.mu.Unlock()

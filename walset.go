@@ -40,6 +40,11 @@ type walSet struct {
 	all []uint64
 	// keep counts Checkpoints copying WALs: none is deleted meanwhile.
 	keep int
+	// recycle are obsolete WALs kept to be written over by the next ones
+	// (Options.WALRecycleFiles), oldest first; closing are the WALs being
+	// closed (closeWAL), which must not be recycled before they are.
+	recycle []uint64
+	closing map[uint64]bool
 
 	bytes, records atomic.Int64
 	// closedSyncs counts the fsyncs of the WALs closed since Open (the
@@ -50,14 +55,20 @@ type walSet struct {
 // takeObsoleteLocked removes from the set, and returns, the WALs below
 // logNumber (every batch in them is in a table) other than the live one,
 // and the unused spares; none while a Checkpoint keeps them. DB.mu is held.
-func (s *walSet) takeObsoleteLocked(logNumber uint64) []uint64 {
+//
+// Up to recycle of them (Options.WALRecycleFiles), those closed already, are
+// kept for prepareWAL to write the next WALs over instead.
+func (s *walSet) takeObsoleteLocked(logNumber uint64, recycle int) []uint64 {
 	var out []uint64
 	keep := s.all[:0]
 	for _, n := range s.all {
-		if n < logNumber && n != s.liveNum && s.keep == 0 {
-			out = append(out, n)
-		} else {
+		switch {
+		case n >= logNumber || n == s.liveNum || s.keep > 0:
 			keep = append(keep, n)
+		case len(s.recycle) < recycle && !s.closing[n]:
+			s.recycle = append(s.recycle, n)
+		default:
+			out = append(out, n)
 		}
 	}
 	s.all = keep
@@ -84,6 +95,10 @@ func (d *DB) switchWALLocked() (uint64, error) {
 	d.wal.spare, d.wal.spareNum = nil, 0
 	d.wal.live, d.wal.liveNum = newW, logNum
 	d.wal.ahead = aheadReserve(oldW.Size(), oldW.Stats())
+	if d.wal.closing == nil {
+		d.wal.closing = map[uint64]bool{}
+	}
+	d.wal.closing[oldNum] = true
 	d.bgWG.Add(1)
 	go d.closeWAL(oldW, oldNum, newW)
 	d.emitWAL(WALInfo{LogNum: logNum, PrevLogNum: oldNum})
@@ -98,6 +113,9 @@ func (d *DB) switchWALLocked() (uint64, error) {
 func (d *DB) closeWAL(w *wal.Writer, num uint64, next *wal.Writer) {
 	defer d.bgWG.Done()
 	err := w.Close()
+	d.mu.Lock()
+	delete(d.wal.closing, num)
+	d.mu.Unlock()
 	d.wal.closedSyncs.Add(w.Stats().Syncs)
 	next.Release(err)
 	if err != nil {
@@ -116,8 +134,12 @@ func (d *DB) maybePrepareWALLocked() {
 	d.wal.preparing = true
 	num := d.vs.allocFileNum()
 	d.wal.all = append(d.wal.all, num)
+	var reuse uint64 // 0: none (file number 0 is never a WAL's)
+	if len(d.wal.recycle) > 0 {
+		reuse, d.wal.recycle = d.wal.recycle[0], d.wal.recycle[1:]
+	}
 	d.bgWG.Add(1)
-	go d.prepareWAL(num, d.wal.ahead)
+	go d.prepareWAL(num, d.wal.ahead, reuse)
 }
 
 // aheadReserve is the zero reserve to write ahead into the next WAL, given
@@ -144,9 +166,15 @@ const maxAheadReserve = 256 << 20
 // entry durable, held (see rotateMemtableLocked), and hands it to the next
 // rotation, with ahead bytes of zero reserve written and synced first.
 // Runs on its own goroutine, without locks during the I/O.
-func (d *DB) prepareWAL(num uint64, ahead int64) {
+func (d *DB) prepareWAL(num uint64, ahead int64, reuse uint64) {
 	defer d.bgWG.Done()
-	w, err := d.createWALFile(num)
+	var w *wal.Writer
+	var err error
+	if reuse != 0 {
+		w, err = d.recycleWALFile(reuse, num)
+	} else {
+		w, err = d.createWALFile(num)
+	}
 	if err == nil {
 		if err = w.ReserveAhead(ahead); err != nil {
 			_ = w.Close()
@@ -212,6 +240,12 @@ func (d *DB) createWALFile(logNum uint64) (*wal.Writer, error) {
 		f.Close()
 		return nil, fmt.Errorf("creating WAL %s: %w", name, err)
 	}
+	return d.startWALFile(w, name)
+}
+
+// startWALFile makes a new WAL's header and directory entry durable and
+// sets its syncing policy.
+func (d *DB) startWALFile(w *wal.Writer, name string) (*wal.Writer, error) {
 	w.SetBytesPerSync(d.opts.WALBytesPerSync)
 	if err := w.Sync(); err != nil {
 		w.Close()
@@ -226,6 +260,48 @@ func (d *DB) createWALFile(logNum uint64) (*wal.Writer, error) {
 	// which keeps none for a log without checksums).
 	w.SetReserve(walReserve)
 	return w, nil
+}
+
+// recycleWALFile makes the obsolete WAL old into WAL logNum, written over
+// its blocks (wal.NewRecycledWriter): the new header first, synced, under
+// the old name (a crash then leaves an obsolete WAL, deleted at Open), then
+// the rename, made durable, so that no file ever bears the new name with
+// the old header. Like createWALFile, the header and the directory entry
+// are durable when it returns.
+func (d *DB) recycleWALFile(old, logNum uint64) (*wal.Writer, error) {
+	oldName := makeFilename(d.fs, d.dirname, fileTypeLog, old)
+	name := makeFilename(d.fs, d.dirname, fileTypeLog, logNum)
+	f, err := d.fs.OpenReadWrite(oldName)
+	if err != nil {
+		return nil, fmt.Errorf("recycling WAL %s: %w", oldName, err)
+	}
+	err = wal.WriteRecycledHeader(f, logNum, d.cksum)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = d.fs.Rename(oldName, name)
+	}
+	if err == nil {
+		err = d.dataDir.Sync()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recycling WAL %s as %s: %w", oldName, name, err)
+	}
+	st, err := d.fs.Stat(name)
+	if err != nil {
+		return nil, fmt.Errorf("recycling WAL %s: %w", name, err)
+	}
+	if f, err = d.fs.OpenReadWrite(name); err != nil {
+		return nil, fmt.Errorf("recycling WAL %s: %w", name, err)
+	}
+	w, err := wal.NewRecycledWriter(f, name, logNum, d.cksum, st.Size())
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("recycling WAL %s: %w", name, err)
+	}
+	d.stats.walRecycled.Add(1)
+	return d.startWALFile(w, name)
 }
 
 // walReserve bounds the zeros a WAL keeps written and synced past its end.

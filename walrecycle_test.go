@@ -1,0 +1,90 @@
+package vigil
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/cockroachdb/pebble/vfs"
+)
+
+// TestWALRecycle: with WALRecycleFiles the DB writes its next WALs over
+// obsolete ones, and after a crash (everything not synced lost) every
+// synced write is there, every unsynced one is there or not, and the
+// recycled WALs' older bytes are not taken for damage.
+func TestWALRecycle(t *testing.T) {
+	for _, mode := range []WALRecoveryMode{WALRecoverPointInTime, WALSkipAnyCorrupted} {
+		t.Run(mode.String(), func(t *testing.T) {
+			mem := vfs.NewStrictMem()
+			opts := &Options{FS: mem, WriteBufferSize: minWriteBufferSize, WALRecycleFiles: 2, WALRecoveryMode: mode}
+			db, err := Open("db", opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			synced := map[string]string{}
+			val := make([]byte, 300)
+			for round := range 12 {
+				for i := range 400 {
+					k := fmt.Sprintf("k%04d", (round*131+i)%1500)
+					v := fmt.Sprintf("%d-%d-%s", round, i, val[:i%300])
+					if err := db.Put([]byte(k), []byte(v), Sync); err != nil {
+						t.Fatal(err)
+					}
+					synced[k] = v
+				}
+			}
+			if n := db.Metrics().WAL.Recycled; n == 0 {
+				t.Fatalf("no WAL recycled in %d flushes", db.Metrics().Flush.Count)
+			} else {
+				t.Logf("%d WALs recycled in %d flushes", n, db.Metrics().Flush.Count)
+			}
+			for i := range 50 { // not synced: may be lost
+				if err := db.Put([]byte(fmt.Sprintf("u%03d", i)), []byte("maybe"), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mem.SetIgnoreSyncs(true) // crash
+			db.Close()
+			mem.ResetToSyncedState()
+			mem.SetIgnoreSyncs(false)
+			if db, err = Open("db", opts); err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			for k, v := range synced {
+				if got, err := db.Get([]byte(k)); err != nil || string(got) != v {
+					t.Fatalf("after the crash: Get(%s) = %q, %v; want %q", k, got, err, v)
+				}
+			}
+			for i := range 50 {
+				if got, err := db.Get([]byte(fmt.Sprintf("u%03d", i))); err != nil && !errors.Is(err, ErrNotFound) || err == nil && string(got) != "maybe" {
+					t.Fatalf("unsynced u%03d: %q, %v", i, got, err)
+				}
+			}
+			m := db.Metrics()
+			if m.Recovery.Skipped != 0 || m.Recovery.DroppedRecords > 1 {
+				t.Fatalf("recovery of recycled WALs: %+v", m.Recovery)
+			}
+			t.Logf("recovery: %+v", m.Recovery)
+			if err := db.Verify(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestWALRecycleOptions: recycling needs checksums and a recovery mode that
+// takes the end of a recycled WAL for its end.
+func TestWALRecycleOptions(t *testing.T) {
+	for _, o := range []Options{
+		{WALRecycleFiles: -1},
+		{WALRecycleFiles: 1, ChecksumType: ChecksumNone},
+		{WALRecycleFiles: 1, WALRecoveryMode: WALAbsoluteConsistency},
+		{WALRecycleFiles: 1, WALRecoveryMode: WALTolerateCorruptedTail},
+	} {
+		o.FS = vfs.NewMem()
+		if _, err := Open("db", &o); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
