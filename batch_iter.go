@@ -57,6 +57,7 @@ func (b *Batch) NewIter(o *IterOptions) (*Iterator, error) {
 	if err != nil {
 		return nil, err
 	}
+	db.deferMergeErr = true // the batch may hide a key whose operands fail
 	x.merge(b.data)
 	ov := &batchOverlay{db: db, data: b.data, run: x.sorted, frags: x.tombFragments(b.data), lower: db.lower, upper: db.upper}
 	it := &Iterator{d: x.db, ov: ov, lower: db.lower, upper: db.upper}
@@ -144,6 +145,9 @@ func (o *batchOverlay) bValue(dbSame bool) (v []byte, live bool, err error) {
 				below, operand = nonNil(bxVal(o.data, f)), f.kind == base.KindMerge
 			}
 		} else if cover == 0 && dbSame {
+			if o.db.mergeErr != nil {
+				return nil, false, o.db.mergeErr
+			}
 			below = nonNil(o.db.Value())
 		}
 		res, err := m.Merge(key, clip(below), clip(nonNil(o.valBuf)))
@@ -177,6 +181,16 @@ func (o *batchOverlay) emit(k, v []byte) bool {
 	return true
 }
 
+// emitDB makes the DB cursor's key current, with its value, or fails with
+// the error of its operands' merge (see Iterator.deferMergeErr).
+func (o *batchOverlay) emitDB() bool {
+	if err := o.db.mergeErr; err != nil {
+		o.out.valid, o.out.err = false, err
+		return false
+	}
+	return o.emit(o.db.Key(), o.db.Value())
+}
+
 func (o *batchOverlay) end() bool {
 	o.out.valid = false
 	o.out.err = o.db.Error()
@@ -204,7 +218,7 @@ func (o *batchOverlay) findNext() bool {
 				o.db.Next()
 				continue
 			}
-			return o.emit(o.db.Key(), o.db.Value())
+			return o.emitDB()
 		}
 		if ok, done := o.emitBatch(bk, c == 0); done {
 			return ok
@@ -236,7 +250,7 @@ func (o *batchOverlay) findPrev() bool {
 				o.db.Prev()
 				continue
 			}
-			return o.emit(o.db.Key(), o.db.Value())
+			return o.emitDB()
 		}
 		if ok, done := o.emitBatch(bk, c == 0); done {
 			return ok

@@ -54,6 +54,12 @@ type Iterator struct {
 	// past is set when the current key's value was merged going forward:
 	// the underlying iterator has already moved past the operands it read.
 	past bool
+	// deferMergeErr (an indexed batch's DB iterator) makes a key whose
+	// operands fail to merge current anyway, its error in mergeErr and no
+	// value: the batch laid over it may hide the key, and the overlay
+	// reports mergeErr only if it needs the value.
+	deferMergeErr bool
+	mergeErr      error
 }
 
 // NewIter returns an iterator over the DB's current state.
@@ -309,7 +315,7 @@ func (it *Iterator) saveKey(k []byte) {
 // user key just returned: entries of it are skipped, and with paranoid
 // checks an entry ordered before it is corruption.
 func (it *Iterator) findNextEntry(skip []byte) bool {
-	it.valid, it.past = false, false
+	it.valid, it.past, it.mergeErr = false, false, nil
 	iter := it.iter
 	for ok := iter.Valid(); ok; {
 		k := iter.Key()
@@ -362,7 +368,8 @@ func (it *Iterator) mergeForward(key []byte) bool {
 	key = it.keyBuf
 	m := it.d.opts.Merger
 	if m == nil {
-		return it.fail(errNoMerger(key))
+		it.past = false
+		return it.mergeFailure(key, errNoMerger(key))
 	}
 	iter := it.iter
 	it.valBuf = append(it.valBuf[:0], iter.Value()...)
@@ -378,7 +385,8 @@ func (it *Iterator) mergeForward(key []byte) bool {
 		}
 		res, err := m.Merge(key, clip(below), clip(nonNil(it.valBuf)))
 		if err != nil {
-			return it.fail(mergeFailed(key, err))
+			it.past = true
+			return it.mergeFailure(key, mergeFailed(key, err))
 		}
 		it.keepValue(res)
 		if !operand {
@@ -386,6 +394,17 @@ func (it *Iterator) mergeForward(key []byte) bool {
 		}
 	}
 	it.key, it.value, it.valid, it.past = key, it.valBuf, true, true
+	return true
+}
+
+// mergeFailure stops the iterator with err, a merge of key's operands
+// that failed, or with deferMergeErr makes key current with err in
+// mergeErr (see deferMergeErr).
+func (it *Iterator) mergeFailure(key []byte, err error) bool {
+	if !it.deferMergeErr {
+		return it.fail(err)
+	}
+	it.key, it.value, it.valid, it.mergeErr = key, nil, true, err
 	return true
 }
 
@@ -403,7 +422,7 @@ func (it *Iterator) keepValue(v []byte) {
 // live, it becomes the current entry. prev, if not nil, is the user key just
 // returned (for the paranoid order check).
 func (it *Iterator) findPrevEntry(prev []byte) bool {
-	it.valid, it.past = false, false
+	it.valid, it.past, it.mergeErr = false, false, nil
 	iter := it.iter
 	for iter.Valid() {
 		k := iter.Key()
@@ -446,7 +465,7 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 		}
 		if found && kind != base.KindDelete && !it.tombs.Covers(group, seq) {
 			if ch.err != nil {
-				return it.fail(ch.err)
+				return it.mergeFailure(group, ch.err)
 			}
 			// key and value alias keyBuf and valBuf, which the next
 			// positioning call overwrites only after it is done with them.
@@ -466,40 +485,45 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 // the error of a merge that failed on the way (err: a later Set or
 // deletion makes it moot).
 type prevChain struct {
-	have    bool
-	haveSeq uint64
-	err     error
+	have bool
+	err  error
+	// seq is the seqnum of the version the value (or error) is as of.
+	seq uint64
 }
 
 // prevVersion folds the visible version of key at the underlying
 // iterator's position (kind, seq) into ch: a Set replaces the value, a
 // deletion clears it, and a merge operand is merged into it (into nil if
-// there is none, or a range tombstone newer than it covers it).
+// there is none, or a range tombstone newer than it covers it). A merge
+// that failed makes the value unknown (ch.err) until a Set, a deletion
+// or a range tombstone over it ends what it was part of.
 func (it *Iterator) prevVersion(ch *prevChain, key []byte, kind base.Kind, seq uint64) {
 	switch kind {
 	case base.KindSet:
 		it.valBuf = append(it.valBuf[:0], it.iter.Value()...)
-		*ch = prevChain{have: true, haveSeq: seq}
+		*ch = prevChain{have: true, seq: seq}
 	case base.KindMerge:
-		if ch.err != nil {
+		below := (ch.have || ch.err != nil) && !it.tombs.Covers(key, ch.seq)
+		if below && ch.err != nil {
+			ch.seq = seq
 			return // the value below is unknown
 		}
 		m := it.d.opts.Merger
 		if m == nil {
-			*ch = prevChain{err: errNoMerger(key)}
+			*ch = prevChain{err: errNoMerger(key), seq: seq}
 			return
 		}
 		var existing []byte
-		if ch.have && !it.tombs.Covers(key, ch.haveSeq) {
+		if below {
 			existing = nonNil(it.valBuf)
 		}
 		res, err := m.Merge(key, clip(existing), clip(nonNil(it.iter.Value())))
 		if err != nil {
-			*ch = prevChain{err: mergeFailed(key, err)}
+			*ch = prevChain{err: mergeFailed(key, err), seq: seq}
 			return
 		}
 		it.keepValue(res)
-		*ch = prevChain{have: true, haveSeq: seq}
+		*ch = prevChain{have: true, seq: seq}
 	default:
 		*ch = prevChain{}
 	}
