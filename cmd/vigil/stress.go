@@ -12,20 +12,8 @@ import (
 	"github.com/vigildb/vigil/tests/stress"
 )
 
-// newStressCmd is `vigil stress`: random concurrent operations against a
-// DB checked by an oracle, with crashes, I/O faults, and bit flips in memory
-// and in files.
-func newStressCmd() *cobra.Command {
-	var (
-		cfg   stress.Config
-		crash string
-		child string
-		txns  bool
-	)
-	cmd := &cobra.Command{
-		Use:   "stress",
-		Short: "Crash, fault and corruption stress test (exit status 1 on any divergence)",
-		Long: `stress runs random Put, Delete, DeleteRange, batches, Get, scans (both
+// stressLong is the help text of `vigil stress`.
+const stressLong = `stress runs random Put, Delete, DeleteRange, batches, Get, scans (both
 directions, with bounds) and snapshots from several goroutines against a DB,
 checking every result against an oracle that knows each key's value, and
 verifies the DB after every crash:
@@ -52,6 +40,17 @@ verifies the DB after every crash:
                      transactions replayed in commit order must reproduce
                      what each read and the recovered balances (a prefix
                      holding every synced commit), and every audit the total
+  --merges           the merges mode: Put, Delete, DeleteRange, Merge (alone
+                     and in batches), Get, scans both ways and snapshots on a
+                     DB with a merge operator (--merger, or drawn from the
+                     seed: uint64add counters or append lists whose operands
+                     name their writes), small memtables so that flushes and
+                     compactions combine operands; every read must return
+                     exactly the value the key's history gives, and after
+                     each crash (--crash=inprocess) or clean close each key
+                     must hold a prefix of its history, the prefixes adding
+                     up to a prefix of the commit order holding every
+                     durable write
 
 The plan (seed, DB options, workload) is printed first; rerun a failure with
 its --seed. Progress goes to stderr; the summary and any failure report to
@@ -59,8 +58,25 @@ stdout. Exit status 0 means nothing diverged.
 
 Every mode also issues empty range deletions (DeleteRange(k, k), alone and in
 batches: no-ops) and inverted ones (start > end: must fail with
-ErrInvalidArgument, leaving nothing behind).`,
-		Args: cobra.NoArgs,
+ErrInvalidArgument, leaving nothing behind).`
+
+// newStressCmd is `vigil stress`: random concurrent operations against a
+// DB checked by an oracle, with crashes, I/O faults, and bit flips in memory
+// and in files.
+func newStressCmd() *cobra.Command {
+	var (
+		cfg    stress.Config
+		crash  string
+		child  string
+		txns   bool
+		merges bool
+		merger string
+	)
+	cmd := &cobra.Command{
+		Use:   "stress",
+		Short: "Crash, fault and corruption stress test (exit status 1 on any divergence)",
+		Long:  stressLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -71,8 +87,17 @@ ErrInvalidArgument, leaving nothing behind).`,
 			if err != nil {
 				return usageError("%v", err)
 			}
+			if txns && merges {
+				return usageError("--txns and --merges are separate modes: pick one")
+			}
 			if txns {
 				return runTxnStress(ctx, cmd, cfg, mode)
+			}
+			if merges {
+				return runMergeStress(ctx, cmd, cfg, mode, merger)
+			}
+			if merger != "" {
+				return usageError("--merger goes with --merges")
 			}
 			cfg.Crash = mode
 			cfg.Out = cmd.OutOrStdout()
@@ -108,6 +133,8 @@ ErrInvalidArgument, leaving nothing behind).`,
 	f.BoolVar(&cfg.Verbose, "verbose", false, "log every crash, reopen, kill and flip")
 	f.DurationVar(&cfg.ProgressInterval, "progress", 5*time.Second, "time between progress lines on stderr")
 	f.BoolVar(&txns, "txns", false, "the transactions mode (with --crash=none or inprocess; --keys sets the number of accounts)")
+	f.BoolVar(&merges, "merges", false, "the merges mode (with --crash=none or inprocess; --keys sets the key space)")
+	f.StringVar(&merger, "merger", "", "merge operator of --merges: uint64add (counter) or append (default: drawn from the seed)")
 	f.StringVar(&child, "child", "", "internal: run as a kill-mode child with this configuration file")
 	_ = f.MarkHidden("child")
 	return cmd
@@ -125,6 +152,26 @@ func runTxnStress(ctx context.Context, cmd *cobra.Command, cfg stress.Config, mo
 	}
 	if res.Failure != nil {
 		return &exitError{code: 1, err: fmt.Errorf("stress --txns: divergence (seed %d)", res.Seed)}
+	}
+	return nil
+}
+
+// runMergeStress is `vigil stress --merges`.
+func runMergeStress(ctx context.Context, cmd *cobra.Command, cfg stress.Config, mode stress.CrashMode, merger string) error {
+	if mode == stress.CrashKill || cfg.CorruptMemory || cfg.CorruptFiles || cfg.FaultRate > 0 {
+		return usageError("--merges runs with --crash=none or inprocess, without --corrupt-*, --faults")
+	}
+	op, err := stress.ParseMergeOperator(merger)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	res, err := stress.RunMerges(ctx, stress.MergeConfig{Seed: cfg.Seed, Duration: cfg.Duration, Ops: cfg.Ops, Threads: cfg.Threads,
+		Crash: mode, Keys: cfg.Keys, Operator: op, Out: cmd.OutOrStdout(), Log: cmd.ErrOrStderr(), ProgressInterval: cfg.ProgressInterval})
+	if err != nil {
+		return err
+	}
+	if res.Failure != nil {
+		return &exitError{code: 1, err: fmt.Errorf("stress --merges: divergence (seed %d)", res.Seed)}
 	}
 	return nil
 }

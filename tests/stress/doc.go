@@ -196,6 +196,59 @@
 // the serial state after a prefix of them holding every synced commit (all
 // of them after a clean close): no torn transaction, no lost synced one.
 //
+// # Merges (--merges)
+//
+// A mode of its own (merges.go, RunMerges; the values and the oracle in
+// mergeoracle.go, the checks in mergeworker.go, mergescan.go,
+// mergetxn.go and mergecheck.go) for the merge operator. The DB has a
+// Merger drawn from the seed (--merger overrides it): Uint64AddMerger or
+// AppendMerger. Workers issue DB.Merge, Put, Delete, DeleteRange (rarely)
+// and batches of up to ten of them around one key (merges on merges, a
+// merge after a set, a delete or a range deletion of the same batch),
+// now and then a batch over half the write buffer (applied as a flushable
+// batch), optimistic transactions that merge and read their own operands
+// back (Txn.Get after each write, an iterator both ways before the
+// commit), Gets, iterator walks from First, Last, SeekGE or SeekLT that
+// turn around now and then, and snapshots read back later by Get, by full
+// scans both ways and by a turning walk; explicit flushes and compactions,
+// and small memtables (64 to 256 KiB) and levels, so that flushes and
+// compactions combine operands, partially and at the bottom, all the time.
+//
+// Every operand names the write that made it. With append a Set's value
+// is the token "S<key>.<version>[.<i>]/<filler>;" and an operand
+// "M<key>.<version>[.<i>];" (i: its index in its batch), so a value read
+// back lists, in order, the writes since the key's last Set or deletion,
+// and reports show it that way ("[S3.17 M3.18 M3.21.2]", "!" marking a
+// token the runner never wrote for the key). With uint64add a Set's value
+// and an operand are random 64-bit words (a hash of key, version and
+// index): a sum names its set of writes except with probability ~2^-64.
+//
+// The oracle keeps, per key, the states since the last verification, each
+// with its value — the previous state with the write's operations folded
+// in by a model of the operator (not the DB's Merger) — and the write in
+// flight (writers of a key are serialized, as in the main mode). A read
+// must return, byte for byte, the value of a state the key held between
+// the oracle views taken before and after it, or the one the write then
+// in flight leaves: an operand lost, doubled, reordered (append), merged
+// into a value a deletion hid, or read through a stale snapshot diverges.
+// Nothing is unverifiable: the states of an epoch are all kept.
+//
+// Crashes (--crash=inprocess, as in the main mode: SetIgnoreSyncs, Close
+// under the workers, ResetToSyncedState, reopen) and clean reopens end an
+// epoch. A write whose keys come free while a crash closes the DB is not
+// issued, so the writes in doubt (failed or unanswered) are the last of
+// their keys' histories. The reopened DB is read forward, backward and
+// key by key (all three must agree); each key's value must be one of its
+// states since the last verification — that is, the value a prefix of its
+// history leaves — which names the last write of that prefix; and these
+// per-key prefixes go to the crash checker above as "key k holds what
+// write w left", so the check is across keys, not per key: the writes
+// kept must be closed under "acknowledged before issued" (no hole, no torn
+// batch or transaction) and hold every write the durability rules promise
+// (synced ones with a WAL, those before a Flush that returned, all of them
+// before a clean Close). The op log is in memory; no kill mode, faults or
+// bit flips in this mode.
+//
 // # Concurrency
 //
 // Workers hold the runner's gate shared for each operation; events

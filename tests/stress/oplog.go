@@ -44,10 +44,14 @@ const (
 	// setting or deleting every key of a range: atomic like a batch, and
 	// durable once acknowledged (logged as synced).
 	nameIngest
+	// nameMerge is a DB.Merge of one operand (the merges mode, merges.go).
+	nameMerge
+	// nameTxn is a Txn's commit (the merges mode).
+	nameTxn
 	nameMax
 )
 
-var opNames = [...]string{namePut: "put", nameDelete: "delete", nameDeleteRange: "delete-range", nameBatch: "batch", nameFlush: "flush", nameClose: "close", nameIngest: "ingest"}
+var opNames = [...]string{namePut: "put", nameDelete: "delete", nameDeleteRange: "delete-range", nameBatch: "batch", nameFlush: "flush", nameClose: "close", nameIngest: "ingest", nameMerge: "merge", nameTxn: "txn"}
 
 func (n opName) String() string {
 	if n > 0 && n < nameMax {
@@ -66,6 +70,10 @@ func (n opName) barrier() bool { return n == nameFlush || n == nameClose }
 type keyWrite struct {
 	key uint32
 	st  kstate
+	// merged: the key's new state depends on its old one (the merges
+	// mode: a merge operand went on top of it). For reports only; not in
+	// the op log file.
+	merged bool
 }
 
 // opRec is one write or barrier in the op log. inv and ack are ticks of
@@ -90,9 +98,12 @@ func (o *opRec) String() string {
 			b = fmt.Appendf(b, " ... (%d keys)", len(o.writes))
 			break
 		}
-		if w.st.del {
+		switch {
+		case w.st.del:
 			b = fmt.Appendf(b, " del(%d)", w.key)
-		} else {
+		case w.merged:
+			b = fmt.Appendf(b, " merge(%d)=v%d", w.key, w.st.ver)
+		default:
 			b = fmt.Appendf(b, " set(%d)=v%d", w.key, w.st.ver)
 		}
 	}

@@ -127,10 +127,15 @@ func (o *oracle) stripeOf(k int) *stripe { return &o.stripes[k%len(o.stripes)] }
 
 // lock takes the writer locks of keys (which may repeat) and returns the
 // function that releases them.
-func (o *oracle) lock(keys []int) (unlock func()) {
+func (o *oracle) lock(keys []int) (unlock func()) { return lockStripes(o.stripes, keys) }
+
+// lockStripes takes the writer locks (wmu) of the stripes of keys, in
+// ascending order so that writers cannot deadlock, and returns the
+// function that releases them. Key k belongs to stripe k%len(stripes).
+func lockStripes(stripes []stripe, keys []int) (unlock func()) {
 	idx := make([]int, 0, len(keys))
 	for _, k := range keys {
-		idx = append(idx, k%len(o.stripes))
+		idx = append(idx, k%len(stripes))
 	}
 	sort.Ints(idx)
 	n := 0
@@ -142,11 +147,11 @@ func (o *oracle) lock(keys []int) (unlock func()) {
 	}
 	idx = idx[:n]
 	for _, s := range idx {
-		o.stripes[s].wmu.Lock()
+		stripes[s].wmu.Lock()
 	}
 	return func() {
 		for i := len(idx) - 1; i >= 0; i-- {
-			o.stripes[idx[i]].wmu.Unlock()
+			stripes[idx[i]].wmu.Unlock()
 		}
 	}
 }

@@ -31,6 +31,13 @@ type store interface {
 	DB() *vigil.DB
 }
 
+// mergeStore is a store that takes merge operands too: what the merges
+// mode (merges.go) uses.
+type mergeStore interface {
+	store
+	Merge(key, operand []byte, o *vigil.WriteOptions) error
+}
+
 // iterator is the part of *vigil.Iterator the runner uses.
 type iterator interface {
 	First() bool
@@ -61,6 +68,9 @@ func (s dbStore) Put(key, value []byte, o *vigil.WriteOptions) error {
 	return s.db.Put(key, value, o)
 }
 func (s dbStore) Delete(key []byte, o *vigil.WriteOptions) error { return s.db.Delete(key, o) }
+func (s dbStore) Merge(key, operand []byte, o *vigil.WriteOptions) error {
+	return s.db.Merge(key, operand, o)
+}
 func (s dbStore) DeleteRange(start, end []byte, o *vigil.WriteOptions) error {
 	return s.db.DeleteRange(start, end, o)
 }
