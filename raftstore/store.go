@@ -40,8 +40,9 @@ func (keyNotFoundError) Is(target error) bool { return target == vigil.ErrNotFou
 
 // Options configures a Store.
 type Options struct {
-	// Vigil is the options Open opens the DB with (nil: Vigil's defaults).
-	// New ignores it.
+	// Vigil is the options Open opens the DB with (nil: Vigil's defaults
+	// with WALRecycleFiles = DefaultWALRecycleFiles, since every write of
+	// a raft log is synced). New ignores it.
 	Vigil *vigil.Options
 	// Prefix is prepended to every key the store reads or writes, so that a
 	// store can share a DB with other data (or with other stores under
@@ -105,7 +106,11 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if opts != nil {
 		o = *opts
 	}
-	db, err := vigil.Open(dir, o.Vigil)
+	vo := o.Vigil
+	if vo == nil {
+		vo = &vigil.Options{WALRecycleFiles: DefaultWALRecycleFiles}
+	}
+	db, err := vigil.Open(dir, vo)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: opening log store: %w", err)
 	}
@@ -117,6 +122,12 @@ func Open(dir string, opts *Options) (*Store, error) {
 	s.owned = true
 	return s, nil
 }
+
+// DefaultWALRecycleFiles is the vigil.Options.WALRecycleFiles of a Store
+// opened without Vigil options: a log store syncs every write, so writing
+// each WAL over an obsolete one's blocks spares the disk the zeros and
+// the file creation and deletion a fresh WAL costs.
+const DefaultWALRecycleFiles = 2
 
 // New returns a Store over db, which stays the caller's: Close does not
 // close it. It reads the first and last log keys to fill its index cache,
