@@ -157,6 +157,9 @@ type plan struct {
 	// BatchProtection is Options.BatchProtectionBytesPerKey, drawn from a
 	// random stream of its own (see drawBatchProtection).
 	BatchProtection int `json:"batch_protection_bytes"`
+	// WALRecycle is Options.WALRecycleFiles, drawn from a stream of its
+	// own (see drawWALRecycle).
+	WALRecycle int `json:"wal_recycle_files"`
 }
 
 // pick returns one of xs uniformly.
@@ -193,6 +196,7 @@ func drawPlan(cfg *Config) plan {
 		p.forCorruptFiles(rng)
 	}
 	p.drawBatchProtection()
+	p.drawWALRecycle()
 	if cfg.planHook != nil {
 		cfg.planHook(&p)
 	}
@@ -308,6 +312,22 @@ func (p *plan) drawBatchProtection() {
 	}
 }
 
+// drawWALRecycle draws Options.WALRecycleFiles from a random stream of its
+// own (every other draw of a seed stays what it was): on for a third of
+// the plans where the DB allows it (a WAL with checksums, read in
+// PointInTime or SkipAny mode), so that crashes and kills land in WALs
+// written over older ones. Not with --corrupt-files: there a flip in a
+// recycled WAL's last record is its end by design (see package wal,
+// Recycling), which that mode's checks would count as a loss.
+func (p *plan) drawWALRecycle() {
+	rng := rand.New(rand.NewPCG(p.Seed, 0x2ecc1e))
+	allowed := !p.DisableWAL && !p.CorruptFiles && p.Checksum != vigil.ChecksumNone &&
+		(p.WALMode == vigil.WALRecoverPointInTime || p.WALMode == vigil.WALSkipAnyCorrupted)
+	if n := pick(rng, 0, 0, 2); allowed {
+		p.WALRecycle = n
+	}
+}
+
 // forCorruptFiles adjusts the plan for --corrupt-files. Its draws come
 // last, so that without the option the plan is the same.
 func (p *plan) forCorruptFiles(rng *rand.Rand) {
@@ -340,6 +360,10 @@ func (p *plan) resolveConflicts() {
 		p.BatchProtection = 0
 		p.Notes = append(p.Notes, "batch protection bytes 0: checksum type none cannot compute them")
 	}
+	if p.WALRecycle > 0 && (p.Checksum == vigil.ChecksumNone ||
+		(p.WALMode != vigil.WALRecoverPointInTime && p.WALMode != vigil.WALSkipAnyCorrupted)) {
+		p.WALRecycle = 0 // Options.Validate refuses it (a plan hook changed the draws)
+	}
 	if p.NoAutoCompact {
 		// Nothing would drain L0: never stall on it (workers compact by
 		// hand now and then).
@@ -370,6 +394,7 @@ func (p *plan) options(fs vfs.FS) *vigil.Options {
 		TargetFileSize:                p.TargetFile,
 		WALRecoveryMode:               p.WALMode,
 		DisableWAL:                    p.DisableWAL,
+		WALRecycleFiles:               p.WALRecycle,
 		DisableAutomaticCompactions:   p.NoAutoCompact,
 	}
 }
@@ -412,7 +437,7 @@ func (p *plan) describe(cfg *Config) string {
 		p.BlockSize, p.Restart, p.Bloom, p.Compression, sizeStr(p.Cache), p.MaxOpenFiles)
 	fmt.Fprintf(&b, "           l0_trigger=%d l0_stop=%d lbase=%s multiplier=%d target_file=%s\n",
 		p.L0Trigger, p.L0Stop, sizeStr(p.LBase), p.Multiplier, sizeStr(p.TargetFile))
-	fmt.Fprintf(&b, "           wal_recovery=%s disable_wal=%v auto_compactions=%v\n", p.WALMode, p.DisableWAL, !p.NoAutoCompact)
+	fmt.Fprintf(&b, "           wal_recovery=%s disable_wal=%v wal_recycle_files=%d auto_compactions=%v\n", p.WALMode, p.DisableWAL, p.WALRecycle, !p.NoAutoCompact)
 	for _, n := range p.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}
