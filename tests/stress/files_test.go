@@ -376,8 +376,9 @@ func TestFileFlipsOffKeepPlan(t *testing.T) {
 			t.Fatalf("seed %d: checksum none with --corrupt-files", seed)
 		}
 		on.CorruptFiles, on.FileFlipPct, on.ReopenEvery, on.Notes = off.CorruptFiles, off.FileFlipPct, off.ReopenEvery, off.Notes
-		// (--corrupt-files also turns ingestions and checkpoints off.)
-		on.IngestOneIn, on.CheckpointOneIn = off.IngestOneIn, off.CheckpointOneIn
+		// (--corrupt-files also turns ingestions and checkpoints off, and
+		// WAL recycling, see drawWALRecycle.)
+		on.IngestOneIn, on.CheckpointOneIn, on.WALRecycle = off.IngestOneIn, off.CheckpointOneIn, off.WALRecycle
 		if off.Checksum != vigil.ChecksumNone {
 			if on.Checksum != off.Checksum {
 				t.Fatalf("seed %d: checksum changed", seed)
