@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"github.com/cockroachdb/pebble/vfs"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -74,6 +75,27 @@ func TestFileHeaderBytes(t *testing.T) {
 		if !bytes.Equal(data, want) {
 			t.Fatalf("%s: header\n got %x\nwant %x", ct, data, want)
 		}
+	}
+}
+
+// TestRecycledHeaderBytes: a recycled log's header is the same layout
+// with flag 0x01 in byte 10, as WriteRecycledHeader writes it.
+func TestRecycledHeaderBytes(t *testing.T) {
+	fs := vfs.NewMem()
+	f, err := fs.Create("log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const logNum = 0x0102030405060708
+	if err := WriteRecycledHeader(f, logNum, checksum.XXH3); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	want := append([]byte("VIGLRLOG"), 2, 4, 0x01, 0)
+	want = binary.LittleEndian.AppendUint64(want, logNum)
+	want = binary.LittleEndian.AppendUint32(want, testMask(crc32.Checksum(want, crc32.MakeTable(crc32.Castagnoli))))
+	if data := readFile(t, fs, "log"); !bytes.Equal(data, want) {
+		t.Fatalf("recycled header\n got %x\nwant %x", data, want)
 	}
 }
 

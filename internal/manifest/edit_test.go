@@ -262,3 +262,23 @@ func TestFormatVersionField(t *testing.T) {
 		t.Fatalf("format version 0: %v", err)
 	}
 }
+
+// TestMergerFieldGolden pins the merger field (tag 11, after the
+// comparer's) and its round trip; an empty name is corruption.
+func TestMergerFieldGolden(t *testing.T) {
+	e := &VersionEdit{FormatVersion: FormatVersionMerges, Comparer: ComparerName, Merger: "uint64add"}
+	got := hex.EncodeToString(e.Encode(nil))
+	const want = "0a" + "02" + // format version 2
+		"06" + "08" + "6279746577697365" + // comparer "bytewise"
+		"0b" + "09" + "75696e7436346164" + "64" // merger "uint64add"
+	if got != want {
+		t.Fatalf("merger field encoding changed:\n got %s\nwant %s", got, want)
+	}
+	d, err := DecodeVersionEdit(e.Encode(nil), "test")
+	if err != nil || d.Merger != "uint64add" || d.FormatVersion != 2 {
+		t.Fatalf("round trip: %+v, %v", d, err)
+	}
+	if _, err := DecodeVersionEdit([]byte{0x0b, 0x00}, "test"); !errors.Is(err, base.ErrCorruption) {
+		t.Fatalf("empty merger name: %v", err)
+	}
+}
