@@ -268,6 +268,13 @@ func FuzzReader(f *testing.F) {
 		d[BlockSize+3] ^= 1
 		f.Add(d)
 	}
+	// A recycled log over an older one's blocks: its end is where the
+	// older fragments begin.
+	old, _ := writeLog(f, 5, checksum.XXH3, multiBlockRecords())
+	newer, _ := writeLog(f, 9, checksum.XXH3, [][]byte{[]byte("new"), bytes.Repeat([]byte("n"), 3000)})
+	rec := append(bytes.Clone(newer), old[len(newer):]...)
+	encodeFileHeader(rec[:FileHeaderSize], 9, checksum.XXH3, true)
+	f.Add(rec)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkInput(t, data)
 	})

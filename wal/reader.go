@@ -435,7 +435,25 @@ func (r *Reader) readBlock() error {
 	return nil
 }
 
+// retractSinceGood, in a recycled log read in SkipAnyCorruptedRecords,
+// takes back the damage noted since the last record returned when the
+// log ends with nothing of it verifying after that damage: those bytes
+// were an older log's (see staleEnd), as the other modes find.
+func (r *Reader) retractSinceGood() bool {
+	if !r.recycled || r.mode != SkipAnyCorruptedRecords || r.stats.Corruptions <= r.atGood.Corruptions {
+		return false
+	}
+	r.stats.StaleBytes += r.stats.DroppedBytes - r.atGood.DroppedBytes
+	r.stats.Corruptions, r.stats.DroppedRecords = r.atGood.Corruptions, r.atGood.DroppedRecords
+	r.stats.DroppedBytes, r.stats.TailDroppedBytes = r.atGood.DroppedBytes, r.atGood.TailDroppedBytes
+	r.inRec, r.dropping, r.hasLast = false, false, r.atGood.Corruptions > 0
+	return true
+}
+
 func (r *Reader) finish(err error) {
+	if err == io.EOF {
+		r.retractSinceGood()
+	}
 	r.done = true
 	r.doneErr = err
 	r.rec = r.rec[:0]
@@ -607,10 +625,8 @@ func (r *Reader) olderLog(stored, raw uint32, off int64, typ byte) bool {
 // SkipAnyCorruptedRecords, damage noted since the last record returned
 // was the start of the older bytes: it is taken back.
 func (r *Reader) staleEnd(off int64) {
-	if r.mode == SkipAnyCorruptedRecords && r.stats.Corruptions > r.atGood.Corruptions {
+	if r.retractSinceGood() {
 		off = r.endOffset
-		r.stats.Corruptions, r.stats.DroppedRecords, r.stats.DroppedBytes = r.atGood.Corruptions, r.atGood.DroppedRecords, r.atGood.DroppedBytes
-		r.inRec, r.dropping, r.hasLast = false, false, r.atGood.Corruptions > 0
 	}
 	if r.inRec {
 		r.tornTail(corruption{kind: ckIncomplete, off: r.recOff})
