@@ -442,14 +442,7 @@ func (o *Options) Validate() error {
 	if o.FormatVersion < 1 || o.FormatVersion > FormatVersionNewest {
 		add("FormatVersion = %d: this build writes versions 1 to %d (0: the newest)", o.FormatVersion, FormatVersionNewest)
 	}
-	if o.Merger != nil {
-		if o.Merger.Name == "" || o.Merger.Merge == nil {
-			add("Merger needs both a Name and a Merge function")
-		}
-		if o.FormatVersion >= 1 && o.FormatVersion < manifest.FormatVersionMerges {
-			add("Merger needs FormatVersion %d or newer, not %d", manifest.FormatVersionMerges, o.FormatVersion)
-		}
-	}
+	o.validateMerger(add)
 	if len(o.Levels) > manifest.NumLevels {
 		add("Levels has %d elements: the LSM has %d levels", len(o.Levels), manifest.NumLevels)
 	}
@@ -489,21 +482,7 @@ func (o *Options) Validate() error {
 	if o.TargetFileSize < 1 {
 		add("TargetFileSize = %d: must be positive", o.TargetFileSize)
 	}
-	if !o.WALRecoveryMode.Valid() {
-		add("WALRecoveryMode = WALRecoveryMode(%d): unknown; valid: WALRecoverPointInTime, WALTolerateCorruptedTail, WALAbsoluteConsistency or WALSkipAnyCorrupted",
-			uint8(o.WALRecoveryMode))
-	}
-	if o.WALRecycleFiles < 0 {
-		add("WALRecycleFiles = %d: must not be negative (0: none)", o.WALRecycleFiles)
-	}
-	if o.WALRecycleFiles > 0 {
-		if o.ChecksumType == ChecksumNone {
-			add("WALRecycleFiles = %d needs a checksum type, but ChecksumType is None", o.WALRecycleFiles)
-		}
-		if o.WALRecoveryMode != WALRecoverPointInTime && o.WALRecoveryMode != WALSkipAnyCorrupted {
-			add("WALRecycleFiles = %d needs WALRecoveryMode WALRecoverPointInTime or WALSkipAnyCorrupted, not %v", o.WALRecycleFiles, o.WALRecoveryMode)
-		}
-	}
+	o.validateWAL(add)
 	if o.ReadOnly && o.ErrorIfExists {
 		add("ReadOnly and ErrorIfExists: a read-only open needs an existing DB")
 	}
@@ -511,6 +490,39 @@ func (o *Options) Validate() error {
 		return nil
 	}
 	return base.InvalidArgumentErrorf("invalid options: %s", strings.Join(problems, "; "))
+}
+
+// validateMerger is Validate's part for Merger.
+func (o *Options) validateMerger(add func(format string, args ...any)) {
+	if o.Merger == nil {
+		return
+	}
+	if o.Merger.Name == "" || o.Merger.Merge == nil {
+		add("Merger needs both a Name and a Merge function")
+	}
+	if o.FormatVersion >= 1 && o.FormatVersion < manifest.FormatVersionMerges {
+		add("Merger needs FormatVersion %d or newer, not %d", manifest.FormatVersionMerges, o.FormatVersion)
+	}
+}
+
+// validateWAL is Validate's part for the WAL's recovery mode and
+// recycling.
+func (o *Options) validateWAL(add func(format string, args ...any)) {
+	if !o.WALRecoveryMode.Valid() {
+		add("WALRecoveryMode = WALRecoveryMode(%d): unknown; valid: WALRecoverPointInTime, WALTolerateCorruptedTail, WALAbsoluteConsistency or WALSkipAnyCorrupted",
+			uint8(o.WALRecoveryMode))
+	}
+	switch {
+	case o.WALRecycleFiles < 0:
+		add("WALRecycleFiles = %d: must not be negative (0: none)", o.WALRecycleFiles)
+	case o.WALRecycleFiles > 0:
+		if o.ChecksumType == ChecksumNone {
+			add("WALRecycleFiles = %d needs a checksum type, but ChecksumType is None", o.WALRecycleFiles)
+		}
+		if o.WALRecoveryMode != WALRecoverPointInTime && o.WALRecoveryMode != WALSkipAnyCorrupted {
+			add("WALRecycleFiles = %d needs WALRecoveryMode WALRecoverPointInTime or WALSkipAnyCorrupted, not %v", o.WALRecycleFiles, o.WALRecoveryMode)
+		}
+	}
 }
 
 // String renders the options as the OPTIONS file does: one "name=value" per line.
