@@ -273,22 +273,22 @@ func (x *batchIndex) mergeChain(data, key []byte, cover uint32) ([]byte, batchGe
 	}
 	x.merge(data)
 	i := seekSorted(data, x.sorted, key)
-	acc := bytes.Clone(nonNil(bxVal(data, &x.sorted[i])))
+	acc := bytes.Clone(base.NonNil(bxVal(data, &x.sorted[i])))
 	for i++; ; i++ {
 		var below []byte
 		operand := false
 		if i < len(x.sorted) && bytes.Equal(bxKey(data, &x.sorted[i]), key) {
 			if e := &x.sorted[i]; e.idx+1 > cover && e.kind != base.KindDelete {
-				below, operand = nonNil(bxVal(data, e)), e.kind == base.KindMerge
+				below, operand = base.NonNil(bxVal(data, e)), e.kind == base.KindMerge
 			}
 		} else if cover == 0 {
 			return acc, batchMergeBelow, nil // the DB's value is below
 		}
-		res, err := m.Merge(key, clip(below), clip(acc))
+		res, err := m.Merge(key, base.Clip(below), base.Clip(acc))
 		if err != nil {
 			return nil, batchDecided, mergeFailed(key, err)
 		}
-		acc = bytes.Clone(nonNil(res))
+		acc = bytes.Clone(base.NonNil(res))
 		if !operand {
 			return acc, batchDecided, nil
 		}
@@ -304,11 +304,11 @@ func (x *batchIndex) mergeOnto(key, below []byte, err error, operand []byte) ([]
 	case err != nil:
 		return nil, err
 	default:
-		below = nonNil(below)
+		below = base.NonNil(below)
 	}
-	res, err := x.db.opts.Merger.Merge(key, clip(below), clip(operand))
+	res, err := x.db.opts.Merger.Merge(key, base.Clip(below), base.Clip(operand))
 	if err != nil {
 		return nil, mergeFailed(key, err)
 	}
-	return bytes.Clone(nonNil(res)), nil
+	return bytes.Clone(base.NonNil(res)), nil
 }

@@ -142,15 +142,15 @@ func (o *batchOverlay) bValue(dbSame bool) (v []byte, live bool, err error) {
 		operand := false
 		if i < len(o.run) && bytes.Equal(o.key(i), key) {
 			if f := &o.run[i]; uint64(f.idx)+1 > cover && f.kind != base.KindDelete {
-				below, operand = nonNil(bxVal(o.data, f)), f.kind == base.KindMerge
+				below, operand = base.NonNil(bxVal(o.data, f)), f.kind == base.KindMerge
 			}
 		} else if cover == 0 && dbSame {
 			if o.db.mergeErr != nil {
 				return nil, false, o.db.mergeErr
 			}
-			below = nonNil(o.db.Value())
+			below = base.NonNil(o.db.Value())
 		}
-		res, err := m.Merge(key, clip(below), clip(nonNil(o.valBuf)))
+		res, err := m.Merge(key, base.Clip(below), base.Clip(base.NonNil(o.valBuf)))
 		if err != nil {
 			return nil, false, mergeFailed(key, err)
 		}

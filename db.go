@@ -534,7 +534,7 @@ func (d *DB) getMerged(dst []byte, rs *readState, key []byte, v version, noCopy 
 		v.ref.Release()
 		return nil, errNoMerger(key)
 	}
-	acc := slices.Clone(nonNil(v.value))
+	acc := slices.Clone(base.NonNil(v.value))
 	v.ref.Release()
 	for {
 		var next version
@@ -549,10 +549,10 @@ func (d *DB) getMerged(dst []byte, rs *readState, key []byte, v version, noCopy 
 		var below []byte
 		live := next.found && next.seq >= next.cover && next.kind != base.KindDelete
 		if live {
-			below = nonNil(next.value)
+			below = base.NonNil(next.value)
 		}
 		var err error
-		acc, err = m.Merge(key, clip(below), clip(acc))
+		acc, err = m.Merge(key, base.Clip(below), base.Clip(acc))
 		next.ref.Release()
 		if err != nil {
 			return nil, mergeFailed(key, err)
@@ -569,25 +569,6 @@ func (d *DB) getMerged(dst []byte, rs *readState, key []byte, v version, noCopy 
 		}
 		return append(dst, acc...), nil
 	}
-}
-
-// clip caps b's capacity at its length, so that a Merger appending to an
-// argument copies instead of writing past it into the buffer it aliases
-// (a block, an arena, the accumulated result).
-func clip(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	return b[:len(b):len(b)]
-}
-
-// nonNil returns b, or an empty slice for nil: a Merger tells "no value"
-// (nil) from an empty one.
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
 }
 
 // errNoMerger is a read's error for a merge operand in a DB opened without

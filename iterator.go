@@ -378,12 +378,12 @@ func (it *Iterator) mergeForward(key []byte) bool {
 		operand := false
 		if iter.Next() {
 			if k := iter.Key(); bytes.Equal(k.UserKey, key) && k.Kind() != base.KindDelete && !it.tombs.Covers(key, k.SeqNum()) {
-				below, operand = nonNil(iter.Value()), k.Kind() == base.KindMerge
+				below, operand = base.NonNil(iter.Value()), k.Kind() == base.KindMerge
 			}
 		} else if err := iter.Error(); err != nil {
 			return it.fail(err)
 		}
-		res, err := m.Merge(key, clip(below), clip(nonNil(it.valBuf)))
+		res, err := m.Merge(key, base.Clip(below), base.Clip(base.NonNil(it.valBuf)))
 		if err != nil {
 			it.past = true
 			return it.mergeFailure(key, mergeFailed(key, err))
@@ -515,9 +515,9 @@ func (it *Iterator) prevVersion(ch *prevChain, key []byte, kind base.Kind, seq u
 		}
 		var existing []byte
 		if below {
-			existing = nonNil(it.valBuf)
+			existing = base.NonNil(it.valBuf)
 		}
-		res, err := m.Merge(key, clip(existing), clip(nonNil(it.iter.Value())))
+		res, err := m.Merge(key, base.Clip(existing), base.Clip(base.NonNil(it.iter.Value())))
 		if err != nil {
 			*ch = prevChain{err: mergeFailed(key, err), seq: seq}
 			return

@@ -180,7 +180,7 @@ func (f *Filter) absorb(k base.InternalKey, v []byte, s int, emit func(base.Inte
 	var below []byte
 	operand := false
 	if !rangedel.CoveredInStripe(f.stacks, k.UserKey, k.SeqNum(), f.stripe) && k.Kind() != base.KindDelete {
-		below, operand = nonNil(v), k.Kind() == base.KindMerge
+		below, operand = base.NonNil(v), k.Kind() == base.KindMerge
 	}
 	if !f.mergeInto(below) {
 		if err := f.emitPending(emit); err != nil {
@@ -212,7 +212,7 @@ func (f *Filter) endChain(nextKey bool, emit func(base.InternalKey, []byte) erro
 // value, nil for none), reporting whether the merge succeeded.
 func (f *Filter) mergeInto(below []byte) bool {
 	b := f.pendBuf
-	res, err := f.merge(f.pendKey[b], clip(below), clip(nonNil(f.pendVal[b])))
+	res, err := f.merge(f.pendKey[b], base.Clip(below), base.Clip(base.NonNil(f.pendVal[b])))
 	if err != nil {
 		return false
 	}
@@ -237,20 +237,6 @@ func (f *Filter) Finish(emit func(base.InternalKey, []byte) error) error {
 		return nil
 	}
 	return f.endChain(true, emit)
-}
-
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
-}
-
-func clip(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	return b[:len(b):len(b)]
 }
 
 // Iter yields the entries of a compaction's merged input that survive.
