@@ -41,44 +41,44 @@ import (
 
 // Put sets key to value.
 func (d *DB) Put(key, value []byte, o *WriteOptions) error {
-	b := batchPool.Get().(*Batch)
-	b.setProtection(d.cksum, d.opts.BatchProtectionBytesPerKey)
+	b := d.pooledBatch()
 	b.Put(key, value)
-	err := d.Apply(b, o)
-	b.Reset()
-	batchPool.Put(b)
-	return err
+	return d.applyPooled(b, o)
 }
 
 // Delete removes key. Deleting a missing key is not an error.
 func (d *DB) Delete(key []byte, o *WriteOptions) error {
-	b := batchPool.Get().(*Batch)
-	b.setProtection(d.cksum, d.opts.BatchProtectionBytesPerKey)
+	b := d.pooledBatch()
 	b.Delete(key)
-	err := d.Apply(b, o)
-	b.Reset()
-	batchPool.Put(b)
-	return err
+	return d.applyPooled(b, o)
 }
 
 // DeleteRange removes every key in [start, end). An empty range (start ==
 // end) is a no-op; an inverted one (start > end) is ErrInvalidArgument.
 func (d *DB) DeleteRange(start, end []byte, o *WriteOptions) error {
-	b := batchPool.Get().(*Batch)
-	b.setProtection(d.cksum, d.opts.BatchProtectionBytesPerKey)
+	b := d.pooledBatch()
 	b.DeleteRange(start, end)
-	err := d.Apply(b, o)
-	b.Reset()
-	batchPool.Put(b)
-	return err
+	return d.applyPooled(b, o)
 }
 
 // Merge writes a merge operand for key (see Merger): a read of key then
 // combines it with the value below. The DB needs Options.Merger.
 func (d *DB) Merge(key, operand []byte, o *WriteOptions) error {
+	b := d.pooledBatch()
+	b.Merge(key, operand)
+	return d.applyPooled(b, o)
+}
+
+// pooledBatch is the batch of a single write (Put, Delete, DeleteRange,
+// Merge), from batchPool, protected as the DB's batches are.
+func (d *DB) pooledBatch() *Batch {
 	b := batchPool.Get().(*Batch)
 	b.setProtection(d.cksum, d.opts.BatchProtectionBytesPerKey)
-	b.Merge(key, operand)
+	return b
+}
+
+// applyPooled applies a pooledBatch and returns it to the pool.
+func (d *DB) applyPooled(b *Batch, o *WriteOptions) error {
 	err := d.Apply(b, o)
 	b.Reset()
 	batchPool.Put(b)
