@@ -51,7 +51,7 @@ func (l *Skiplist) Prepare(keyLen, valueLen int) (Pending, error) {
 	if keyLen < 0 || valueLen < 0 {
 		return Pending{}, fmt.Errorf("%w: negative key or value length", ErrInvalidArgument)
 	}
-	if l.order == orderInternal && keyLen < 8 {
+	if l.internalKeys && keyLen < 8 {
 		return Pending{}, fmt.Errorf("%w: internal key of %d bytes is shorter than its 8-byte trailer", ErrInvalidArgument, keyLen)
 	}
 	h := l.randomHeight()
@@ -100,8 +100,11 @@ type splice struct{ prev, next uint32 }
 // spliceAt walks level lvl forward from start, which must sort before the
 // probe, and returns the adjacent pair (prev, next) with prev < probe <= next.
 // eq reports next == probe. With validate it checks every link it moves
-// along, and bounds.
+// along, and bounds. pa is abbrevOf(prefix).
 func (l *Skiplist) spliceAt(prefix []byte, trailer, pa uint64, lvl int, start uint32, validate bool) (prev, next uint32, eq bool, err error) {
+	if l.order == orderUser {
+		return l.spliceAtUser(prefix, trailer, pa, lvl, start, validate)
+	}
 	x := start
 	xa := l.abbrevAt(x)
 	for {
@@ -160,6 +163,9 @@ func (l *Skiplist) link(pn Pending, ins *Inserter) error {
 	h := pn.height
 	prefix, trailer, _ := l.splitProbe(pn.Key)
 	pa := l.abbrevOf(prefix)
+	if l.order == orderUser {
+		pa = l.userAbbrevOf(prefix) // what spliceAtUser and cmpProbeAbbrev compare
+	}
 	validate := l.validate
 
 	// Raise the list height first so that the search below fills the splice
@@ -325,8 +331,12 @@ func (ins *Inserter) Add(key, value []byte) error {
 // Link is Skiplist.Link through the inserter's cache.
 func (ins *Inserter) Link(p Pending) error { return ins.list.link(p, ins) }
 
-// cmpProbeAbbrev compares the probe with a node, abbreviation first.
+// cmpProbeAbbrev compares the probe with a node, abbreviation first (pa is
+// abbrevOf(prefix)).
 func (l *Skiplist) cmpProbeAbbrev(prefix []byte, trailer, pa uint64, off uint32) int {
+	if l.order == orderUser {
+		return l.cmpUserAbbrev(prefix, trailer, pa, off)
+	}
 	na := l.abbrevAt(off)
 	switch {
 	case na < pa:

@@ -393,6 +393,9 @@ func (it *Iterator) lookBehind() error {
 // known to be >= probe, so meeting it again one level down ends that level's
 // walk without a comparison.
 func (l *Skiplist) find(prefix []byte, trailer uint64) (lt, ge uint32) {
+	if l.order == orderUser {
+		return l.findUser(prefix, trailer)
+	}
 	pa := l.abbrevOf(prefix)
 	x, nx, bigger := l.head, l.tail, l.tail
 	for lvl := int(l.height.Load()) - 1; lvl >= 0; lvl-- {
@@ -419,8 +422,13 @@ func (l *Skiplist) find(prefix []byte, trailer uint64) (lt, ge uint32) {
 // abbreviations usually decide it with one integer compare.
 //
 // It also returns the abbreviations of lt and ge (meaningless for the
-// sentinels), which the iterator needs for its next validated step.
+// sentinels), which the iterator needs for its next validated step. Under
+// orderUser those are the built-in ones, 0, as the iterator's steps expect.
 func (l *Skiplist) findValidated(prefix []byte, trailer uint64) (lt uint32, ltAbbrev uint64, ge uint32, geAbbrev uint64, err error) {
+	if l.order == orderUser {
+		lt, ge, err = l.findValidatedUser(prefix, trailer)
+		return lt, 0, ge, 0, err
+	}
 	pa := l.abbrevOf(prefix)
 	x, nx, bigger := l.head, l.tail, l.tail
 	var xa, ba uint64

@@ -53,16 +53,32 @@
 //
 // # Abbreviated keys
 //
-// Searches compare the first 8 bytes of a key, loaded big-endian as one
-// uint64, before calling the full comparison: for most pairs of keys one
-// integer compare decides, on a cache line the search has already loaded. The
-// abbreviation is computed from the key bytes themselves (it is not a second
-// copy that could disagree with them), so a corrupted key byte is seen by the
-// integer compare exactly as by a full compare. Abbreviation needs an order
-// that starts with the bytewise order of a key prefix: the default bytewise
-// order (prefix = whole key) and InternalKeys (prefix = key minus its 8-byte
-// trailer). A caller-given Compare function gets no abbreviation and is called
-// for every comparison.
+// Searches compare an integer abbreviation of each key before calling the
+// full comparison: for most pairs of keys one integer compare decides, on a
+// cache line the search has already loaded. The abbreviation is always
+// computed from the key bytes themselves (it is not a second copy that could
+// disagree with them), so a corrupted key byte is seen by the integer compare
+// exactly as by a full compare.
+//
+// The built-in orders abbreviate a key by its first 8 bytes, loaded
+// big-endian as one uint64, with no function call: that needs an order that
+// starts with the bytewise order of a key prefix, the default bytewise order
+// (prefix = whole key) and InternalKeys (prefix = key minus its 8-byte
+// trailer). A caller-given Compare function gets no abbreviation and is
+// called for every comparison.
+//
+// InternalKeys with a UserComparer that is not bytewise orders the user keys
+// by the comparer, and abbreviates them with its AbbreviatedKey, called on
+// the user key in the node (so the principle above holds); Compare is
+// called only when two abbreviations tie. Such a list searches in loops of
+// its own (findUser, findValidatedUser, spliceAtUser), so that the loops of
+// the built-in orders carry no test or call for it. Its iterators' validated
+// steps use the built-in loops, where every built-in abbreviation of such a
+// list is 0: each check falls through to checkPairSlow, which compares the
+// comparer's abbreviations, then Compare. A comparer without AbbreviatedKey
+// gets a Compare call for every comparison. A bytewise UserComparer (nil,
+// DefaultComparer, or any comparer that resolves to bytewise) is the
+// built-in InternalKeys order itself, at no extra cost.
 //
 // # Validation
 //
@@ -99,10 +115,13 @@ import (
 	"math/bits"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/vigildb/vigil/internal/base"
 )
 
-// Error sentinels. The skiplist imports nothing of Vigil's, so the memtable
-// wraps these with Vigil's own sentinels at its boundary.
+// Error sentinels. They are the skiplist's own (the only package of Vigil's
+// it imports is internal/base, for the Comparer type), so the memtable wraps
+// these with Vigil's own sentinels at its boundary.
 var (
 	// ErrArenaFull means the arena cannot hold the new node. Nothing was
 	// inserted and nothing was consumed; the caller rotates to a new list.
@@ -167,10 +186,15 @@ const (
 	orderBytewise order = iota
 	orderInternal
 	orderFunc
+	// orderUser is InternalKeys with a UserComparer that is not bytewise:
+	// user keys by the comparer, then trailer descending. Its abbreviations
+	// are the comparer's (see the package doc), never the built-in ones.
+	orderUser
 )
 
-// noAbbrev is subtracted from key lengths under a caller-given Compare so that
-// every abbreviation is 0 and the full comparison always decides.
+// noAbbrev is subtracted from key lengths under a caller-given Compare or a
+// UserComparer so that every built-in abbreviation is 0 and the full
+// comparison (for a UserComparer: its abbreviation first) always decides.
 const noAbbrev = 1 << 40
 
 // Options configure a Skiplist. The zero value is a bytewise-ordered list
@@ -187,6 +211,18 @@ type Options struct {
 	// bytes long. It gets abbreviated keys over the prefix and needs no
 	// function call per comparison. Compare must be nil.
 	InternalKeys bool
+	// UserComparer, with InternalKeys, orders the user keys (the prefix)
+	// by the comparer instead of bytewise; trailers still order descending.
+	// It is how the memtable keeps the DB's Options.Comparer order, so that
+	// a flush writes its keys in the order every table and read expects.
+	// nil, DefaultComparer or any comparer that resolves to bytewise
+	// (base.Comparer.IsBytewise) is the built-in InternalKeys order, at no
+	// extra cost. Another comparer's AbbreviatedKey, if it has one, decides
+	// most comparisons before its Compare is called (see the package doc).
+	// It must pass base.Comparer.Check and is resolved once, in New; its
+	// functions must be safe for concurrent use and must not keep their
+	// arguments (which alias the arena).
+	UserComparer *base.Comparer
 	// Validate turns on validating mode for every iterator and insert of the
 	// list (see the package doc). Iterators can also turn it on one by one.
 	Validate bool
@@ -221,11 +257,19 @@ type Skiplist struct {
 	height atomic.Uint32 // current list height, 1..maxHeight
 
 	order        order
-	abbrevSuffix int64 // key bytes after the abbreviated prefix (0, 8, or noAbbrev)
-	cmp          func(a, b []byte) int
+	abbrevSuffix int64                 // key bytes after the abbreviated prefix (0, 8, or noAbbrev)
+	cmp          func(a, b []byte) int // orderFunc: Options.Compare; orderUser: the comparer's Compare
 	validate     bool
 	maxHeight    int
 	checkNeigh   func(key, value []byte) error
+
+	// internalKeys is set for the orders of keys with a trailer
+	// (orderInternal, orderUser). ucmp is the resolved UserComparer under
+	// orderUser (nil otherwise), and uabbrev its AbbreviatedKey (nil if it
+	// has none).
+	internalKeys bool
+	ucmp         *base.Comparer
+	uabbrev      func(key []byte) uint64
 
 	// testYield, when set by tests, runs between the steps of an insert to
 	// widen the race windows the help-along protocol must cover.
@@ -241,6 +285,14 @@ func New(arena *Arena, o Options) (*Skiplist, error) {
 	}
 	if o.InternalKeys && o.Compare != nil {
 		return nil, fmt.Errorf("%w: Compare and InternalKeys are exclusive", ErrInvalidArgument)
+	}
+	if o.UserComparer != nil {
+		if !o.InternalKeys {
+			return nil, fmt.Errorf("%w: UserComparer orders the user keys of internal keys and needs InternalKeys (Compare orders whole keys)", ErrInvalidArgument)
+		}
+		if msg := o.UserComparer.Check(); msg != "" {
+			return nil, fmt.Errorf("%w: %s", ErrInvalidArgument, msg)
+		}
 	}
 	if o.MaxHeight < 0 || o.MaxHeight > MaxHeight {
 		return nil, fmt.Errorf("%w: MaxHeight %d outside [0, %d]", ErrInvalidArgument, o.MaxHeight, MaxHeight)
@@ -258,6 +310,12 @@ func New(arena *Arena, o Options) (*Skiplist, error) {
 	}
 	switch {
 	case o.InternalKeys:
+		l.internalKeys = true
+		if c := o.UserComparer.Resolve(); !c.IsBytewise() {
+			l.order, l.abbrevSuffix, l.cmp = orderUser, noAbbrev, c.Compare
+			l.ucmp, l.uabbrev = c, c.AbbreviatedKey
+			break
+		}
 		l.order, l.abbrevSuffix = orderInternal, 8
 	case o.Compare != nil:
 		l.order, l.abbrevSuffix, l.cmp = orderFunc, noAbbrev, o.Compare
@@ -302,8 +360,23 @@ func (l *Skiplist) Compare(a, b []byte) int {
 		return bytes.Compare(a, b)
 	case orderInternal:
 		return compareInternal(a, b)
+	case orderUser:
+		return l.compareUser(a, b)
 	}
 	return l.cmp(a, b)
+}
+
+// UserComparer returns the comparer that orders the user keys of an
+// InternalKeys list, resolved: DefaultComparer for the built-in order. It is
+// nil for a list without InternalKeys.
+func (l *Skiplist) UserComparer() *base.Comparer {
+	switch {
+	case l.ucmp != nil:
+		return l.ucmp
+	case l.internalKeys:
+		return base.DefaultComparer
+	}
+	return nil
 }
 
 // compareInternal orders prefix ‖ LE trailer keys. A key shorter than the
@@ -377,7 +450,8 @@ func prefixMask(n int64) uint64 {
 	return ^uint64(0) << (64 - 8*uint(n))
 }
 
-// abbrevOf is abbrevAt for a probe held in a slice (the key prefix).
+// abbrevOf is abbrevAt for a probe held in a slice (the key prefix). The
+// searches of orderUser use userAbbrevOf instead.
 func (l *Skiplist) abbrevOf(prefix []byte) uint64 {
 	if l.order == orderFunc {
 		return 0
@@ -446,7 +520,7 @@ func (l *Skiplist) linkError(from, to uint32, level int) error {
 
 // splitProbe turns a whole key into the (prefix, trailer) form searches use.
 func (l *Skiplist) splitProbe(key []byte) (prefix []byte, trailer uint64, ok bool) {
-	if l.order != orderInternal {
+	if !l.internalKeys {
 		return key, 0, true
 	}
 	n := len(key) - 8
@@ -457,7 +531,9 @@ func (l *Skiplist) splitProbe(key []byte) (prefix []byte, trailer uint64, ok boo
 }
 
 // cmpProbe compares the probe (prefix, trailer) with the key of the node at
-// off: >0 means the node sorts before the probe.
+// off: >0 means the node sorts before the probe. Not for orderUser, whose
+// searches call cmpUserAt: that keeps this function, on the path of every
+// tie of the built-in orders, as it was.
 //
 // Callers call it only where the abbreviations tie. Under InternalKeys,
 // when both key prefixes have 16 bytes or more, the second 8 bytes are
@@ -518,6 +594,9 @@ func (l *Skiplist) orderError(a, b uint32, how string) error {
 // checkPair verifies a < b for two nodes whose abbreviations are known. Only
 // equal abbreviations need the full comparison. Both nodes must already be
 // in bounds; their extents are checked here before the keys are read.
+// Under orderUser the abbreviations given are the comparer's (from that
+// order's own search loops) or the built-in ones, all 0 (from iterator
+// steps); checkPairSlow compares the comparer's, computed from the keys.
 func (l *Skiplist) checkPair(a uint32, aa uint64, b uint32, ba uint64, how string) error {
 	if aa < ba {
 		return nil
@@ -532,6 +611,12 @@ func (l *Skiplist) checkPairSlow(a uint32, aa uint64, b uint32, ba uint64, how s
 	}
 	if err := l.checkExtent(b); err != nil {
 		return err
+	}
+	if l.order == orderUser {
+		// The built-in abbreviations given are 0: compare the comparer's.
+		if aa, ba = l.userAbbrevAt(a), l.userAbbrevAt(b); aa < ba {
+			return nil
+		}
 	}
 	if aa == ba && l.Compare(l.keyAt(a), l.keyAt(b)) < 0 {
 		return nil
