@@ -9,7 +9,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/invariants"
+	"github.com/vigildb/vigil/internal/testcmp"
 )
 
 // orderCase names one of the orders a list can have, with a key generator
@@ -22,11 +24,26 @@ type orderCase struct {
 
 func reverseBytewise(a, b []byte) int { return bytes.Compare(b, a) }
 
-var orderCases = []orderCase{
+// reverseNoAbbrev is testcmp.Reverse without its AbbreviatedKey: every
+// comparison of a list under it calls Compare.
+var reverseNoAbbrev = &base.Comparer{Compare: testcmp.Reverse.Compare, Name: "vigil.test.ReverseNoAbbrev"}
+
+// userCases are the orders of internal keys under a UserComparer that is
+// not bytewise, each with a model order (the comparer's, on encoded
+// internal keys).
+var userCases = []orderCase{
+	{"internal-reverse", Options{InternalKeys: true, UserComparer: testcmp.Reverse}, testcmp.Reverse.Resolve().CompareEncoded},
+	{"internal-versioned", Options{InternalKeys: true, UserComparer: testcmp.Versioned}, testcmp.Versioned.Resolve().CompareEncoded},
+	{"internal-reverse-noabbrev", Options{InternalKeys: true, UserComparer: reverseNoAbbrev}, reverseNoAbbrev.Resolve().CompareEncoded},
+}
+
+// orderCases are every order a list can have; the model run, its fuzz
+// target and the abbreviation test go through all of them.
+var orderCases = append([]orderCase{
 	{"bytewise", Options{}, bytes.Compare},
 	{"internal", Options{InternalKeys: true}, compareInternal},
 	{"func-reverse", Options{Compare: reverseBytewise}, reverseBytewise},
-}
+}, userCases...)
 
 // randKey draws keys from a small alphabet so that common prefixes, prefixes
 // of each other, short keys (below the 8-byte abbreviation) and equal
@@ -271,42 +288,50 @@ func FuzzModel(f *testing.F) {
 
 // TestSortedInserts drives the inserter cache's fast path (ascending keys)
 // and its fallbacks (descending and interleaved runs).
+//
+// Under a UserComparer the same key sequences arrive in another order of the
+// list's (Reverse: bytewise ascending is descending), so each pattern runs
+// the cache's hits and misses both ways.
 func TestSortedInserts(t *testing.T) {
-	for _, pattern := range []string{"ascending", "descending", "interleaved"} {
-		t.Run(pattern, func(t *testing.T) {
-			arena, _ := NewArena(4 << 20)
-			l, err := New(arena, Options{InternalKeys: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ins := l.NewInserter()
-			m := newModel(compareInternal)
-			const n = 5000
-			for i := 0; i < n; i++ {
-				j := i
-				switch pattern {
-				case "descending":
-					j = n - i
-				case "interleaved":
-					j = (i%2)*n + i/2
-				}
-				k := binary.BigEndian.AppendUint64(nil, uint64(j))
-				k = binary.LittleEndian.AppendUint64(k, uint64(i)<<8|1)
-				if err := ins.Add(k, k[:4]); err != nil {
-					t.Fatalf("insert %d: %v", i, err)
-				}
-				m.add(k, k[:4])
-			}
-			it := l.NewIter(true)
-			i := 0
-			for ok := it.First(); ok; ok = it.Next() {
-				checkAt(t, &it, m, i, "walk")
-				i++
-			}
-			if n, err := l.Verify(nil); err != nil || n != len(m.keys) {
-				t.Fatalf("Verify = %d, %v, want %d", n, err, len(m.keys))
-			}
-		})
+	for _, oc := range append([]orderCase{{"internal", Options{InternalKeys: true}, compareInternal}}, userCases...) {
+		for _, pattern := range []string{"ascending", "descending", "interleaved"} {
+			t.Run(oc.name+"/"+pattern, func(t *testing.T) { runSortedInserts(t, oc, pattern) })
+		}
+	}
+}
+
+func runSortedInserts(t *testing.T, oc orderCase, pattern string) {
+	arena, _ := NewArena(4 << 20)
+	l, err := New(arena, oc.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := l.NewInserter()
+	m := newModel(oc.cmp)
+	const n = 5000
+	for i := 0; i < n; i++ {
+		j := i
+		switch pattern {
+		case "descending":
+			j = n - i
+		case "interleaved":
+			j = (i%2)*n + i/2
+		}
+		k := binary.BigEndian.AppendUint64(nil, uint64(j))
+		k = binary.LittleEndian.AppendUint64(k, uint64(i)<<8|1)
+		if err := ins.Add(k, k[:4]); err != nil {
+			t.Fatalf("insert %d: %v", i, err)
+		}
+		m.add(k, k[:4])
+	}
+	it := l.NewIter(true)
+	i := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		checkAt(t, &it, m, i, "walk")
+		i++
+	}
+	if n, err := l.Verify(nil); err != nil || n != len(m.keys) {
+		t.Fatalf("Verify = %d, %v, want %d", n, err, len(m.keys))
 	}
 }
 
@@ -493,6 +518,10 @@ func TestAbbrev(t *testing.T) {
 			copy(p.Key, key)
 			copy(p.Value, "\xff\xff\xff") // must not leak into the abbreviation
 			prefix, _, _ := l.splitProbe(key)
+			if l.order == orderUser {
+				checkUserAbbrev(t, oc, l, p.off, k, prefix)
+				continue
+			}
 			if got, want := l.abbrevAt(p.off), l.abbrevOf(prefix); got != want {
 				t.Errorf("%s: abbrev of %x: node %x, probe %x", oc.name, key, got, want)
 			}
@@ -501,4 +530,31 @@ func TestAbbrev(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkUserAbbrev checks the abbreviations of the node at off, whose user
+// key is k, in a list under a UserComparer: the comparer's, computed from
+// the node's key bytes, equal to the probe's; the built-in one 0, so that
+// the iterator's quick checks always fall through to checkPairSlow.
+func checkUserAbbrev(t *testing.T, oc orderCase, l *Skiplist, off uint32, k, prefix []byte) {
+	t.Helper()
+	var want uint64
+	if f := oc.opts.UserComparer.AbbreviatedKey; f != nil {
+		want = f(k)
+	}
+	if got := l.userAbbrevAt(off); got != want {
+		t.Errorf("%s: comparer's abbreviation of node %x = %x, want %x", oc.name, k, got, want)
+	}
+	if got := l.userAbbrevOf(prefix); got != want {
+		t.Errorf("%s: comparer's abbreviation of probe %x = %x, want %x", oc.name, k, got, want)
+	}
+	if got := l.abbrevAt(off); got != 0 {
+		t.Errorf("%s: built-in abbreviation %x, want 0", oc.name, got)
+	}
+	// A key length corrupted past the arena: the abbreviation is computed
+	// on the key cut at the arena's end, never read past it.
+	kl := l.keyLen(off)
+	binary.LittleEndian.PutUint32(l.buf[int(off)+offKeyLen:], 1<<30)
+	l.userAbbrevAt(off)
+	binary.LittleEndian.PutUint32(l.buf[int(off)+offKeyLen:], kl)
 }
