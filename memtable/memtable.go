@@ -1,7 +1,8 @@
 // Package memtable holds a DB's most recent writes in memory: internal keys
 // (user key ‖ 8-byte little-endian trailer seqnum<<8|kind, ordered by user key
-// ascending then trailer descending) in a lock-free arena skiplist, with
-// optional per-entry checksums and validating ("paranoid") reads.
+// ascending under Options.Comparer, then trailer descending) in a lock-free
+// arena skiplist, with optional per-entry checksums and validating
+// ("paranoid") reads.
 //
 // Point entries (Set, Delete) and range tombstones (RangeDelete, key = start,
 // value = end) live in two skiplists sharing one arena, so a single size
@@ -20,7 +21,6 @@
 package memtable
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -76,6 +76,12 @@ type Options struct {
 	// reader, iterator or writer can touch the memtable or any slice it
 	// handed out; a use after that faults (in invariants builds, always).
 	ManualMemory bool
+	// Comparer orders the user keys: the DB's Options.Comparer, so that
+	// iterators, Get, RangeDels and the flush (ValidateEach) see keys in the
+	// order the tables and every other read expect. nil means
+	// base.DefaultComparer, bytewise, which costs nothing extra; New
+	// resolves it once. It must pass base.Comparer.Check.
+	Comparer *base.Comparer
 
 	// maxHeight caps skiplist tower heights (tests force 1 to make
 	// neighbours predictable); 0 means the skiplist default.
@@ -90,6 +96,9 @@ func (o Options) Validate() error {
 	var errs []error
 	if !o.ChecksumType.Valid() {
 		errs = append(errs, fmt.Errorf("memtable: %w", o.ChecksumType.Check()))
+	}
+	if msg := o.Comparer.Check(); msg != "" {
+		errs = append(errs, errors.New("memtable: "+msg))
 	}
 	switch o.ProtectionBytesPerKey {
 	case 0, 1, 2, 4, 8:
@@ -107,7 +116,12 @@ func (o Options) Validate() error {
 	return base.MarkInvalidArgument(errors.Join(errs...))
 }
 
-// MemTable is an in-memory sorted table of internal keys.
+// MemTable is an in-memory sorted table of internal keys, ordered by user
+// key under Options.Comparer (bytewise by default), then by trailer
+// descending (newest first): the order of the DB's tables, so that a flush
+// writes its entries as they come. Every comparison and equality of user
+// keys (Get's same-key check, seeks, the skiplists' order and its checks)
+// goes through that one comparer.
 //
 // Concurrency contract:
 //   - Add and Reserve are safe for concurrent use by any number of writers
@@ -138,6 +152,7 @@ type MemTable struct {
 	csType    checksum.Type
 	protBytes int
 	paranoid  bool
+	cmp       *base.Comparer // Options.Comparer, resolved
 
 	count atomic.Uint64
 	// pending is capacity reserved by Reserve and not yet consumed by Adds.
@@ -173,8 +188,10 @@ func New(o Options) (*MemTable, error) {
 		manual.Free(manualBuf)
 		return nil, base.MarkInvalidArgument(fmt.Errorf("memtable: %w", err))
 	}
-	so := skiplist.Options{InternalKeys: true, Validate: o.ParanoidMemoryChecks, MaxHeight: o.maxHeight}
+	cmp := o.Comparer.Resolve()
+	so := skiplist.Options{InternalKeys: true, UserComparer: cmp, Validate: o.ParanoidMemoryChecks, MaxHeight: o.maxHeight}
 	m := &MemTable{
+		cmp:       cmp,
 		arena:     arena,
 		manualBuf: manualBuf,
 		ahead:     manual.NewFaultAhead(manualBuf),
@@ -458,10 +475,11 @@ func (m *MemTable) verifyBoundary(sit skiplist.Iterator, landed bool, dir int) e
 
 // Get returns the newest point entry of userKey with seqnum <= snapSeq: its
 // value (aliasing the arena), seqnum and kind (Set or Delete). found is false
-// if there is none. With paranoid checks the search validates every link it
-// follows; with protection bytes the entry it lands on is verified whether or
-// not it matches. Corruption gives an error wrapping ErrCorruption and
-// found = false.
+// if there is none. The same user key means equal under the comparer
+// (Comparer.Equal), which need not mean equal bytes. With paranoid checks
+// the search validates every link it follows; with protection bytes the
+// entry it lands on is verified whether or not it matches. Corruption gives
+// an error wrapping ErrCorruption and found = false.
 func (m *MemTable) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind Kind, found bool, err error) {
 	if snapSeq > base.SeqNumMax {
 		snapSeq = base.SeqNumMax
@@ -485,7 +503,7 @@ func (m *MemTable) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64
 	if err != nil {
 		return nil, 0, 0, false, err
 	}
-	if !bytes.Equal(ik.UserKey, userKey) {
+	if !m.cmp.Eq(ik.UserKey, userKey) {
 		return nil, 0, 0, false, nil
 	}
 	if k := ik.Kind(); !k.IsPoint() {
@@ -510,14 +528,15 @@ func (m *MemTable) NewIter(o IterOptions) InternalIterator {
 }
 
 // NewRangeDelIter returns an iterator over the range tombstones:
-// Key().UserKey is the start, Value() the end, ordered by start ascending then
-// seqnum descending. Checks as NewIter.
+// Key().UserKey is the start, Value() the end, ordered by start ascending
+// (under the comparer) then seqnum descending. Checks as NewIter.
 func (m *MemTable) NewRangeDelIter() InternalIterator {
 	return &iterator{m: m, sit: m.rangeDels.NewIter(m.paranoid), what: "range deletion"}
 }
 
 // RangeDels returns every range tombstone with seqnum <= snapSeq, in
-// iteration order. Start and End alias the arena.
+// iteration order (start ascending under the comparer, then seqnum
+// descending). Start and End alias the arena.
 func (m *MemTable) RangeDels(snapSeq uint64) ([]RangeTombstone, error) {
 	it := m.rangeDels.NewIter(m.paranoid)
 	var out []RangeTombstone
@@ -543,6 +562,11 @@ func (m *MemTable) RangeDels(snapSeq uint64) ([]RangeTombstone, error) {
 	return out, nil
 }
 
+// Comparer returns the comparer the memtable orders user keys by
+// (Options.Comparer, resolved: base.DefaultComparer for nil), so that code
+// merging its iterators with others' can check it orders the same way.
+func (m *MemTable) Comparer() *base.Comparer { return m.cmp }
+
 // Count returns the number of successful Adds (point entries and range
 // tombstones).
 func (m *MemTable) Count() uint64 { return m.count.Load() }
@@ -558,19 +582,20 @@ func (m *MemTable) Capacity() int { return m.arena.Capacity() }
 func (m *MemTable) Empty() bool { return m.count.Load() == 0 }
 
 // Validate is the flush-side check of a quiescent memtable: it scans both
-// skiplists fully and verifies key order (full comparisons at every level),
-// links, back links and lengths, every entry's protection bytes and kind,
-// and that the number of entries equals Count(). Any failure is an error
-// wrapping ErrCorruption that names the key(s) in hex and what failed.
+// skiplists fully and verifies key order under the comparer (full
+// comparisons at every level), links, back links and lengths, every entry's
+// protection bytes and kind, and that the number of entries equals Count().
+// Any failure is an error wrapping ErrCorruption that names the key(s) in
+// hex and what failed.
 func (m *MemTable) Validate() error { return m.ValidateEach(nil, nil) }
 
 // ValidateEach is Validate that also hands every entry, as its check
-// passes, to point (the point entries in order: user key ascending, seqnum
-// descending) and then to rangeDel (the range tombstones, by start key;
-// value is the end key). A flush writes its table from these calls, so the
-// memtable is read once, not once to validate and once more to write: on a
-// memtable far larger than the CPU caches each pass costs a cache miss per
-// entry. If the check fails after some entries were handed over, the caller
+// passes, to point (the point entries in order: user key ascending under
+// the comparer, seqnum descending) and then to rangeDel (the range
+// tombstones, by start key; value is the end key). A flush writes its table
+// from these calls, so the memtable is read once, not once to validate and
+// once more to write: on a memtable far larger than the CPU caches each
+// pass costs a cache miss per entry. If the check fails after some entries were handed over, the caller
 // must discard what it made of them. An error returned by point or
 // rangeDel stops the walk and is returned as it is (not as corruption).
 // Either may be nil.
@@ -647,7 +672,7 @@ func (m *MemTable) entryKindForTesting(userKey []byte) (keyOff, keyLen, valOff, 
 		it := l.NewIter(false)
 		if it.SeekGESplit(userKey, ^uint64(0)) {
 			k := it.Key()
-			if len(k) >= base.TrailerLen && bytes.Equal(k[:len(k)-base.TrailerLen], userKey) {
+			if len(k) >= base.TrailerLen && m.cmp.Eq(k[:len(k)-base.TrailerLen], userKey) {
 				return it.KeyOffset(), len(userKey), it.ValueOffset(), len(it.Value()) - m.protBytes, i == 1, true
 			}
 		}
