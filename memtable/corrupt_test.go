@@ -1,44 +1,90 @@
 package memtable
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/testcmp"
 	"github.com/vigildb/vigil/skiplist"
 )
 
 func isCorrupt(err error) bool { return errors.Is(err, base.ErrCorruption) }
 
-// buildOrderCorruption reproduces RocksDB's IntegrityChecks scenario: with
-// tower height forced to 1, add key000000, key000002, key000001, then change
-// the middle key's first byte in the arena, making "aey000001". The list is
-// then key000000 → aey000001 → key000002: out of order. No protection bytes,
-// so only the order checks can see it.
-func buildOrderCorruption(t *testing.T, paranoid bool) *MemTable {
+// orderCorruption is a key order corruption scenario under one comparer:
+// three user keys in the comparer's order, and the change (byte at of the
+// middle key becomes b) that makes the middle key sort before the first
+// while staying below the last.
+type orderCorruption struct {
+	cmp  *base.Comparer
+	keys [3][]byte
+	at   int
+	b    byte
+}
+
+// orderCorruptions: RocksDB's IntegrityChecks scenario (key000001 becomes
+// aey000001) and its mirror under each test comparer; Versioned's changes
+// only the version, which the comparer's abbreviation (the prefix) does not
+// see, so its Compare must.
+func orderCorruptions() []orderCorruption {
+	k := func(s string) []byte { return []byte(s) }
+	vk := func(v uint64) []byte { return testcmp.VersionedKey([]byte("key"), v) }
+	return []orderCorruption{
+		{base.DefaultComparer, [3][]byte{k("key000000"), k("key000001"), k("key000002")}, 0, 'a'},
+		{testcmp.Reverse, [3][]byte{k("key000002"), k("key000001"), k("key000000")}, 0, 'z'},
+		{testcmp.Versioned, [3][]byte{vk(3), vk(2), vk(1)}, 3 + 7, 9},
+	}
+}
+
+// corrupted returns the middle key as the corruption leaves it.
+func (c orderCorruption) corrupted() []byte {
+	k := bytes.Clone(c.keys[1])
+	k[c.at] = c.b
+	return k
+}
+
+// build makes the memtable: with tower height forced to 1, add the first,
+// the last and then the middle key, then change the middle key in the
+// arena. The list is then first → middle' → last: out of order. No
+// protection bytes, so only the order checks can see it.
+func (c orderCorruption) build(t *testing.T, paranoid bool) *MemTable {
 	t.Helper()
-	m := mustNew(t, Options{ParanoidMemoryChecks: paranoid, maxHeight: 1})
-	for i, k := range []string{"key000000", "key000002", "key000001"} {
-		if err := m.Add(uint64(i+1), base.KindSet, []byte(k), []byte("v-"+k)); err != nil {
+	m := mustNew(t, Options{ParanoidMemoryChecks: paranoid, maxHeight: 1, Comparer: c.cmp})
+	for i, j := range []int{0, 2, 1} {
+		if err := m.Add(uint64(i+1), base.KindSet, c.keys[j], []byte("v")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ko, _, _, _, ok := m.entryForTesting([]byte("key000001"))
+	ko, _, _, _, ok := m.entryForTesting(c.keys[1])
 	if !ok {
-		t.Fatal("key000001 not found")
+		t.Fatalf("%x not found", c.keys[1])
 	}
-	m.arenaForTesting()[ko] = 'a'
+	m.arenaForTesting()[ko+c.at] = c.b
 	return m
 }
 
+// buildOrderCorruption is the default comparer's scenario: key000000,
+// key000001 changed to aey000001, key000002.
+func buildOrderCorruption(t *testing.T, paranoid bool) *MemTable {
+	return orderCorruptions()[0].build(t, paranoid)
+}
+
 func TestCorruptKeyOrder(t *testing.T) {
-	k0, k1, k2 := []byte("key000000"), []byte("key000001"), []byte("key000002")
+	for _, c := range orderCorruptions() {
+		t.Run(c.cmp.Name, func(t *testing.T) { runCorruptKeyOrder(t, c) })
+	}
+}
+
+func runCorruptKeyOrder(t *testing.T, c orderCorruption) {
+	k0, k1, k2 := c.keys[0], c.keys[1], c.keys[2]
 	t.Run("paranoid", func(t *testing.T) {
-		m := buildOrderCorruption(t, true)
+		m := c.build(t, true)
 		_, _, _, found, err := m.Get(k1, base.SeqNumMax)
 		if found || !isCorrupt(err) {
 			t.Fatalf("Get: found=%t err=%v, want ErrCorruption", found, err)
@@ -47,8 +93,8 @@ func TestCorruptKeyOrder(t *testing.T) {
 			t.Errorf("Get error lost the skiplist cause: %v", err)
 		}
 		// The error names both keys of the broken pair in hex.
-		for _, hexKey := range []string{"6b6579303030303030", "616579303030303031"} {
-			if !strings.Contains(err.Error(), hexKey) {
+		for _, k := range [][]byte{k0, c.corrupted()} {
+			if hexKey := fmt.Sprintf("%x", k); !strings.Contains(err.Error(), hexKey) {
 				t.Errorf("Get error %q does not name %s", err, hexKey)
 			}
 		}
@@ -59,14 +105,14 @@ func TestCorruptKeyOrder(t *testing.T) {
 				t.Errorf("%s: ok=%t valid=%t err=%v, want ErrCorruption and invalid", what, ok, it.Valid(), it.Error())
 			}
 		}
-		check("SeekGE(key000001)", it.SeekGE(k1))
-		check("SeekLT(key000002)", it.SeekLT(k2))
-		// The search ends on key000000 and looks one step ahead, into the
-		// damage.
-		check("SeekGE(key000000)", it.SeekGE(k0))
+		check("SeekGE(middle)", it.SeekGE(k1))
+		check("SeekLT(last)", it.SeekLT(k2))
+		// The search ends on the first key and looks one step ahead, into
+		// the damage.
+		check("SeekGE(first)", it.SeekGE(k0))
 		check("First+Next", it.First() && it.Next())
 		if !it.Last() {
-			t.Fatalf("Last lands on key000002 (in order with aey000001): %v", it.Error())
+			t.Fatalf("Last lands on the last key (in order with the changed one): %v", it.Error())
 		}
 		check("Last+Prev", it.Prev())
 		if it.Next() || it.Prev() {
@@ -80,21 +126,21 @@ func TestCorruptKeyOrder(t *testing.T) {
 	t.Run("unchecked", func(t *testing.T) {
 		// The same damage without paranoid checks goes unreported: that is
 		// what the option buys.
-		m := buildOrderCorruption(t, false)
+		m := c.build(t, false)
 		if _, _, _, found, err := m.Get(k1, base.SeqNumMax); found || err != nil {
 			t.Fatalf("Get without checks: found=%t err=%v; expected a silent miss", found, err)
 		}
 		it := m.NewIter(IterOptions{})
-		var keys []string
+		var keys [][]byte
 		for ok := it.First(); ok; ok = it.Next() {
-			keys = append(keys, string(it.Key().UserKey))
+			keys = append(keys, it.Key().UserKey)
 		}
 		for ok := it.Last(); ok; ok = it.Prev() {
 		}
 		it.SeekGE(k1)
 		it.SeekLT(k2)
-		if it.Error() != nil || fmt.Sprint(keys) != "[key000000 aey000001 key000002]" {
-			t.Fatalf("unchecked reads: %v, err %v", keys, it.Error())
+		if want := [][]byte{k0, c.corrupted(), k2}; it.Error() != nil || !slices.EqualFunc(keys, want, bytes.Equal) {
+			t.Fatalf("unchecked reads: %q, err %v, want %q", keys, it.Error(), want)
 		}
 		// The flush forces validation on an unparanoid memtable.
 		fit := m.NewIter(IterOptions{Validate: true})
@@ -320,39 +366,54 @@ func TestBitFlipSweep(t *testing.T) {
 // compared only with the probe) would steer a new entry to the wrong place,
 // where later reads miss it without an error. With protection bytes, an
 // insert verifies the two entries it goes between and fails instead.
+//
+// Under Reverse the list runs k8 ... k0, and k6 -> k2 is the same move: k8,
+// k2*, k4, k2, k0; k5 goes between k8 and k2*, in front of k4 again.
 func TestCorruptNeighborStopsInsert(t *testing.T) {
-	for _, prot := range []int{0, 8} {
-		o := Options{ProtectionBytesPerKey: prot, maxHeight: 1}
-		if prot > 0 {
-			o.ChecksumType = checksum.XXH3
+	for _, c := range []struct {
+		cmp  *base.Comparer
+		flip string
+	}{{base.DefaultComparer, "k2"}, {testcmp.Reverse, "k6"}} {
+		for _, prot := range []int{0, 8} {
+			t.Run(fmt.Sprintf("%s/prot=%d", c.cmp.Name, prot), func(t *testing.T) {
+				runCorruptNeighborStopsInsert(t, c.cmp, c.flip, prot)
+			})
 		}
-		m := mustNew(t, o)
-		for i := 0; i < 10; i += 2 {
-			if err := m.Add(uint64(i+1), base.KindSet, []byte(fmt.Sprintf("k%d", i)), []byte("v")); err != nil {
-				t.Fatal(err)
-			}
+	}
+}
+
+func runCorruptNeighborStopsInsert(t *testing.T, cmp *base.Comparer, flip string, prot int) {
+	o := Options{ProtectionBytesPerKey: prot, maxHeight: 1, Comparer: cmp}
+	if prot > 0 {
+		o.ChecksumType = checksum.XXH3
+	}
+	m := mustNew(t, o)
+	for i := 0; i < 10; i += 2 {
+		if err := m.Add(uint64(i+1), base.KindSet, []byte(fmt.Sprintf("k%d", i)), []byte("v")); err != nil {
+			t.Fatal(err)
 		}
-		// k2 -> k6 (bit 2 of '2'): k0, k6*, k4, k6, k8.
-		ko, _, _, _, _ := m.entryForTesting([]byte("k2"))
-		m.arenaForTesting()[ko+1] ^= 0x04
-		err := m.Add(20, base.KindSet, []byte("k5"), []byte("new"))
-		if prot == 0 {
-			// k5 is steered between k0 and the corrupt node, in front of
-			// k4, which a Get now misses silently (that is what
-			// protection bytes buy).
-			if err != nil {
-				t.Fatalf("unprotected Add: %v", err)
-			}
-			if _, _, _, found, err := m.Get([]byte("k4"), base.SeqNumMax); found || err != nil {
-				t.Fatalf("expected k4 to be missed silently without protection: found=%v err=%v", found, err)
-			}
-			continue
+	}
+	// Bit 2 of flip's digit: by default k2 -> k6, making k0, k6*, k4, k6,
+	// k8 (under Reverse k6 -> k2, making k8, k2*, k4, k2, k0).
+	ko, _, _, _, _ := m.entryForTesting([]byte(flip))
+	m.arenaForTesting()[ko+1] ^= 0x04
+	err := m.Add(20, base.KindSet, []byte("k5"), []byte("new"))
+	if prot == 0 {
+		// k5 is steered between the first key and the corrupt node,
+		// in front of k4, which a Get now misses silently (that is
+		// what protection bytes buy).
+		if err != nil {
+			t.Fatalf("unprotected Add: %v", err)
 		}
-		if !isCorrupt(err) {
-			t.Fatalf("Add next to a corrupt entry: %v, want ErrCorruption", err)
+		if _, _, _, found, err := m.Get([]byte("k4"), base.SeqNumMax); found || err != nil {
+			t.Fatalf("expected k4 to be missed silently without protection: found=%v err=%v", found, err)
 		}
-		if n := m.Count(); n != 5 {
-			t.Fatalf("count %d after the refused insert, want 5", n)
-		}
+		return
+	}
+	if !isCorrupt(err) {
+		t.Fatalf("Add next to a corrupt entry: %v, want ErrCorruption", err)
+	}
+	if n := m.Count(); n != 5 {
+		t.Fatalf("count %d after the refused insert, want 5", n)
 	}
 }

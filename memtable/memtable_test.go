@@ -11,6 +11,7 @@ import (
 
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/testcmp"
 )
 
 var _ base.InternalIterator = (*iterator)(nil)
@@ -43,8 +44,10 @@ func TestOptionsValidate(t *testing.T) {
 		{Options{ChecksumType: checksum.XXH3, ProtectionBytesPerKey: 16}, []string{"ProtectionBytesPerKey 16"}},
 		{Options{ChecksumType: checksum.None, ProtectionBytesPerKey: 8}, []string{"ChecksumType is none"}},
 		{Options{ChecksumType: 42}, []string{"ChecksumType(42)"}},
+		{Options{Comparer: testcmp.Reverse}, nil},
+		{Options{Comparer: &base.Comparer{Compare: bytes.Compare}}, []string{"Comparer has no Name"}},
 		// Every problem at once.
-		{Options{ChecksumType: 9, ProtectionBytesPerKey: 5}, []string{"ChecksumType(9)", "ProtectionBytesPerKey 5"}},
+		{Options{ChecksumType: 9, ProtectionBytesPerKey: 5, Comparer: &base.Comparer{Name: "x"}}, []string{"ChecksumType(9)", "ProtectionBytesPerKey 5", "Comparer x has no Compare"}},
 	} {
 		err := c.o.Validate()
 		if c.want == nil {
@@ -230,56 +233,85 @@ func TestReserve(t *testing.T) {
 	}
 }
 
+// TestRangeDels: range tombstones come out ordered by start under the
+// comparer, then seqnum descending. Under Reverse the tombstones are the
+// default's mirrored (each start sorts before its end in that order).
 func TestRangeDels(t *testing.T) {
-	for _, paranoid := range []bool{false, true} {
-		m := mustNew(t, Options{ParanoidMemoryChecks: paranoid, ChecksumType: checksum.XXH3, ProtectionBytesPerKey: 4})
-		adds := []struct {
-			seq        uint64
-			start, end string
-		}{{5, "b", "d"}, {9, "a", "c"}, {7, "b", "z"}, {3, "b", "c"}}
-		for _, a := range adds {
-			if err := m.Add(a.seq, base.KindRangeDelete, []byte(a.start), []byte(a.end)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := m.Add(8, base.KindSet, []byte("b"), []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-		// Ordered by start ascending, then seqnum descending.
-		want := []string{"a#9-c", "b#7-z", "b#5-d", "b#3-c"}
-		var got []string
-		it := m.NewRangeDelIter()
-		for ok := it.First(); ok; ok = it.Next() {
-			if it.Key().Kind() != base.KindRangeDelete {
-				t.Fatalf("kind %s", it.Key().Kind())
-			}
-			got = append(got, fmt.Sprintf("%s#%d-%s", it.Key().UserKey, it.Key().SeqNum(), it.Value()))
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) || it.Error() != nil {
-			t.Fatalf("range-del iterator: %v (err %v), want %v", got, it.Error(), want)
-		}
-		rd, err := m.RangeDels(6)
-		if err != nil || len(rd) != 2 || rd[0].Seq != 5 || rd[1].Seq != 3 || string(rd[0].End) != "d" {
-			t.Fatalf("RangeDels(6) = %v, %v", rd, err)
-		}
-		// Range tombstones are not point entries.
-		if _, _, _, found, err := m.Get([]byte("a"), 100); found || err != nil {
-			t.Fatalf("Get saw a range tombstone: %t %v", found, err)
-		}
-		if v, seq, _, found, _ := m.Get([]byte("b"), 100); !found || seq != 8 || string(v) != "x" {
-			t.Fatalf("Get(b) = %q %d %t", v, seq, found)
-		}
-		if m.Count() != 5 {
-			t.Fatalf("Count = %d", m.Count())
-		}
-		if err := m.Validate(); err != nil {
-			t.Fatal(err)
+	for _, c := range []struct {
+		cmp      *base.Comparer
+		mirrored bool
+		want     []string
+	}{
+		{base.DefaultComparer, false, []string{"a#9-c", "b#7-z", "b#5-d", "b#3-c"}},
+		{testcmp.Versioned, false, []string{"a#9-c", "b#7-z", "b#5-d", "b#3-c"}}, // short keys: all prefix
+		{testcmp.Reverse, true, []string{"z#7-b", "d#5-b", "c#9-a", "c#3-b"}},
+	} {
+		for _, paranoid := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/paranoid=%t", c.cmp.Name, paranoid), func(t *testing.T) {
+				runRangeDels(t, c.cmp, c.mirrored, paranoid, c.want)
+			})
 		}
 	}
 }
 
+func runRangeDels(t *testing.T, cmp *base.Comparer, mirrored, paranoid bool, want []string) {
+	m := mustNew(t, Options{ParanoidMemoryChecks: paranoid, ChecksumType: checksum.XXH3, ProtectionBytesPerKey: 4, Comparer: cmp})
+	adds := []struct {
+		seq        uint64
+		start, end string
+	}{{5, "b", "d"}, {9, "a", "c"}, {7, "b", "z"}, {3, "b", "c"}}
+	for _, a := range adds {
+		if mirrored {
+			a.start, a.end = a.end, a.start
+		}
+		if err := m.Add(a.seq, base.KindRangeDelete, []byte(a.start), []byte(a.end)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Add(8, base.KindSet, []byte("b"), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	// Ordered by start ascending, then seqnum descending.
+	var got []string
+	it := m.NewRangeDelIter()
+	for ok := it.First(); ok; ok = it.Next() {
+		if it.Key().Kind() != base.KindRangeDelete {
+			t.Fatalf("kind %s", it.Key().Kind())
+		}
+		got = append(got, fmt.Sprintf("%s#%d-%s", it.Key().UserKey, it.Key().SeqNum(), it.Value()))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || it.Error() != nil {
+		t.Fatalf("range-del iterator: %v (err %v), want %v", got, it.Error(), want)
+	}
+	rd, err := m.RangeDels(6)
+	if err != nil || len(rd) != 2 || rd[0].Seq != 5 || rd[1].Seq != 3 || cmp.Compare(rd[0].Start, rd[1].Start) > 0 {
+		t.Fatalf("RangeDels(6) = %v, %v", rd, err)
+	}
+	// Range tombstones are not point entries.
+	if _, _, _, found, err := m.Get([]byte("a"), 100); found || err != nil {
+		t.Fatalf("Get saw a range tombstone: %t %v", found, err)
+	}
+	if v, seq, _, found, _ := m.Get([]byte("b"), 100); !found || seq != 8 || string(v) != "x" {
+		t.Fatalf("Get(b) = %q %d %t", v, seq, found)
+	}
+	if m.Count() != 5 {
+		t.Fatalf("Count = %d", m.Count())
+	}
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGetSnapshots reads every version of a key at snapshots between them,
+// under every test comparer: the same results whatever the order.
 func TestGetSnapshots(t *testing.T) {
-	m := mustNew(t, Options{ChecksumType: checksum.XXH3, ProtectionBytesPerKey: 8})
+	for _, cmp := range testComparers {
+		t.Run(cmp.Name, func(t *testing.T) { runGetSnapshots(t, cmp) })
+	}
+}
+
+func runGetSnapshots(t *testing.T, cmp *base.Comparer) {
+	m := mustNew(t, Options{ChecksumType: checksum.XXH3, ProtectionBytesPerKey: 8, Comparer: cmp})
 	m.Add(10, base.KindSet, []byte("k"), []byte("v10"))
 	m.Add(20, base.KindDelete, []byte("k"), nil)
 	m.Add(30, base.KindSet, []byte("k"), []byte("v30"))
@@ -339,21 +371,32 @@ func TestEntryForTesting(t *testing.T) {
 
 // TestIteratorContract covers the parts of base.InternalIterator's contract
 // the model run does not: moves on an exhausted iterator, and Close.
+// Under each test comparer, first and second are its first and second key.
 func TestIteratorContract(t *testing.T) {
-	m := mustNew(t, Options{ParanoidMemoryChecks: true})
+	for _, cmp := range testComparers {
+		first, second := "a", "b"
+		if cmp.Compare([]byte(first), []byte(second)) > 0 {
+			first, second = second, first
+		}
+		t.Run(cmp.Name, func(t *testing.T) { runIteratorContract(t, cmp, first, second) })
+	}
+}
+
+func runIteratorContract(t *testing.T, cmp *base.Comparer, first, second string) {
+	m := mustNew(t, Options{ParanoidMemoryChecks: true, Comparer: cmp})
 	it := m.NewIter(IterOptions{})
 	if it.First() || it.Last() || it.Valid() || it.Next() || it.Prev() || it.Error() != nil {
 		t.Fatal("empty memtable iterator")
 	}
 	m.Add(1, base.KindSet, []byte("a"), []byte("1"))
 	m.Add(2, base.KindSet, []byte("b"), []byte("2"))
-	if !it.Last() || it.Next() || it.Next() || it.Valid() {
+	if !it.Last() || string(it.Key().UserKey) != second || it.Next() || it.Next() || it.Valid() {
 		t.Fatal("Next past the end")
 	}
-	if !it.SeekGE([]byte("a")) || string(it.Key().UserKey) != "a" || it.Prev() || it.Prev() {
+	if !it.SeekGE([]byte(first)) || string(it.Key().UserKey) != first || it.Prev() || it.Prev() {
 		t.Fatal("Prev past the start")
 	}
-	if !it.SeekLT([]byte("b")) || string(it.Key().UserKey) != "a" {
+	if !it.SeekLT([]byte(second)) || string(it.Key().UserKey) != first {
 		t.Fatal("SeekLT")
 	}
 	if err := it.Close(); err != nil || it.Valid() {

@@ -11,6 +11,7 @@ import (
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/invariants"
+	"github.com/vigildb/vigil/internal/testcmp"
 )
 
 // choices is where the model run draws its decisions: a PRNG for the random
@@ -45,19 +46,21 @@ type mentry struct {
 	value []byte
 }
 
-// mtModel is the reference: sorted slices of entries.
+// mtModel is the reference: sorted slices of entries, in the order of the
+// comparer (resolved) the memtable under test has.
 type mtModel struct {
+	cmp               *base.Comparer
 	points, rangeDels []mentry
 }
 
-func cmpEntry(a, b mentry) int { return base.CompareInternal(a.key, b.key) }
+func (m *mtModel) cmpEntry(a, b mentry) int { return m.cmp.CompareInternal(a.key, b.key) }
 
 func (m *mtModel) add(e mentry) bool {
 	list := &m.points
 	if e.key.Kind() == base.KindRangeDelete {
 		list = &m.rangeDels
 	}
-	i, found := slices.BinarySearchFunc(*list, e, cmpEntry)
+	i, found := slices.BinarySearchFunc(*list, e, m.cmpEntry)
 	if found {
 		return false
 	}
@@ -67,16 +70,16 @@ func (m *mtModel) add(e mentry) bool {
 
 func (m *mtModel) get(ukey []byte, snap uint64) (mentry, bool) {
 	snap = min(snap, base.SeqNumMax)
-	i, _ := slices.BinarySearchFunc(m.points, mentry{key: base.MakeSearchKey(ukey, snap)}, cmpEntry)
-	if i < len(m.points) && bytes.Equal(m.points[i].key.UserKey, ukey) {
+	i, _ := slices.BinarySearchFunc(m.points, mentry{key: base.MakeSearchKey(ukey, snap)}, m.cmpEntry)
+	if i < len(m.points) && m.cmp.Equal(m.points[i].key.UserKey, ukey) {
 		return m.points[i], true
 	}
 	return mentry{}, false
 }
 
-// seekGE returns the index of the first entry with user key >= ukey.
-func seekGE(list []mentry, ukey []byte) int {
-	i, _ := slices.BinarySearchFunc(list, mentry{key: base.InternalKey{UserKey: ukey, Trailer: ^uint64(0)}}, cmpEntry)
+// seekGE returns the index of the first point entry with user key >= ukey.
+func (m *mtModel) seekGE(ukey []byte) int {
+	i, _ := slices.BinarySearchFunc(m.points, mentry{key: base.InternalKey{UserKey: ukey, Trailer: ^uint64(0)}}, m.cmpEntry)
 	return i
 }
 
@@ -103,7 +106,7 @@ func checkIter(t testing.TB, it base.InternalIterator, list []mentry, idx int, w
 	if !it.Valid() {
 		t.Fatalf("%s: invalid, model at %s", what, list[idx].key)
 	}
-	if base.CompareInternal(it.Key(), list[idx].key) != 0 || it.Key().Trailer != list[idx].key.Trailer {
+	if !bytes.Equal(it.Key().UserKey, list[idx].key.UserKey) || it.Key().Trailer != list[idx].key.Trailer {
 		t.Fatalf("%s: key %s, model %s", what, it.Key(), list[idx].key)
 	}
 	if !bytes.Equal(it.Value(), list[idx].value) {
@@ -120,7 +123,7 @@ func runMemtableModel(t testing.TB, o Options, c choices, maxOps int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ref mtModel
+	ref := mtModel{cmp: m.Comparer()}
 	seq := uint64(1)
 	it := m.NewIter(IterOptions{})
 	defer it.Close()
@@ -147,7 +150,7 @@ func runMemtableModel(t testing.TB, o Options, c choices, maxOps int) {
 			idx = -1
 		case r < 9: // range tombstone
 			a, b := modelKey(c), modelKey(c)
-			if bytes.Compare(a, b) > 0 {
+			if ref.cmp.Compare(a, b) > 0 {
 				a, b = b, a
 			}
 			e := mentry{key: base.MakeInternalKey(a, seq, base.KindRangeDelete), value: b}
@@ -184,12 +187,12 @@ func runMemtableModel(t testing.TB, o Options, c choices, maxOps int) {
 		case r < 15:
 			k := modelKey(c)
 			it.SeekGE(k)
-			idx = seekGE(ref.points, k)
+			idx = ref.seekGE(k)
 			checkIter(t, it, ref.points, idx, fmt.Sprintf("op %d SeekGE(%x)", op, k))
 		case r < 17:
 			k := modelKey(c)
 			it.SeekLT(k)
-			idx = seekGE(ref.points, k) - 1
+			idx = ref.seekGE(k) - 1
 			checkIter(t, it, ref.points, idx, fmt.Sprintf("op %d SeekLT(%x)", op, k))
 		case r < 18:
 			it.First()
@@ -269,31 +272,39 @@ func runMemtableModel(t testing.TB, o Options, c choices, maxOps int) {
 	}
 }
 
+// testComparers are the orders the order-sensitive tests run under: the
+// default and two that sort differently from bytewise, so that a bytewise
+// comparison behind the comparer's back misplaces keys and fails.
+var testComparers = []*base.Comparer{base.DefaultComparer, testcmp.Reverse, testcmp.Versioned}
+
 func TestModel(t *testing.T) {
 	ops := 2000
 	if testing.Short() || invariants.RaceEnabled {
 		ops = 600
 	}
 	types := []checksum.Type{checksum.XXH3, checksum.CRC32c, checksum.XXHash, checksum.XXHash64, checksum.CRC64}
-	for i, n := range []int{0, 1, 2, 4, 8} {
-		for _, paranoid := range []bool{false, true} {
-			for _, mh := range []int{0, 1} {
-				o := Options{ProtectionBytesPerKey: n, ParanoidMemoryChecks: paranoid, maxHeight: mh}
-				if n > 0 {
-					o.ChecksumType = types[i%len(types)]
-				}
-				t.Run(fmt.Sprintf("prot=%d/%s/paranoid=%t/maxheight=%d", n, o.ChecksumType, paranoid, mh), func(t *testing.T) {
-					for seed := uint64(1); seed <= 2; seed++ {
-						runMemtableModel(t, o, rand.New(rand.NewPCG(seed, uint64(n))), ops)
+	for _, cmp := range testComparers {
+		for i, n := range []int{0, 1, 2, 4, 8} {
+			for _, paranoid := range []bool{false, true} {
+				for _, mh := range []int{0, 1} {
+					o := Options{ProtectionBytesPerKey: n, ParanoidMemoryChecks: paranoid, maxHeight: mh, Comparer: cmp}
+					if n > 0 {
+						o.ChecksumType = types[i%len(types)]
 					}
-				})
+					t.Run(fmt.Sprintf("%s/prot=%d/%s/paranoid=%t/maxheight=%d", cmp.Name, n, o.ChecksumType, paranoid, mh), func(t *testing.T) {
+						for seed := uint64(1); seed <= 2; seed++ {
+							runMemtableModel(t, o, rand.New(rand.NewPCG(seed, uint64(n))), ops)
+						}
+					})
+				}
 			}
 		}
 	}
 }
 
 // FuzzModel drives the model run from fuzz input: every byte is a decision
-// (operation, key bytes, snapshot), the first two pick the options.
+// (operation, key bytes, snapshot), the first two pick the options (the
+// first, the protection bytes and the comparer).
 func FuzzModel(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
 	f.Add([]byte{8, 1, 0, 3, 1, 1, 2, 0, 9, 14, 2, 12, 0, 19, 20, 21, 22, 23, 5, 5, 5})
@@ -303,7 +314,8 @@ func FuzzModel(f *testing.F) {
 			return
 		}
 		prot := []int{0, 1, 2, 4, 8}[int(data[0])%5]
-		o := Options{ProtectionBytesPerKey: prot, ParanoidMemoryChecks: data[1]&1 != 0}
+		cmp := testComparers[int(data[0])/5%len(testComparers)]
+		o := Options{ProtectionBytesPerKey: prot, ParanoidMemoryChecks: data[1]&1 != 0, Comparer: cmp}
 		if data[1]&2 != 0 {
 			o.maxHeight = 1
 		}
