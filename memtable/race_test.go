@@ -127,6 +127,14 @@ func runConcurrent(t *testing.T, cmp *base.Comparer, paranoid bool, writers, rea
 	if t.Failed() {
 		return
 	}
+	checkAfterConcurrent(t, m, key, value, writers, perWriter)
+}
+
+// checkAfterConcurrent checks a memtable once TestConcurrent's writers are
+// done: every key readable with its value, the Prev walk the Next walk
+// reversed, the count exact, Validate passing.
+func checkAfterConcurrent(t *testing.T, m *MemTable, key, value func(w, i int) []byte, writers, perWriter int) {
+	cmpInternal := m.Comparer().CompareInternal
 	for w := 0; w < writers; w++ {
 		for i := 0; i < perWriter; i++ {
 			v, _, _, found, err := m.Get(key(w, i), base.SeqNumMax)

@@ -104,46 +104,7 @@ func runConcurrent(t *testing.T, c *base.Comparer, validate bool, mode string, w
 			rng := rand.New(rand.NewPCG(uint64(r), 2))
 			it := l.NewIter(false)
 			for round := 0; !done.Load(); round++ {
-				// Bounded walks from random places; a full walk in
-				// both directions every 16th round.
-				steps := 32
-				if round%16 == 0 {
-					steps = 1 << 30
-				}
-				var prev []byte
-				ok := it.SeekGE(key(rng.IntN(perWriter), 0))
-				if round%16 == 0 {
-					ok = it.First()
-				}
-				for n := 0; ok && n < steps; n++ {
-					if prev != nil && l.Compare(prev, it.Key()) >= 0 {
-						fail("reader %d: forward %x then %x", r, prev, it.Key())
-					}
-					prev = it.Key()
-					ok = it.Next()
-				}
-				prev = nil
-				ok = it.SeekLT(key(rng.IntN(perWriter), 0))
-				if round%16 == 0 {
-					ok = it.Last()
-				}
-				for n := 0; ok && n < steps; n++ {
-					if prev != nil && l.Compare(it.Key(), prev) >= 0 {
-						fail("reader %d: backward %x then %x", r, prev, it.Key())
-					}
-					prev = it.Key()
-					ok = it.Prev()
-				}
-				runtime.Gosched()
-				for i := 0; i < 20; i++ {
-					k := key(rng.IntN(perWriter), rng.IntN(writers))
-					if it.SeekGE(k) && l.Compare(it.Key(), k) < 0 {
-						fail("reader %d: SeekGE(%x) landed on smaller %x", r, k, it.Key())
-					}
-					if it.SeekLT(k) && l.Compare(it.Key(), k) >= 0 {
-						fail("reader %d: SeekLT(%x) landed on %x", r, k, it.Key())
-					}
-				}
+				readRound(l, &it, rng, round, r, key, fail, writers, perWriter)
 				if err := it.Error(); err != nil {
 					fail("reader %d: %v", r, err)
 				}
@@ -156,35 +117,7 @@ func runConcurrent(t *testing.T, c *base.Comparer, validate bool, mode string, w
 	if t.Failed() {
 		return
 	}
-	it := l.NewIter(true)
-	for w := 0; w < writers; w++ {
-		for i := 0; i < perWriter/10*10; i++ {
-			k := key(i, w)
-			if !it.SeekGE(k) || !bytes.Equal(it.Key(), k) || !bytes.Equal(it.Value(), k[:8]) {
-				t.Fatalf("key %x missing after concurrent inserts (err %v)", k, it.Error())
-			}
-		}
-	}
-	var fwd [][]byte
-	for ok := it.First(); ok; ok = it.Next() {
-		fwd = append(fwd, it.Key())
-	}
-	n := len(fwd)
-	for ok := it.Last(); ok; ok = it.Prev() {
-		n--
-		if n < 0 || !bytes.Equal(fwd[n], it.Key()) {
-			t.Fatalf("backward walk disagrees with forward walk at %d", n)
-		}
-	}
-	if n != 0 || it.Error() != nil {
-		t.Fatalf("backward walk ended at %d (err %v)", n, it.Error())
-	}
-	if want := writers * (perWriter / 10 * 10); len(fwd) != want {
-		t.Fatalf("%d keys, want %d", len(fwd), want)
-	}
-	if cnt, err := l.Verify(nil); err != nil || cnt != len(fwd) {
-		t.Fatalf("Verify = %d, %v", cnt, err)
-	}
+	checkAfterConcurrent(t, l, key, writers, perWriter)
 }
 
 // TestConcurrentSameKeys has several goroutines insert the same keys: each
@@ -220,5 +153,86 @@ func TestConcurrentSameKeys(t *testing.T) {
 	}
 	if n, err := l.Verify(nil); err != nil || n != keys {
 		t.Fatalf("Verify = %d, %v", n, err)
+	}
+}
+
+// readRound is one round of a TestConcurrent reader: walks forward and back
+// from random places (every 16th round, the whole list) and seeks, checking
+// the order of what it sees.
+func readRound(l *Skiplist, it *Iterator, rng *rand.Rand, round, r int, key func(i, w int) []byte, fail func(string, ...any), writers, perWriter int) {
+	// Bounded walks from random places; a full walk in
+	// both directions every 16th round.
+	steps := 32
+	if round%16 == 0 {
+		steps = 1 << 30
+	}
+	var prev []byte
+	ok := it.SeekGE(key(rng.IntN(perWriter), 0))
+	if round%16 == 0 {
+		ok = it.First()
+	}
+	for n := 0; ok && n < steps; n++ {
+		if prev != nil && l.Compare(prev, it.Key()) >= 0 {
+			fail("reader %d: forward %x then %x", r, prev, it.Key())
+		}
+		prev = it.Key()
+		ok = it.Next()
+	}
+	prev = nil
+	ok = it.SeekLT(key(rng.IntN(perWriter), 0))
+	if round%16 == 0 {
+		ok = it.Last()
+	}
+	for n := 0; ok && n < steps; n++ {
+		if prev != nil && l.Compare(it.Key(), prev) >= 0 {
+			fail("reader %d: backward %x then %x", r, prev, it.Key())
+		}
+		prev = it.Key()
+		ok = it.Prev()
+	}
+	runtime.Gosched()
+	for i := 0; i < 20; i++ {
+		k := key(rng.IntN(perWriter), rng.IntN(writers))
+		if it.SeekGE(k) && l.Compare(it.Key(), k) < 0 {
+			fail("reader %d: SeekGE(%x) landed on smaller %x", r, k, it.Key())
+		}
+		if it.SeekLT(k) && l.Compare(it.Key(), k) >= 0 {
+			fail("reader %d: SeekLT(%x) landed on %x", r, k, it.Key())
+		}
+	}
+}
+
+// checkAfterConcurrent checks a list once TestConcurrent's writers are done:
+// every key present once, the backward walk the forward walk reversed,
+// Verify passing.
+func checkAfterConcurrent(t *testing.T, l *Skiplist, key func(i, w int) []byte, writers, perWriter int) {
+	it := l.NewIter(true)
+	for w := 0; w < writers; w++ {
+		for i := 0; i < perWriter/10*10; i++ {
+			k := key(i, w)
+			if !it.SeekGE(k) || !bytes.Equal(it.Key(), k) || !bytes.Equal(it.Value(), k[:8]) {
+				t.Fatalf("key %x missing after concurrent inserts (err %v)", k, it.Error())
+			}
+		}
+	}
+	var fwd [][]byte
+	for ok := it.First(); ok; ok = it.Next() {
+		fwd = append(fwd, it.Key())
+	}
+	n := len(fwd)
+	for ok := it.Last(); ok; ok = it.Prev() {
+		n--
+		if n < 0 || !bytes.Equal(fwd[n], it.Key()) {
+			t.Fatalf("backward walk disagrees with forward walk at %d", n)
+		}
+	}
+	if n != 0 || it.Error() != nil {
+		t.Fatalf("backward walk ended at %d (err %v)", n, it.Error())
+	}
+	if want := writers * (perWriter / 10 * 10); len(fwd) != want {
+		t.Fatalf("%d keys, want %d", len(fwd), want)
+	}
+	if cnt, err := l.Verify(nil); err != nil || cnt != len(fwd) {
+		t.Fatalf("Verify = %d, %v", cnt, err)
 	}
 }
