@@ -68,17 +68,20 @@
 // called for every comparison.
 //
 // InternalKeys with a UserComparer that is not bytewise orders the user keys
-// by the comparer, and abbreviates them with its AbbreviatedKey, called on
-// the user key in the node (so the principle above holds); Compare is
-// called only when two abbreviations tie. Such a list searches in loops of
-// its own (findUser, findValidatedUser, spliceAtUser), so that the loops of
-// the built-in orders carry no test or call for it. Its iterators' validated
-// steps use the built-in loops, where every built-in abbreviation of such a
-// list is 0: each check falls through to checkPairSlow, which compares the
-// comparer's abbreviations, then Compare. A comparer without AbbreviatedKey
-// gets a Compare call for every comparison. A bytewise UserComparer (nil,
-// DefaultComparer, or any comparer that resolves to bytewise) is the
-// built-in InternalKeys order itself, at no extra cost.
+// by the comparer and abbreviates them with its AbbreviatedKey, called on
+// the user key in the node each time (so the principle above holds: there
+// is no stored abbreviation to disagree with the key); Compare is called
+// only when two abbreviations tie, and for every comparison if the comparer
+// has no AbbreviatedKey. Such a list searches (find, findValidated, the
+// insert's spliceAt) in loops of its own, chosen once per search, so that
+// the loops of the built-in orders carry no test or call for it. Its
+// iterators' validated steps run the built-in code, in which every built-in
+// abbreviation of such a list is 0: each order check falls through to
+// checkPairSlow, which compares the comparer's abbreviations of both keys,
+// then calls Compare on a tie. Verify compares every pair with Compare. A
+// bytewise UserComparer (nil, DefaultComparer, or any comparer that
+// resolves to bytewise) is the built-in InternalKeys order itself, at no
+// extra cost.
 //
 // # Validation
 //
@@ -205,11 +208,12 @@ type Options struct {
 	// every comparison; it must not retain its arguments.
 	Compare func(a, b []byte) int
 	// InternalKeys selects the built-in order for keys laid out as
-	// prefix ‖ 8-byte little-endian trailer: prefix bytewise ascending, then
-	// trailer descending (Vigil's internal keys, where the trailer is
-	// seqnum<<8|kind and newer versions sort first). Keys must be at least 8
-	// bytes long. It gets abbreviated keys over the prefix and needs no
-	// function call per comparison. Compare must be nil.
+	// prefix ‖ 8-byte little-endian trailer: prefix bytewise ascending (or
+	// by UserComparer), then trailer descending (Vigil's internal keys,
+	// where the trailer is seqnum<<8|kind and newer versions sort first).
+	// Keys must be at least 8 bytes long. Bytewise, it gets abbreviated
+	// keys over the prefix and needs no function call per comparison.
+	// Compare must be nil.
 	InternalKeys bool
 	// UserComparer, with InternalKeys, orders the user keys (the prefix)
 	// by the comparer instead of bytewise; trailers still order descending.
