@@ -208,7 +208,7 @@ func TestCraftedRangeDelAllocBounded(t *testing.T) {
 	// decodeRangeDels on its own: the same bound, relative to the block.
 	b := sharedRangeDelBlock(craftN)
 	var derr error
-	got := allocBytes(func() { _, derr = decodeRangeDels(b) })
+	got := allocBytes(func() { _, derr = decodeRangeDels(b, base.DefaultComparer) })
 	if limit := 4*uint64(len(b)) + 64<<10; got > limit || derr == nil {
 		t.Fatalf("decodeRangeDels of %d bytes allocated %d (limit %d), err %v", len(b), got, limit, derr)
 	}

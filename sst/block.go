@@ -184,6 +184,10 @@ type blockIter struct {
 	// internalKeys makes every key shorter than the 8-byte trailer an error
 	// (data and range-del blocks), so callers can split keys without checks.
 	internalKeys bool
+	// compare is the user-key order of a data block's seeks under a
+	// comparer that is not bytewise (see initData); nil compares
+	// bytewise, inline.
+	compare func(a, b []byte) int
 
 	offset     int // current entry
 	nextOffset int // entry after it (len(data) at the end)
@@ -198,10 +202,22 @@ type blockIter struct {
 	errOffset int // entry offset where err was found
 }
 
+// initData is init for a data block whose keys order under cmp (a
+// resolved comparer): its seeks compare user keys with it.
+func (i *blockIter) initData(b []byte, cmp *base.Comparer) error {
+	err := i.init(b, true)
+	if !cmp.IsBytewise() {
+		i.compare = cmp.Compare
+	}
+	return err
+}
+
 // init points the iterator at block b and checks the restart array's frame.
+// Its seeks compare keys bytewise (see initData).
 func (i *blockIter) init(b []byte, internalKeys bool) error {
 	i.data, i.restarts, i.numRestarts = nil, nil, 0
 	i.internalKeys = internalKeys
+	i.compare = nil
 	i.key, i.val = nil, nil
 	i.offset, i.nextOffset = 0, 0
 	i.cacheIdx = -1
@@ -343,9 +359,54 @@ func compareIKey(k, ukey []byte, trailer uint64) int {
 	return 0
 }
 
-// compareKey orders block keys: internal-key order for internal-key blocks,
-// bytewise (trailer ignored) otherwise.
+// compareEncoded is cmp.CompareEncoded with the bytewise order inline, as
+// base.CompareEncoded always had it, for the per-entry order checks (the
+// Writer's, Verify's, Salvage's, the range-del decoder's): for the default
+// comparer they cost what they did before comparers.
+func compareEncoded(cmp *base.Comparer, a, b []byte) int {
+	na, nb := len(a)-base.TrailerLen, len(b)-base.TrailerLen
+	if !cmp.IsBytewise() || na < 0 || nb < 0 {
+		return cmp.CompareEncoded(a, b)
+	}
+	if c := bytes.Compare(a[:na], b[:nb]); c != 0 {
+		return c
+	}
+	ta, tb := binary.LittleEndian.Uint64(a[na:]), binary.LittleEndian.Uint64(b[nb:])
+	switch {
+	case ta > tb:
+		return -1
+	case ta < tb:
+		return 1
+	}
+	return 0
+}
+
+// compareIKeyFunc is compareIKey with user keys ordered by compare.
+func compareIKeyFunc(compare func(a, b []byte) int, k, ukey []byte, trailer uint64) int {
+	n := len(k) - 8
+	if n < 0 {
+		return compare(k, ukey)
+	}
+	if c := compare(k[:n], ukey); c != 0 {
+		return c
+	}
+	t := binary.LittleEndian.Uint64(k[n:])
+	switch {
+	case t > trailer:
+		return -1
+	case t < trailer:
+		return 1
+	}
+	return 0
+}
+
+// compareKey orders block keys: internal-key order for internal-key blocks
+// (user keys by compare, if set, else bytewise), bytewise (trailer
+// ignored) otherwise.
 func (i *blockIter) compareKey(k, ukey []byte, trailer uint64) int {
+	if i.compare != nil {
+		return compareIKeyFunc(i.compare, k, ukey, trailer)
+	}
 	if i.internalKeys {
 		return compareIKey(k, ukey, trailer)
 	}

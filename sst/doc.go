@@ -3,6 +3,15 @@
 // checksummed blocks, with a bloom filter over user keys, a block of range
 // tombstones, a properties block and an index.
 //
+// # Key order
+//
+// A table's user keys are ordered by a comparer (base.Comparer:
+// WriterOptions.Comparer, ReaderOptions.Comparer), bytewise by default.
+// Internal keys order by the comparer on their user keys, then by trailer
+// descending. Every order this comment speaks of ("ascending", "increasing",
+// "<") is that order; byte order is said where it is meant. A table written
+// with the default comparer is byte for byte what it was before comparers.
+//
 // This comment is the format's specification. The golden files in testdata
 // pin it byte for byte; a change to anything below is a format change and
 // needs a new FormatVersion.
@@ -60,8 +69,11 @@
 //
 // Keys of data blocks are encoded internal keys: user key ‖ trailer, the
 // trailer a little-endian uint64 seqnum<<8 | kind, kind Set (1) or Delete (0),
-// in strictly increasing internal-key order (user key ascending, trailer
-// descending). Values are the user values (empty for Delete).
+// in strictly increasing internal-key order (user key ascending under the
+// comparer, trailer descending). Values are the user values (empty for
+// Delete). Keys are compared only as whole internal keys or user keys,
+// never by their prefix-compressed bytes, so the block format is the same
+// under every comparer.
 //
 // # Block trailer
 //
@@ -97,20 +109,26 @@
 // One entry per data block, in file order: key = a separator, an encoded
 // internal key >= the block's last key and < the next block's first key (the
 // last block uses its last key); value = the block's handle (two uvarints).
-// Separators are shortened where possible: if the user keys of the block's
-// last key a and the next block's first key b first differ at byte i,
-// a[i] < 0xff, and either a[i]+1 < b[i] or len(b) > i+1, the separator is
-// a[:i] ‖ a[i]+1 with trailer (SeqNumMax, kind 15); its user key is then
-// strictly between a's and b's. Otherwise it is a itself. Restart interval 1:
-// every entry is a restart point (shared == 0, its offset in the restart
-// array), and a reader rejects an index block where one is not, so each
-// separator is stored whole and can be read in place.
+// Separators are shortened where possible, by the comparer's Separator: if
+// the user key of the block's last key a is below that of the next block's
+// first key b, s = Separator(a, b); if s is strictly between the two user
+// keys, the separator is s with trailer (SeqNumMax, kind 15). Otherwise
+// (the same user key on both sides, or a Separator that could not shorten)
+// it is a itself. So a shortened separator's user key is strictly between
+// a's and b's, which Get relies on. For the default comparer the rule is
+// base.BytewiseSeparator's: where a and b first differ, at byte i, if
+// a[i] < 0xff and either a[i]+1 < b[i] or len(b) > i+1, s = a[:i] ‖ a[i]+1.
+// A reader checks that the separators increase under its comparer.
+// Restart interval 1: every entry is a restart point (shared == 0, its
+// offset in the restart array), and a reader rejects an index block where
+// one is not, so each separator is stored whole and can be read in place.
 // Data block i must start where block i-1's trailer ends, block 0 at offset 0.
 //
 // # Filter block
 //
 // A cache-line-blocked bloom filter over the table's distinct user keys
-// (absent when BloomBitsPerKey is 0):
+// (absent when BloomBitsPerKey is 0), hashed as bytes whatever the
+// comparer:
 //
 //	+----------------------------------+-----------------+------------------------+
 //	| numLines × 64-byte lines         | numProbes (1 B) | numLines (uint32 LE)   |
@@ -128,10 +146,10 @@
 //
 // One entry per range tombstone [start, end)#seq: key = start ‖ trailer
 // (seq, RangeDelete), value = end; in internal-key order (start ascending,
-// seq descending), start < end. Restart interval BlockRestartInterval (16
-// by default), except that an entry whose key would bring the total length
-// of the block's keys above 16 times the block's size is made a restart
-// point (stored whole) instead. A reader rejects a range-del block whose
+// seq descending), start < end under the comparer. Restart interval
+// BlockRestartInterval (16 by default), except that an entry whose key
+// would bring the total length of the block's keys above 16 times the
+// block's size is made a restart point (stored whole) instead. A reader rejects a range-del block whose
 // keys total more than 16 times its size: it loads the tombstones at open,
 // and without the bound prefix compression would let a block of n entries
 // of a few bytes each hold n²/2 bytes of keys. A block written with restart

@@ -233,7 +233,7 @@ func FuzzRangeDels(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var ts []base.RangeTombstone
 		var err error
-		checkAlloc(t, "decodeRangeDels", uint64(len(b)), func() { ts, err = decodeRangeDels(b) })
+		checkAlloc(t, "decodeRangeDels", uint64(len(b)), func() { ts, err = decodeRangeDels(b, base.DefaultComparer) })
 		if err != nil {
 			return
 		}

@@ -174,8 +174,13 @@ func mustOpen(t testing.TB, data []byte, o ReaderOptions) *Reader {
 
 // modelGet is Get's specification over the sorted entries.
 func modelGet(points []kv, ukey []byte, snap uint64) (kv, bool) {
-	i := sort.Search(len(points), func(i int) bool { return bytes.Compare(points[i].key.UserKey, ukey) >= 0 })
-	for ; i < len(points) && bytes.Equal(points[i].key.UserKey, ukey); i++ {
+	return modelGetCmp(base.DefaultComparer, points, ukey, snap)
+}
+
+// modelGetCmp is modelGet over entries sorted under comparer c (resolved).
+func modelGetCmp(c *base.Comparer, points []kv, ukey []byte, snap uint64) (kv, bool) {
+	i := sort.Search(len(points), func(i int) bool { return c.Compare(points[i].key.UserKey, ukey) >= 0 })
+	for ; i < len(points) && c.Equal(points[i].key.UserKey, ukey); i++ {
 		if points[i].key.SeqNum() <= snap {
 			return points[i], true
 		}
@@ -183,9 +188,10 @@ func modelGet(points []kv, ukey []byte, snap uint64) (kv, bool) {
 	return kv{}, false
 }
 
-// inBounds reports whether a user key is within [lower, upper).
-func inBounds(k, lower, upper []byte) bool {
-	return (lower == nil || bytes.Compare(k, lower) >= 0) && (upper == nil || bytes.Compare(k, upper) < 0)
+// inBoundsCmp reports whether a user key is within [lower, upper) under
+// comparer c (resolved).
+func inBoundsCmp(c *base.Comparer, k, lower, upper []byte) bool {
+	return (lower == nil || c.Compare(k, lower) >= 0) && (upper == nil || c.Compare(k, upper) < 0)
 }
 
 // collect iterates forward (or backward) and returns the entries.

@@ -22,9 +22,10 @@ var iterPool = sync.Pool{New: func() any { return new(tableIter) }}
 // the (in-memory) index and one data block at a time. It implements
 // InternalIterator; see that contract.
 //
-// Bounds are user keys [lower, upper). Checking them costs a comparison per
-// step, so it is skipped for a block whose index separators prove every key
-// inside is within bounds (checkUpper / checkLower).
+// Bounds are user keys [lower, upper) under the reader's comparer. Checking
+// them costs a comparison per step, so it is skipped for a block whose
+// index separators prove every key inside is within bounds (checkUpper /
+// checkLower).
 //
 // Keys and values alias the current block: the cached block, or (without a
 // cache) the iterator's own scratch buffers, reused for the next block. So
@@ -36,7 +37,12 @@ var iterPool = sync.Pool{New: func() any { return new(tableIter) }}
 // Close: the block's memory may be freed and reused then (in invariants
 // builds, reading it faults). Steps do not allocate; the struct is pooled.
 type tableIter struct {
-	r            *Reader
+	r   *Reader
+	cmp *base.Comparer // r.cmp
+	// compare is cmp.Compare for a comparer that is not bytewise, nil for
+	// the bytewise order, which setKey's bound checks (one per step)
+	// compare inline.
+	compare      func(a, b []byte) int
 	lower, upper []byte
 	bi           blockIter
 	blockIdx     int    // index of the block loaded in bi; -1 if none
@@ -62,8 +68,9 @@ type tableIter struct {
 }
 
 // NewIter returns an iterator over the table's point entries with user keys
-// in [lower, upper) (nil = unbounded). Range tombstones are not applied.
-// The bounds are not copied: the caller keeps them unchanged until Close.
+// in [lower, upper) (nil = unbounded; in the comparer's order). Range
+// tombstones are not applied. The bounds are not copied: the caller keeps
+// them unchanged until Close.
 func (r *Reader) NewIter(lower, upper []byte) InternalIterator {
 	return r.NewIterWithOptions(lower, upper, ReadOptions{})
 }
@@ -72,7 +79,10 @@ func (r *Reader) NewIter(lower, upper []byte) InternalIterator {
 func (r *Reader) NewIterWithOptions(lower, upper []byte, o ReadOptions) InternalIterator {
 	i := iterPool.Get().(*tableIter)
 	raw, dec, bi := i.raw, i.dec, i.bi
-	*i = tableIter{r: r, lower: lower, upper: upper, blockIdx: -1, raw: raw, dec: dec, seqBits: r.globalSeq << 8, skipChecksums: o.SkipChecksums}
+	*i = tableIter{r: r, cmp: r.cmp, lower: lower, upper: upper, blockIdx: -1, raw: raw, dec: dec, seqBits: r.globalSeq << 8, skipChecksums: o.SkipChecksums}
+	if !r.cmp.IsBytewise() {
+		i.compare = r.cmp.Compare
+	}
 	// Keep the block iterator's buffers (key, reverse cache) but nothing else.
 	i.bi.keyBuf, i.bi.cached, i.bi.cacheBuf = bi.keyBuf[:0], bi.cached[:0], bi.cacheBuf[:0]
 	return i
@@ -126,14 +136,14 @@ func (i *tableIter) loadBlock(idx int) bool {
 		i.blockIdx = -1
 		return i.fail(err)
 	}
-	if err := i.bi.init(data, true); err != nil {
+	if err := i.bi.initData(data, i.cmp); err != nil {
 		i.releaseBlock()
 		return i.fail(r.blockErr(BlockKindData, h.offset, err))
 	}
 	i.blockIdx, i.blockH = idx, h
 	// Every key k in block idx has sep(idx-1) < k <= sep(idx).
-	i.checkUpper = i.upper != nil && bytes.Compare(r.index.sepUser(idx), i.upper) >= 0
-	i.checkLower = i.lower != nil && !(idx > 0 && bytes.Compare(r.index.sepUser(idx-1), i.lower) >= 0)
+	i.checkUpper = i.upper != nil && i.cmp.Cmp(r.index.sepUser(idx), i.upper) >= 0
+	i.checkLower = i.lower != nil && !(idx > 0 && i.cmp.Cmp(r.index.sepUser(idx-1), i.lower) >= 0)
 	return true
 }
 
@@ -163,11 +173,27 @@ func (i *tableIter) setKey(forward bool) bool {
 	n := len(k) - base.TrailerLen
 	ukey := k[:n:n]
 	if forward {
-		if i.checkUpper && bytes.Compare(ukey, i.upper) >= 0 {
+		if i.checkUpper {
+			var c int
+			if i.compare == nil {
+				c = bytes.Compare(ukey, i.upper)
+			} else {
+				c = i.compare(ukey, i.upper)
+			}
+			if c >= 0 {
+				return i.invalidate()
+			}
+		}
+	} else if i.checkLower {
+		var c int
+		if i.compare == nil {
+			c = bytes.Compare(ukey, i.lower)
+		} else {
+			c = i.compare(ukey, i.lower)
+		}
+		if c < 0 {
 			return i.invalidate()
 		}
-	} else if i.checkLower && bytes.Compare(ukey, i.lower) < 0 {
-		return i.invalidate()
 	}
 	t := binary.LittleEndian.Uint64(k[n:])
 	if kind := Kind(t); !kind.IsPoint() {
@@ -191,7 +217,7 @@ func (i *tableIter) nextBlock() bool {
 		}
 		// Keys of block idx are > sep(idx-1), so if that is already at or
 		// past the upper bound there is nothing more to read.
-		if i.upper != nil && idx > 0 && bytes.Compare(i.r.index.sepUser(idx-1), i.upper) >= 0 {
+		if i.upper != nil && idx > 0 && i.cmp.Cmp(i.r.index.sepUser(idx-1), i.upper) >= 0 {
 			return i.invalidate()
 		}
 		if !i.loadBlock(idx) {
@@ -214,7 +240,7 @@ func (i *tableIter) prevBlock() bool {
 			return i.invalidate()
 		}
 		// Keys of block idx are <= sep(idx): below the lower bound, done.
-		if i.lower != nil && bytes.Compare(i.r.index.sepUser(idx), i.lower) < 0 {
+		if i.lower != nil && i.cmp.Cmp(i.r.index.sepUser(idx), i.lower) < 0 {
 			return i.invalidate()
 		}
 		if !i.loadBlock(idx) {
@@ -232,7 +258,7 @@ func (i *tableIter) prevBlock() bool {
 // SeekGE moves to the first entry whose user key is >= key (and >= lower).
 func (i *tableIter) SeekGE(key []byte) bool {
 	i.err = nil
-	if i.lower != nil && bytes.Compare(key, i.lower) < 0 {
+	if i.lower != nil && i.cmp.Cmp(key, i.lower) < 0 {
 		key = i.lower
 	}
 	idx := i.r.index.search(key, iterSearchTrailer)
@@ -254,7 +280,7 @@ func (i *tableIter) SeekGE(key []byte) bool {
 // SeekLT moves to the last entry whose user key is < key (and < upper).
 func (i *tableIter) SeekLT(key []byte) bool {
 	i.err = nil
-	if i.upper != nil && bytes.Compare(key, i.upper) > 0 {
+	if i.upper != nil && i.cmp.Cmp(key, i.upper) > 0 {
 		key = i.upper
 	}
 	n := i.r.index.len()
@@ -390,7 +416,7 @@ func (i *tableIter) Close() error {
 		i.bi.keyBuf, i.bi.cacheBuf, i.bi.cached = nil, nil, nil
 	}
 	i.releaseBlock()
-	i.r, i.lower, i.upper = nil, nil, nil
+	i.r, i.cmp, i.compare, i.lower, i.upper = nil, nil, nil, nil, nil
 	i.ikey = InternalKey{}
 	i.valid = false
 	iterPool.Put(i)

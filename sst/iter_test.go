@@ -13,6 +13,7 @@ import (
 // modelIter is the specification of a bounded table iterator: a position in
 // the entries that are within bounds.
 type modelIter struct {
+	cmp *base.Comparer // resolved; the keys' order
 	kvs []kv
 	pos int // -1 or len(kvs) when invalid
 }
@@ -21,14 +22,14 @@ func (m *modelIter) valid() bool { return m.pos >= 0 && m.pos < len(m.kvs) }
 
 func (m *modelIter) seekGE(k []byte) {
 	m.pos = 0
-	for m.pos < len(m.kvs) && bytes.Compare(m.kvs[m.pos].key.UserKey, k) < 0 {
+	for m.pos < len(m.kvs) && m.cmp.Compare(m.kvs[m.pos].key.UserKey, k) < 0 {
 		m.pos++
 	}
 }
 
 func (m *modelIter) seekLT(k []byte) {
 	m.pos = len(m.kvs) - 1
-	for m.pos >= 0 && bytes.Compare(m.kvs[m.pos].key.UserKey, k) >= 0 {
+	for m.pos >= 0 && m.cmp.Compare(m.kvs[m.pos].key.UserKey, k) >= 0 {
 		m.pos--
 	}
 }
@@ -72,72 +73,80 @@ func TestIterAgainstModel(t *testing.T) {
 		for _, ro := range []ReaderOptions{{}, {Cache: wrapCache(newTestCache()), CacheID: 9}} {
 			r := mustOpen(t, data, ro)
 			for round := 0; round < 20; round++ {
-				var lower, upper []byte
-				if rng.IntN(2) == 0 {
-					lower = randSeekKey(rng, spec)
-				}
-				if rng.IntN(2) == 0 {
-					upper = randSeekKey(rng, spec)
-				}
-				m := &modelIter{pos: -1}
-				for _, e := range spec.points {
-					if inBounds(e.key.UserKey, lower, upper) {
-						m.kvs = append(m.kvs, e)
-					}
-				}
-				it := r.NewIter(lower, upper)
-				var trace []string
-				for op := 0; op < n/20; op++ {
-					var got bool
-					var desc string
-					switch x := rng.IntN(10); {
-					case x == 0:
-						got, desc = it.First(), "First"
-						m.pos = 0
-					case x == 1:
-						got, desc = it.Last(), "Last"
-						m.pos = len(m.kvs) - 1
-					case x == 2:
-						k := randSeekKey(rng, spec)
-						got, desc = it.SeekGE(k), fmt.Sprintf("SeekGE(%x)", k)
-						m.seekGE(k)
-					case x == 3:
-						k := randSeekKey(rng, spec)
-						got, desc = it.SeekLT(k), fmt.Sprintf("SeekLT(%x)", k)
-						m.seekLT(k)
-					case x < 7:
-						if !m.valid() {
-							continue
-						}
-						got, desc = it.Next(), "Next"
-						m.pos++
-					default:
-						if !m.valid() {
-							continue
-						}
-						got, desc = it.Prev(), "Prev"
-						m.pos--
-					}
-					trace = append(trace, desc)
-					if err := it.Error(); err != nil {
-						t.Fatalf("%v after %v", err, trace)
-					}
-					if got != m.valid() || it.Valid() != got {
-						t.Fatalf("bounds [%x, %x): valid=%v, model %v after %v", lower, upper, got, m.valid(), trace)
-					}
-					if got {
-						w := m.kvs[m.pos]
-						if it.Key().Trailer != w.key.Trailer || !bytes.Equal(it.Key().UserKey, w.key.UserKey) || !bytes.Equal(it.Value(), w.value) {
-							t.Fatalf("bounds [%x, %x): at %s=%q, model %s=%q after %v", lower, upper, it.Key(), it.Value(), w.key, w.value, trace)
-						}
-					}
-				}
-				if err := it.Close(); err != nil {
-					t.Fatal(err)
-				}
+				runIterModel(t, rng, r, spec, n/20)
 			}
 			r.Close()
 		}
+	}
+}
+
+// runIterModel opens an iterator over r with random bounds and runs ops
+// random operations on it and on the model of spec, in r's order, which
+// must agree at every step.
+func runIterModel(t *testing.T, rng *rand.Rand, r *Reader, spec tableSpec, ops int) {
+	t.Helper()
+	var lower, upper []byte
+	if rng.IntN(2) == 0 {
+		lower = randSeekKey(rng, spec)
+	}
+	if rng.IntN(2) == 0 {
+		upper = randSeekKey(rng, spec)
+	}
+	m := &modelIter{cmp: r.cmp, pos: -1}
+	for _, e := range spec.points {
+		if inBoundsCmp(r.cmp, e.key.UserKey, lower, upper) {
+			m.kvs = append(m.kvs, e)
+		}
+	}
+	it := r.NewIter(lower, upper)
+	var trace []string
+	for op := 0; op < ops; op++ {
+		var got bool
+		var desc string
+		switch x := rng.IntN(10); {
+		case x == 0:
+			got, desc = it.First(), "First"
+			m.pos = 0
+		case x == 1:
+			got, desc = it.Last(), "Last"
+			m.pos = len(m.kvs) - 1
+		case x == 2:
+			k := randSeekKey(rng, spec)
+			got, desc = it.SeekGE(k), fmt.Sprintf("SeekGE(%x)", k)
+			m.seekGE(k)
+		case x == 3:
+			k := randSeekKey(rng, spec)
+			got, desc = it.SeekLT(k), fmt.Sprintf("SeekLT(%x)", k)
+			m.seekLT(k)
+		case x < 7:
+			if !m.valid() {
+				continue
+			}
+			got, desc = it.Next(), "Next"
+			m.pos++
+		default:
+			if !m.valid() {
+				continue
+			}
+			got, desc = it.Prev(), "Prev"
+			m.pos--
+		}
+		trace = append(trace, desc)
+		if err := it.Error(); err != nil {
+			t.Fatalf("%v after %v", err, trace)
+		}
+		if got != m.valid() || it.Valid() != got {
+			t.Fatalf("bounds [%x, %x): valid=%v, model %v after %v", lower, upper, got, m.valid(), trace)
+		}
+		if got {
+			w := m.kvs[m.pos]
+			if it.Key().Trailer != w.key.Trailer || !bytes.Equal(it.Key().UserKey, w.key.UserKey) || !bytes.Equal(it.Value(), w.value) {
+				t.Fatalf("bounds [%x, %x): at %s=%q, model %s=%q after %v", lower, upper, it.Key(), it.Value(), w.key, w.value, trace)
+			}
+		}
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 

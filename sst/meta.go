@@ -1,7 +1,6 @@
 package sst
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/vigildb/vigil/internal/base"
@@ -79,6 +78,9 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 	if m.index, dataEnd, err = r.decodeIndex(ib, ft.index.offset); err != nil {
 		return m, err
 	}
+	if err := r.checkIndexOrder(&m.index, ft.index.offset); err != nil {
+		return m, err
+	}
 
 	if err := r.checkMetaTiling(&m, dataEnd, ft.index.offset); err != nil {
 		return m, err
@@ -97,7 +99,7 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 	if err != nil {
 		return m, err
 	}
-	if m.rangeDels, err = decodeRangeDels(rb); err != nil {
+	if m.rangeDels, err = decodeRangeDels(rb, r.cmp); err != nil {
 		return m, r.blockErr(BlockKindRangeDel, m.rangeDelH.offset, err)
 	}
 	pb, err := read(m.propsH, BlockKindProperties)
@@ -108,7 +110,7 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 		return m, r.blockErr(BlockKindProperties, m.propsH.offset, err)
 	}
 	m.props.FormatVersion = ft.version
-	if err := m.crossCheck(dataEnd); err != nil {
+	if err := m.crossCheck(dataEnd, r.cmp); err != nil {
 		return m, blockCorruptf(r.fid, BlockKindProperties, m.propsH.offset, "%v", err)
 	}
 	return m, nil
@@ -179,8 +181,9 @@ func (r *fileReader) checkMetaTiling(m *tableMeta, dataEnd, indexOff uint64) err
 	return nil
 }
 
-// crossCheck compares the properties with the blocks they describe.
-func (m *tableMeta) crossCheck(dataEnd uint64) error {
+// crossCheck compares the properties with the blocks they describe (cmp
+// orders the keys).
+func (m *tableMeta) crossCheck(dataEnd uint64, cmp *base.Comparer) error {
 	p := &m.props
 	filterSize := uint64(0)
 	if m.hasFilter {
@@ -217,7 +220,7 @@ func (m *tableMeta) crossCheck(dataEnd uint64) error {
 			if t.Seq != 0 {
 				return fmt.Errorf("external table with range tombstone %s at seqnum %d", base.HexKey(t.Start), t.Seq)
 			}
-			if i > 0 && bytes.Compare(t.Start, m.rangeDels[i-1].End) < 0 {
+			if i > 0 && cmp.Cmp(t.Start, m.rangeDels[i-1].End) < 0 {
 				return fmt.Errorf("external table with overlapping range tombstones at %s", base.HexKey(t.Start))
 			}
 		}

@@ -172,6 +172,11 @@ type WriterOptions struct {
 	// DB sets its id, the session's and the file number; an external
 	// writer a session of its own). The zero identity is not stored.
 	Identity Identity
+	// Comparer orders the table's user keys: Add and AddRangeDel check
+	// their order with it and the index separators are shortened with its
+	// Separator. nil means base.DefaultComparer, bytewise, whose tables
+	// are byte for byte what they were before comparers.
+	Comparer *base.Comparer
 
 	// BaseContext is the per-file context value mixed into every block
 	// checksum (see the package comment). 0, the normal setting, picks a
@@ -198,6 +203,8 @@ func (o *WriterOptions) validate() error {
 		return invalidArgf("negative block restart interval %d", o.BlockRestartInterval)
 	case o.BloomBitsPerKey < 0 || o.BloomBitsPerKey > 1000:
 		return invalidArgf("bloom bits per key %d out of range [0, 1000]", o.BloomBitsPerKey)
+	case o.Comparer.Check() != "":
+		return invalidArgf("%s", o.Comparer.Check())
 	}
 	return nil
 }
@@ -244,6 +251,11 @@ type ReaderOptions struct {
 	// Expect, if not nil, is what the table's owner recorded of it; Open
 	// fails with ErrCorruption, naming both, unless the table matches.
 	Expect *Expected
+	// Comparer is the order the table's keys are read in: the index
+	// search, seeks, bounds, Get's equality, and the order checks of
+	// Open, Verify and Salvage. It must be the one the table was
+	// written with. nil means base.DefaultComparer.
+	Comparer *base.Comparer
 }
 
 // Identity names a table for good (see base.TableIdentity): the DB and

@@ -45,6 +45,9 @@ type indexBlock struct {
 	restarts []byte // one uint32 LE offset per entry
 	seps     [][]byte
 	ends     []uint64
+	// compare orders the separators' user keys under a comparer that is
+	// not bytewise; nil: bytewise, inline in search's loop.
+	compare func(a, b []byte) int
 }
 
 // len returns the number of entries, i.e. of data blocks.
@@ -74,6 +77,9 @@ func (x *indexBlock) handle(i int) handle {
 // search returns the first data block whose separator is >= (ukey,
 // trailer), or the number of data blocks.
 func (x *indexBlock) search(ukey []byte, trailer uint64) int {
+	if x.compare != nil {
+		return x.searchFunc(ukey, trailer)
+	}
 	seps := x.seps
 	lo, hi := 0, len(seps)
 	for lo < hi {
@@ -82,6 +88,22 @@ func (x *indexBlock) search(ukey []byte, trailer uint64) int {
 		// compareIKey(separator, ukey, trailer) < 0, inlined (the compiler
 		// does not).
 		if c := bytes.Compare(k, ukey); c < 0 || c == 0 && binary.LittleEndian.Uint64(k[len(k):cap(k)]) > trailer {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// searchFunc is search under a comparer that is not bytewise.
+func (x *indexBlock) searchFunc(ukey []byte, trailer uint64) int {
+	seps := x.seps
+	lo, hi := 0, len(seps)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		k := seps[m]
+		if c := x.compare(k, ukey); c < 0 || c == 0 && binary.LittleEndian.Uint64(k[len(k):cap(k)]) > trailer {
 			lo = m + 1
 		} else {
 			hi = m
@@ -142,6 +164,9 @@ type fileReader struct {
 	size uint64
 	t    checksum.Type
 	base uint32
+	// cmp is ReaderOptions.Comparer, resolved: the order the index,
+	// range-del and data blocks are checked and searched in.
+	cmp *base.Comparer
 }
 
 // Open reads a table of the given size from f. Open takes ownership of f:
@@ -178,10 +203,15 @@ func OpenFile(fs vfs.FS, name string, o ReaderOptions) (*Reader, error) {
 // sizes of the blocks it decompressed, which bound what it allocates (the
 // tests check that).
 func open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, uint64, error) {
-	fr := fileReader{f: f, fid: fileID{name: name, num: o.FileNum}}
+	fr := fileReader{f: f, fid: fileID{name: name, num: o.FileNum}, cmp: o.Comparer.Resolve()}
+	o.Comparer = fr.cmp
 	if size < 0 {
 		f.Close()
 		return nil, 0, invalidArgf("negative size %d for %s", size, fr.fid)
+	}
+	if msg := fr.cmp.Check(); msg != "" {
+		f.Close()
+		return nil, 0, invalidArgf("opening %s: %s", fr.fid, msg)
 	}
 	fr.size = uint64(size)
 	if o.Expect != nil && fr.size != o.Expect.Size {
@@ -222,13 +252,13 @@ func open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, uint64
 }
 
 // decodeIndex checks index block b (at file offset off) and returns it as
-// an indexBlock and the end of the data blocks. Every entry must be a
-// restart point with shared == 0 (restart interval 1, as the format
-// specifies and the Writer writes): so a separator is stored whole and
-// aliases the block, and no entry can make the reader build a key out of
-// bytes it has already counted once. The handles must tile the file from
-// offset 0 and the separators must increase. It allocates only
-// indexBlock.seps and ends.
+// an indexBlock, searching under r.cmp, and the end of the data blocks.
+// Every entry must be a restart point with shared == 0 (restart interval
+// 1, as the format specifies and the Writer writes): so a separator is
+// stored whole and aliases the block, and no entry can make the reader
+// build a key out of bytes it has already counted once. The handles must
+// tile the file from offset 0. The separators' order is checked apart
+// (checkIndexOrder). It allocates only indexBlock.seps and ends.
 func (r *fileReader) decodeIndex(b []byte, off uint64) (indexBlock, uint64, error) {
 	var it blockIter
 	if err := it.init(b, true); err != nil {
@@ -245,8 +275,10 @@ func (r *fileReader) decodeIndex(b []byte, off uint64) (indexBlock, uint64, erro
 		return fail("%d restart points for %d bytes of index entries", n, len(x.data))
 	}
 	x.seps, x.ends = make([][]byte, n), make([]uint64, n)
+	if !r.cmp.IsBytewise() {
+		x.compare = r.cmp.Compare
+	}
 	var dataEnd uint64
-	var prev []byte
 	i, eo := 0, 0 // entry i starts at block offset eo
 	for ; eo < len(x.data); i++ {
 		shared, unshared, vlen, p, ok := it.readHeader(eo)
@@ -262,22 +294,30 @@ func (r *fileReader) decodeIndex(b []byte, off uint64) (indexBlock, uint64, erro
 		if unshared < base.TrailerLen {
 			return fail("%v (entry at block offset %d)", errBlockShortKey, eo)
 		}
-		key, val := x.data[p:p+unshared], x.data[p+unshared:p+unshared+vlen]
+		val := x.data[p+unshared : p+unshared+vlen]
 		h, hok := decodeHandle(val)
 		if !hok || h.offset != dataEnd || h.size > MaxBlockSize || h.offset > r.size || h.end() > off {
 			return fail("bad handle for data block %d (offset %d, size %d; expected offset %d)", i, h.offset, h.size, dataEnd)
 		}
-		if i > 0 && base.CompareEncoded(prev, key) >= 0 {
-			return fail("index separators out of order at data block %d", i)
-		}
 		ue := p + unshared - base.TrailerLen
 		x.seps[i], x.ends[i] = x.data[p:ue:p+unshared], h.end()
-		prev, dataEnd, eo = key, h.end(), p+unshared+vlen
+		dataEnd, eo = h.end(), p+unshared+vlen
 	}
 	if i != n {
 		return fail("%d restart points for %d index entries (the index has restart interval 1)", n, i)
 	}
 	return x, dataEnd, nil
+}
+
+// checkIndexOrder checks that the separators of index x (decoded by
+// decodeIndex from the block at off) increase under r.cmp.
+func (r *fileReader) checkIndexOrder(x *indexBlock, off uint64) error {
+	for i := 1; i < x.len(); i++ {
+		if compareEncoded(r.cmp, x.sep(i-1), x.sep(i)) >= 0 {
+			return blockCorruptf(r.fid, BlockKindIndex, off, "index separators out of order at data block %d", i)
+		}
+	}
+	return nil
 }
 
 // maxRangeDelKeyAmp bounds the tombstones decoded from a range-del block:
@@ -293,15 +333,16 @@ func (r *fileReader) decodeIndex(b []byte, off uint64) (indexBlock, uint64, erro
 // allocate n²/2 bytes.
 const maxRangeDelKeyAmp = 16
 
-// decodeRangeDels parses the range-del block into tombstones. The ends alias
-// the block; the starts are copied into one arena. A first pass checks
+// decodeRangeDels parses the range-del block into tombstones, checking
+// their order (and start < end) under cmp, a resolved comparer. The ends
+// alias the block; the starts are copied into one arena. A first pass checks
 // every entry and sums the key lengths, allocating nothing but two key
 // buffers (each at most the longest key, so at most the block's size); the
 // second fills two exactly sized slices: the starts, at most
 // maxRangeDelKeyAmp times the block's size, and one 56-byte RangeTombstone
 // per entry, each of which takes at least 5 bytes of the block (3 varints,
 // a key byte of its own, as keys increase, and a non-empty end).
-func decodeRangeDels(b []byte) ([]RangeTombstone, error) {
+func decodeRangeDels(b []byte, cmp *base.Comparer) ([]RangeTombstone, error) {
 	var it blockIter
 	if err := it.init(b, true); err != nil {
 		return nil, err
@@ -318,10 +359,10 @@ func decodeRangeDels(b []byte) ([]RangeTombstone, error) {
 		if k.Kind() != base.KindRangeDelete {
 			return nil, blockError(fmt.Sprintf("range-del entry %s is not a RANGEDEL", k))
 		}
-		if bytes.Compare(k.UserKey, it.val) >= 0 {
+		if cmp.Cmp(k.UserKey, it.val) >= 0 {
 			return nil, blockError(fmt.Sprintf("range tombstone %s has end %s <= start", k, base.HexKey(it.val)))
 		}
-		if n > 0 && base.CompareEncoded(prev, it.key) >= 0 {
+		if n > 0 && compareEncoded(cmp, prev, it.key) >= 0 {
 			return nil, blockError(fmt.Sprintf("range tombstones out of order at %s", k))
 		}
 		prev = append(prev[:0], it.key...)
@@ -666,12 +707,13 @@ func (r *Reader) getInBlock(data []byte, h handle, userKey []byte, trailer uint6
 		it.reset()
 		getIterPool.Put(it)
 	}()
-	if err := it.init(data, true); err != nil {
+	if err := it.initData(data, r.cmp); err != nil {
 		return nil, 0, 0, false, r.blockErr(BlockKindData, h.offset, err)
 	}
 	// If the seek runs off the block, the answer is "absent": the block's
 	// separator is >= the search key, so it was shortened to a user key >=
-	// userKey that is < the next block's first user key.
+	// userKey that is < the next block's first user key (under the
+	// comparer: see Writer.separator).
 	if !it.seekGE(userKey, trailer) {
 		if it.err != nil {
 			return nil, 0, 0, false, r.dataErr(h, it)
@@ -679,7 +721,7 @@ func (r *Reader) getInBlock(data []byte, h handle, userKey []byte, trailer uint6
 		return nil, 0, 0, false, nil
 	}
 	n := len(it.key) - base.TrailerLen
-	if !bytes.Equal(it.key[:n], userKey) {
+	if !r.cmp.Eq(it.key[:n], userKey) {
 		return nil, 0, 0, false, nil
 	}
 	t := binary.LittleEndian.Uint64(it.key[n:])

@@ -66,15 +66,19 @@ type SalvageResult struct {
 // errors) and calls emit with each point entry of each data block that
 // verifies, in order; emit's key and value are valid only during the call.
 // o.FileNum names the table; o.GlobalSeqNum, if not zero, is the seqnum
-// every entry and tombstone reads back with (an ingested table); o.Expect
-// and o.Cache are ignored. It returns an error wrapping ErrCorruption when
-// even the footer or the index does not verify (nothing can be salvaged),
-// an I/O error as it is, or emit's error. Salvage does not close f.
+// every entry and tombstone reads back with (an ingested table);
+// o.Comparer is the order the blocks are checked in; o.Expect and o.Cache
+// are ignored. It returns an error wrapping ErrCorruption when even the
+// footer or the index does not verify (nothing can be salvaged), an I/O
+// error as it is, or emit's error. Salvage does not close f.
 func Salvage(f vfs.File, name string, size int64, o ReaderOptions, emit func(k InternalKey, value []byte) error) (*SalvageResult, error) {
 	if size < 0 {
 		return nil, invalidArgf("negative size %d for %s", size, name)
 	}
-	fr := fileReader{f: f, fid: fileID{name: name, num: o.FileNum}, size: uint64(size)}
+	fr := fileReader{f: f, fid: fileID{name: name, num: o.FileNum}, size: uint64(size), cmp: o.Comparer.Resolve()}
+	if msg := fr.cmp.Check(); msg != "" {
+		return nil, invalidArgf("salvaging %s: %s", fr.fid, msg)
+	}
 	if fr.size < FooterLen {
 		return nil, base.CorruptionErrorf("sst: %s is too short to be a table: %d bytes", fr.fid, fr.size)
 	}
@@ -93,6 +97,9 @@ func Salvage(f vfs.File, name string, size int64, o ReaderOptions, emit func(k I
 	}
 	index, _, err := fr.decodeIndex(ib, ft.index.offset)
 	if err != nil {
+		return nil, err
+	}
+	if err := fr.checkIndexOrder(&index, ft.index.offset); err != nil {
 		return nil, err
 	}
 	s := salvager{fr: &fr, index: index, globalSeq: o.GlobalSeqNum, emit: emit}
@@ -134,7 +141,7 @@ func (s *salvager) meta(ft footer, res *SalvageResult) {
 	}
 	rb, err := fr.readBlock(m.rangeDelH, BlockKindRangeDel, nil, nil)
 	if err == nil {
-		if res.RangeDels, err = decodeRangeDels(rb); err != nil {
+		if res.RangeDels, err = decodeRangeDels(rb, fr.cmp); err != nil {
 			err = fr.blockErr(BlockKindRangeDel, m.rangeDelH.offset, err)
 		}
 	}
@@ -176,7 +183,7 @@ func (s *salvager) block(bi int, res *SalvageResult) error {
 		return lost(err)
 	}
 	it := &s.it
-	_ = it.init(data, true) // checked above
+	_ = it.initData(data, fr.cmp) // checked above
 	for ok := it.first(); ok; ok = it.next() {
 		s.prev = append(s.prev[:0], it.key...)
 		k, _ := base.DecodeInternalKey(it.key)
@@ -213,11 +220,11 @@ func (s *salvager) check(bi int, data []byte) error {
 		switch {
 		case !k.Kind().IsPoint():
 			return fail("kind %s not allowed in a data block", k.Kind())
-		case prev != nil && base.CompareEncoded(prev, it.key) >= 0:
+		case prev != nil && compareEncoded(fr.cmp, prev, it.key) >= 0:
 			return fail("out of order")
-		case base.CompareEncoded(it.key, sep) > 0:
+		case compareEncoded(fr.cmp, it.key, sep) > 0:
 			return fail("above the block's index separator")
-		case bi > 0 && base.CompareEncoded(it.key, s.index.sep(bi-1)) <= 0:
+		case bi > 0 && compareEncoded(fr.cmp, it.key, s.index.sep(bi-1)) <= 0:
 			return fail("not above the previous block's separator")
 		case s.globalSeq != 0 && k.SeqNum() != 0:
 			return fail("seqnum %d in an external table", k.SeqNum())

@@ -25,6 +25,10 @@ type (
 	// once. It is the cache's own handle, named here because GetRef and
 	// iterators hand it out and their callers must release it.
 	CacheHandle = cache.Handle
+	// Comparer orders user keys (WriterOptions.Comparer,
+	// ReaderOptions.Comparer): the engine's one type for the concept,
+	// named here so that users of package sst can build one.
+	Comparer = base.Comparer
 )
 
 // The entry kinds.

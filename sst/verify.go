@@ -13,8 +13,9 @@ import (
 // everything that can be checked: the footer; every block's trailer
 // checksum; that the metaindex, index, filter, range-del and properties
 // blocks decode to exactly what Open decoded; every data block's structure,
-// the order and kinds of all entries and their agreement with the index
-// separators; that the filter contains every user key; the entry counts,
+// the order (under the reader's comparer) and kinds of all entries and
+// their agreement with the index separators; that the filter contains
+// every user key; the entry counts,
 // raw sizes and key and seqnum bounds against the properties; the
 // whole-file checksum; and for an external table, that every entry has
 // seqnum 0 and no user key has two. The first problem found is returned as
@@ -29,7 +30,7 @@ func (r *Reader) Verify() error { return r.VerifyPaced(nil) }
 // of the file's size at the end: a background scrubber sleeps there to
 // keep its reads at a rate.
 func (r *Reader) VerifyPaced(pace func(n int64)) error {
-	m, _, err := fileReader{f: r.f, fid: r.fid, size: r.size}.readMeta()
+	m, _, err := fileReader{f: r.f, fid: r.fid, size: r.size, cmp: r.cmp}.readMeta()
 	if err != nil {
 		return err
 	}
@@ -113,18 +114,18 @@ func (v *verifier) dataBlock(bi int) error {
 		if kind := k.Kind(); !kind.IsPoint() {
 			return fail("kind %s not allowed in a data block", kind)
 		}
-		if v.prev != nil && base.CompareEncoded(v.prev, it.key) >= 0 {
+		if v.prev != nil && compareEncoded(r.cmp, v.prev, it.key) >= 0 {
 			pk, _ := base.DecodeInternalKey(v.prev)
 			return fail("out of order after %s", pk)
 		}
-		if base.CompareEncoded(it.key, sep) > 0 {
+		if compareEncoded(r.cmp, it.key, sep) > 0 {
 			sk, _ := base.DecodeInternalKey(sep)
 			return fail("above the block's index separator %s", sk)
 		}
-		if bi > 0 && base.CompareEncoded(it.key, r.index.sep(bi-1)) <= 0 {
+		if bi > 0 && compareEncoded(r.cmp, it.key, r.index.sep(bi-1)) <= 0 {
 			return fail("not above the previous block's separator")
 		}
-		newUserKey := v.prev == nil || !bytes.Equal(v.prev[:len(v.prev)-base.TrailerLen], k.UserKey)
+		newUserKey := v.prev == nil || !r.cmp.Eq(v.prev[:len(v.prev)-base.TrailerLen], k.UserKey)
 		if r.props.External {
 			// What an external table promises (WriterOptions.External):
 			// seqnum 0, one entry per user key.
@@ -135,7 +136,9 @@ func (v *verifier) dataBlock(bi int) error {
 				return fail("a second entry for its user key in an external table")
 			}
 		}
-		if newUserKey && r.hasFilter && !r.filter.mayContain(filterHash(k.UserKey)) {
+		// The filter holds each distinct byte string of user keys.
+		if r.hasFilter && (v.prev == nil || !bytes.Equal(v.prev[:len(v.prev)-base.TrailerLen], k.UserKey)) &&
+			!r.filter.mayContain(filterHash(k.UserKey)) {
 			return fail("user key missing from the bloom filter")
 		}
 		v.count(k, it.key, it.val)
@@ -210,10 +213,10 @@ func (v *verifier) properties() error {
 	var small, large InternalKey
 	have := false
 	consider := func(k InternalKey) {
-		if !have || base.CompareInternal(k, small) < 0 {
+		if !have || r.cmp.CompareInternal(k, small) < 0 {
 			small = k
 		}
-		if !have || base.CompareInternal(k, large) > 0 {
+		if !have || r.cmp.CompareInternal(k, large) > 0 {
 			large = k
 		}
 		have = true
@@ -243,7 +246,7 @@ func (v *verifier) properties() error {
 			return blockCorruptf(r.fid, BlockKindProperties, r.propsH.offset, "%s: properties say %d, blocks hold %d", c.name, c.want, c.got)
 		}
 	}
-	if have && (base.CompareInternal(small, want.SmallestKey) != 0 || base.CompareInternal(large, want.LargestKey) != 0) {
+	if have && (r.cmp.CompareInternal(small, want.SmallestKey) != 0 || r.cmp.CompareInternal(large, want.LargestKey) != 0) {
 		return blockCorruptf(r.fid, BlockKindProperties, r.propsH.offset, "key bounds: properties say [%s, %s], blocks hold [%s, %s]",
 			want.SmallestKey, want.LargestKey, small, large)
 	}

@@ -62,6 +62,9 @@ type Writer struct {
 	o   WriterOptions
 	fid fileID
 	err error
+	// cmp is o.Comparer resolved: every comparison of keys goes through
+	// it.
+	cmp *base.Comparer
 
 	closed  bool
 	offset  uint64 // bytes emitted so far (written or buffered)
@@ -104,11 +107,13 @@ type Writer struct {
 // on: Close or Abort closes it. Invalid options make every call fail with
 // ErrInvalidArgument.
 func NewWriter(f vfs.File, o WriterOptions) *Writer {
-	w := &Writer{f: f, o: o, fid: fileID{num: o.FileNum}}
+	w := &Writer{f: f, o: o, fid: fileID{num: o.FileNum}, cmp: base.DefaultComparer}
 	if err := o.validate(); err != nil {
 		w.err = err
 		return w
 	}
+	w.cmp = o.Comparer.Resolve()
+	w.o.Comparer = w.cmp
 	// The footer, the properties and the Meta record what the defaults
 	// mean, never "default".
 	w.o.ChecksumType = o.ChecksumType.Resolve()
@@ -157,8 +162,9 @@ func (w *Writer) check() error {
 }
 
 // Add appends a point entry. Keys must be strictly increasing in internal
-// key order (user key ascending, then seqnum descending) and of kind Set or
-// Delete. value is copied; the caller may reuse both buffers.
+// key order (user key ascending under the comparer, then seqnum
+// descending) and of kind Set or Delete. value is copied; the caller may
+// reuse both buffers.
 func (w *Writer) Add(key InternalKey, value []byte) error {
 	if err := w.check(); err != nil {
 		return err
@@ -175,7 +181,7 @@ func (w *Writer) Add(key InternalKey, value []byte) error {
 	}
 	w.keyBuf = key.Append(w.keyBuf[:0])
 	first := w.props.NumEntries == 0
-	if !first && base.CompareEncoded(w.lastKey, w.keyBuf) >= 0 {
+	if !first && compareEncoded(w.cmp, w.lastKey, w.keyBuf) >= 0 {
 		prev, _ := base.DecodeInternalKey(w.lastKey)
 		w.err = base.CorruptionErrorf("sst: keys added out of order to %s: %s then %s", w.fid, prev, key)
 		return w.err
@@ -196,6 +202,9 @@ func (w *Writer) Add(key InternalKey, value []byte) error {
 			return err
 		}
 	}
+	// Each distinct user key once, found by bytes, not by the comparer's
+	// Equal: the filter hashes bytes, so each distinct byte string must be
+	// in it.
 	if w.o.BloomBitsPerKey > 0 && (first || !bytes.Equal(w.lastKey[:len(w.lastKey)-base.TrailerLen], key.UserKey)) {
 		w.hashes.add(filterHash(key.UserKey))
 	}
@@ -214,10 +223,10 @@ func (w *Writer) Add(key InternalKey, value []byte) error {
 	return nil
 }
 
-// AddRangeDel appends the range tombstone [start, end)#seq. Tombstones must
-// come in internal-key order of their start keys (start ascending, then seq
-// descending); they are independent of the point entries' order. start and
-// end are copied.
+// AddRangeDel appends the range tombstone [start, end)#seq, start < end
+// under the comparer. Tombstones must come in internal-key order of their
+// start keys (start ascending, then seq descending); they are independent
+// of the point entries' order. start and end are copied.
 func (w *Writer) AddRangeDel(start, end []byte, seq uint64) error {
 	if err := w.check(); err != nil {
 		return err
@@ -225,7 +234,7 @@ func (w *Writer) AddRangeDel(start, end []byte, seq uint64) error {
 	switch {
 	case seq > base.SeqNumMax:
 		w.err = invalidArgf("range tombstone seqnum %d exceeds the maximum in %s", seq, w.fid)
-	case bytes.Compare(start, end) >= 0:
+	case w.cmp.Cmp(start, end) >= 0:
 		w.err = invalidArgf("empty or inverted range tombstone [%s, %s) in %s", base.HexKey(start), base.HexKey(end), w.fid)
 	case len(start)+len(end) > MaxEntrySize:
 		w.err = invalidArgf("range tombstone of %d+%d bytes exceeds the limit of %d in %s", len(start), len(end), MaxEntrySize, w.fid)
@@ -235,7 +244,7 @@ func (w *Writer) AddRangeDel(start, end []byte, seq uint64) error {
 	}
 	k := base.MakeInternalKey(start, seq, base.KindRangeDelete)
 	enc := k.Append(nil)
-	if w.props.NumRangeDels > 0 && base.CompareEncoded(w.tombKey, enc) >= 0 {
+	if w.props.NumRangeDels > 0 && compareEncoded(w.cmp, w.tombKey, enc) >= 0 {
 		prev, _ := base.DecodeInternalKey(w.tombKey)
 		w.err = base.CorruptionErrorf("sst: range tombstones added out of order to %s: %s then %s", w.fid, prev, k)
 		return w.err
@@ -245,7 +254,7 @@ func (w *Writer) AddRangeDel(start, end []byte, seq uint64) error {
 		case seq != 0:
 			w.err = invalidArgf("range tombstone [%s, %s)#%d in external table %s: external entries have seqnum 0",
 				base.HexKey(start), base.HexKey(end), seq, w.fid)
-		case w.props.NumRangeDels > 0 && bytes.Compare(start, w.lastTombEnd) < 0:
+		case w.props.NumRangeDels > 0 && w.cmp.Cmp(start, w.lastTombEnd) < 0:
 			w.err = invalidArgf("range tombstone [%s, %s) in external table %s overlaps the previous one, which ends at %s",
 				base.HexKey(start), base.HexKey(end), w.fid, base.HexKey(w.lastTombEnd))
 		}
@@ -263,7 +272,7 @@ func (w *Writer) AddRangeDel(start, end []byte, seq uint64) error {
 		w.firstTomb = k.Clone()
 	}
 	w.tombKey = enc
-	if w.maxTombEnd == nil || bytes.Compare(end, w.maxTombEnd) > 0 {
+	if w.maxTombEnd == nil || w.cmp.Cmp(end, w.maxTombEnd) > 0 {
 		w.maxTombEnd = bytes.Clone(end)
 	}
 	w.props.NumRangeDels++
@@ -279,7 +288,7 @@ func (w *Writer) checkExternalPoint(key InternalKey, first bool) error {
 		w.err = invalidArgf("key %s in external table %s: external entries have seqnum 0", key, w.fid)
 		return w.err
 	}
-	if !first && bytes.Equal(w.lastKey[:len(w.lastKey)-base.TrailerLen], key.UserKey) {
+	if !first && w.cmp.Eq(w.lastKey[:len(w.lastKey)-base.TrailerLen], key.UserKey) {
 		w.err = invalidArgf("key %s added twice to external table %s: an external table holds one entry per user key", key, w.fid)
 		return w.err
 	}
@@ -308,21 +317,23 @@ func (w *Writer) EstimatedSize() uint64 {
 }
 
 // separator returns an encoded internal key >= a and < b (a < b), as short
-// as the rule in the package comment makes it.
+// as the comparer's Separator makes it (see "Index block" in the package
+// comment): if the user keys differ, the Separator of the two, with
+// trailer (SeqNumMax, KindMax), when it is strictly between them; else a
+// itself. A separator strictly between the user keys is what Get relies
+// on: a seek that runs off a block has passed every version of its key.
+// For the default comparer this is the rule the format always had
+// (base.BytewiseSeparator).
 func (w *Writer) separator(a, b []byte) []byte {
 	au, bu := a[:len(a)-base.TrailerLen], b[:len(b)-base.TrailerLen]
-	n := 0
-	for n < len(au) && n < len(bu) && au[n] == bu[n] {
-		n++
-	}
-	// a[:n] ‖ a[n]+1 is > a, and < b if that byte is below b[n] or, equal
-	// to it, is a proper prefix of b. Either way its user key is strictly
-	// below b's, which Get relies on.
-	if n < len(au) && n < len(bu) && au[n] < 0xff && (au[n]+1 < bu[n] || len(bu) > n+1) {
-		w.sepBuf = append(w.sepBuf[:0], au[:n+1]...)
-		w.sepBuf[n]++
-		w.sepBuf = binary.LittleEndian.AppendUint64(w.sepBuf, base.MakeTrailer(base.SeqNumMax, base.KindMax))
-		return w.sepBuf
+	if w.cmp.Cmp(au, bu) < 0 {
+		w.sepBuf = w.cmp.Separator(w.sepBuf[:0], au, bu)
+		// A separator equal to a (the comparer could not shorten) or,
+		// from a faulty comparer, outside (a, b) is not used.
+		if s := w.sepBuf; w.cmp.Cmp(au, s) < 0 && w.cmp.Cmp(s, bu) < 0 {
+			w.sepBuf = binary.LittleEndian.AppendUint64(w.sepBuf, base.MakeTrailer(base.SeqNumMax, base.KindMax))
+			return w.sepBuf
+		}
 	}
 	w.sepBuf = append(w.sepBuf[:0], a...)
 	return w.sepBuf
@@ -621,10 +632,10 @@ func (w *Writer) computeBounds() {
 			p.SmallestKey, p.LargestKey, have = k, k, true
 			return
 		}
-		if base.CompareInternal(k, p.SmallestKey) < 0 {
+		if w.cmp.CompareInternal(k, p.SmallestKey) < 0 {
 			p.SmallestKey = k
 		}
-		if base.CompareInternal(k, p.LargestKey) > 0 {
+		if w.cmp.CompareInternal(k, p.LargestKey) > 0 {
 			p.LargestKey = k
 		}
 	}
