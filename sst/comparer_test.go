@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/testcmp"
@@ -165,8 +167,8 @@ func checkCmpTable(t *testing.T, rng *rand.Rand, data []byte, m *Meta, spec tabl
 		t.Fatalf("Verify: %v", err)
 	}
 	p := r.Properties()
-	if p.NumDataBlocks < 10 {
-		t.Fatalf("%d data blocks", p.NumDataBlocks)
+	if p.ComparerName != c.Name || p.NumDataBlocks < 10 {
+		t.Fatalf("properties: comparer %q, %d data blocks", p.ComparerName, p.NumDataBlocks)
 	}
 	for _, fwd := range []bool{true, false} {
 		it := r.NewIter(nil, nil)
@@ -360,6 +362,80 @@ func oldSeparator(a, b []byte) []byte {
 	return bytes.Clone(a)
 }
 
+// TestComparerMismatchRefused: a table opens only under the comparer that
+// wrote it (an old or default table under the default), anything else is
+// an error wrapping ErrInvalidArgument that names both comparers; so is
+// Salvage.
+func TestComparerMismatchRefused(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	renamed := *testcmp.Reverse
+	renamed.Name = "vigil.test.Reverse2"
+	for _, tc := range []struct {
+		write, read *base.Comparer
+		want        []string // in the error
+	}{
+		{testcmp.Reverse, nil, []string{testcmp.Reverse.Name, base.BytewiseComparerName}},
+		{testcmp.Reverse, testcmp.Versioned, []string{testcmp.Reverse.Name, testcmp.Versioned.Name}},
+		{testcmp.Reverse, &renamed, []string{testcmp.Reverse.Name, renamed.Name}},
+		{nil, testcmp.Reverse, []string{base.BytewiseComparerName, testcmp.Reverse.Name}},
+	} {
+		t.Run(fmt.Sprintf("%s-as-%s", tc.write.Resolve().Name, tc.read.Resolve().Name), func(t *testing.T) {
+			o := testWriterOptions(checksum.XXH3, SnappyCompression, 256)
+			o.Comparer = tc.write
+			data, _ := build(t, o, genCmpSpec(rng, tc.write.Resolve(), 300, 3))
+			r, err := openBytes(data, ReaderOptions{Comparer: tc.read})
+			if err == nil {
+				r.Close()
+			}
+			if !errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrCorruption) {
+				t.Fatalf("Open = %v, want ErrInvalidArgument", err)
+			}
+			for _, s := range append(tc.want, "t.sst") {
+				if !strings.Contains(err.Error(), s) {
+					t.Fatalf("error %q does not name %q", err, s)
+				}
+			}
+			if _, _, err := salvageBytes(t, data, ReaderOptions{Comparer: tc.read}); !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("Salvage = %v, want ErrInvalidArgument", err)
+			}
+		})
+	}
+	// A comparer that Check refuses is refused by the writer, Open and
+	// Salvage alike.
+	bad := &base.Comparer{Compare: bytes.Compare}
+	if _, _, err := buildBytes(WriterOptions{Comparer: bad}, tableSpec{}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("writer with a nameless comparer: %v", err)
+	}
+	data, _ := build(t, testWriterOptions(checksum.XXH3, NoCompression, 256), genSpec(rng, 50, 5, 5, 0))
+	if _, err := openBytes(data, ReaderOptions{Comparer: bad}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Open with a nameless comparer: %v", err)
+	}
+	if _, _, err := salvageBytes(t, data, ReaderOptions{Comparer: bad}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Salvage with a nameless comparer: %v", err)
+	}
+}
+
+// TestOldTablesAreBytewise: the golden tables, written before comparers,
+// have no comparer property and read as the default comparer's, with or
+// without ReaderOptions.Comparer set to it; their properties render as
+// before (TestGolden pins that).
+func TestOldTablesAreBytewise(t *testing.T) {
+	data := readFile(t, vfs.Default, "testdata/golden-xxh3-snappy.sst")
+	if bytes.Contains(data, []byte(comparerProp.name)) {
+		t.Fatal("a golden table holds a comparer property")
+	}
+	for _, c := range []*base.Comparer{nil, base.DefaultComparer} {
+		r := mustOpen(t, data, ReaderOptions{Comparer: c})
+		if p := r.Properties(); p.ComparerName != base.BytewiseComparerName {
+			t.Fatalf("old table reads as comparer %q", p.ComparerName)
+		}
+		if err := r.Verify(); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+	}
+}
+
 // TestWriterOrderUnderComparer: the writer checks the order of points and
 // tombstones, and that a tombstone is not empty, under its comparer: what
 // is ascending bytewise is out of order under Reverse.
@@ -382,6 +458,121 @@ func TestWriterOrderUnderComparer(t *testing.T) {
 		_, _, err := buildBytes(o, tc.spec)
 		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// propEntry is one entry of a properties block.
+type propEntry struct{ name, value string }
+
+// propEntries lists the entries encodeProperties writes for p.
+func propEntries(p *Properties) []propEntry {
+	var out []propEntry
+	for _, f := range propFields {
+		if !f.optional || f.present(p) {
+			out = append(out, propEntry{f.name, string(f.encode(p, nil))})
+		}
+	}
+	return out
+}
+
+func propsBlock(es []propEntry) []byte {
+	var bw blockWriter
+	bw.init(DefaultBlockRestartInterval)
+	for _, e := range es {
+		bw.add([]byte(e.name), []byte(e.value))
+	}
+	return bw.finish()
+}
+
+// TestComparerProperties: the comparer's name round-trips through the
+// properties block, is absent for the default comparer (and then decodes
+// as bytewise), and a bad value or placement is refused.
+func TestComparerProperties(t *testing.T) {
+	p := Properties{NumEntries: 1, SmallestKey: base.MakeInternalKey([]byte("a"), 1, base.KindSet),
+		LargestKey: base.MakeInternalKey([]byte("a"), 1, base.KindSet), ComparerName: "my.Order"}
+	withBoth := propEntries(&p)
+	if withBoth[0].name != comparerProp.name || withBoth[0].value != "my.Order" {
+		t.Fatalf("first property %+v", withBoth[0])
+	}
+	set := func(es []propEntry, name, value string) []propEntry {
+		out := slices.Clone(es)
+		for i := range out {
+			if out[i].name == name {
+				out[i].value = value
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		entries  []propEntry
+		wantErr  string
+		wantName string
+	}{
+		{"stored", withBoth, "", "my.Order"},
+		{"default", propEntries(&Properties{NumEntries: 1, SmallestKey: p.SmallestKey, LargestKey: p.LargestKey}),
+			"", base.BytewiseComparerName},
+		{"bytewise-stored", set(withBoth, comparerProp.name, base.BytewiseComparerName), "", base.BytewiseComparerName},
+		{"empty-name", set(withBoth, comparerProp.name, ""), "bad value for property rocksdb.comparator", ""},
+		{"comparer-last", append(slices.Clone(withBoth[1:]), withBoth[0]), "unexpected property \"rocksdb.comparator\"", ""},
+		{"comparer-twice", append([]propEntry{withBoth[0]}, withBoth...), "unexpected property \"rocksdb.comparator\"", ""},
+	} {
+		got, err := decodeProperties(propsBlock(tc.entries))
+		switch {
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.wantErr)
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.wantErr == "" && got.ComparerName != tc.wantName:
+			t.Errorf("%s: comparer %q, want %q", tc.name, got.ComparerName, tc.wantName)
+		}
+	}
+}
+
+// TestComparerPropertyCorruptionAtOpen damages the comparer property of a
+// table whose checksums cannot catch it (type None): Open reports
+// corruption naming the file and the properties block's offset, never a
+// panic; a name changed to another is a table of another comparer.
+func TestComparerPropertyCorruptionAtOpen(t *testing.T) {
+	o := testWriterOptions(checksum.None, NoCompression, 256)
+	o.Comparer = testcmp.Reverse
+	data, _ := build(t, o, genCmpSpec(newRand(5), testcmp.Reverse.Resolve(), 200, 2))
+	ro := ReaderOptions{Comparer: testcmp.Reverse}
+	r := mustOpen(t, data, ro)
+	var propsOff uint64
+	for _, b := range r.Layout() {
+		if b.Kind == BlockKindProperties {
+			propsOff = b.Offset
+		}
+	}
+	r.Close()
+	i := bytes.Index(data, []byte(comparerProp.name+testcmp.Reverse.Name))
+	if i < 3 || uint64(i) < propsOff {
+		t.Fatalf("comparer property not found in the properties block (at %d, block at %d)", i, propsOff)
+	}
+	vlen := i - 1 // the entry's header: shared, unshared, value length
+	for _, tc := range []struct {
+		name string
+		edit func(b []byte)
+		want error
+	}{
+		{"empty-value", func(b []byte) { b[vlen] = 0 }, ErrCorruption},
+		{"value-past-block", func(b []byte) { b[vlen] = 0xff }, ErrCorruption},
+		{"key-length", func(b []byte) { b[vlen-1] = 0x7f }, ErrCorruption},
+		{"other-name", func(b []byte) { b[i+len(comparerProp.name)] = 'w' }, ErrInvalidArgument},
+	} {
+		bad := bytes.Clone(data)
+		tc.edit(bad)
+		r, err := openBytes(bad, ro)
+		if err == nil {
+			r.Close()
+		}
+		if !errors.Is(err, tc.want) {
+			t.Fatalf("%s: Open = %v, want %v", tc.name, err, tc.want)
+		}
+		if tc.want == ErrCorruption && !strings.Contains(err.Error(), fmt.Sprintf("t.sst (file 000000), properties block at offset %d", propsOff)) {
+			t.Fatalf("%s: %v does not name the file and the block", tc.name, err)
 		}
 	}
 }

@@ -21,7 +21,8 @@ import (
 //	build cmp=<default|reverse|versioned> [block-size=N] [bloom=N]
 //	  one entry a line, "key#seq,SET=value", "key#seq,DEL" or
 //	  "rangedel start-end#seq"; prints the data blocks' first and last
-//	  keys and separators, and the table's bounds
+//	  keys and separators, and the comparer properties
+//	open cmp=<...>        opens the last table under a comparer
 //	get key=K [snap=N]    Get
 //	iter [lower=K] [upper=K]
 //	  one operation a line: first, last, next, prev, seek-ge K, seek-lt K
@@ -39,7 +40,9 @@ func TestDataDriven(t *testing.T) {
 		}
 	}()
 	datadriven.RunTest(t, "testdata/comparer", func(t *testing.T, d *datadriven.TestData) string {
-		return ddRun(t, d, &data, &r)
+		// The default comparer's name shows as "default": the file does
+		// not depend on it.
+		return strings.ReplaceAll(ddRun(t, d, &data, &r), strconv.Quote(base.BytewiseComparerName), `"default"`)
 	})
 }
 
@@ -63,6 +66,13 @@ func ddRun(t *testing.T, d *datadriven.TestData, data *[]byte, rp **Reader) stri
 			return err.Error()
 		}
 		return ddLayout(t, *rp)
+	case "open":
+		or, err := openBytes(*data, ReaderOptions{Comparer: c})
+		if err != nil {
+			return err.Error()
+		}
+		or.Close()
+		return "ok"
 	case "get":
 		k := ddKey(r.cmp, ddArg(t, d, "key"))
 		snap := uint64(base.SeqNumMax)
@@ -225,6 +235,7 @@ func ddLayout(t *testing.T, r *Reader) string {
 	if !p.empty() {
 		fmt.Fprintf(&b, "bounds: %s .. %s\n", ddFmtKey(r.cmp, p.SmallestKey), ddFmtKey(r.cmp, p.LargestKey))
 	}
+	fmt.Fprintf(&b, "comparer: %q\n", p.ComparerName)
 	return b.String()
 }
 

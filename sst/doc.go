@@ -9,7 +9,9 @@
 // WriterOptions.Comparer, ReaderOptions.Comparer), bytewise by default.
 // Internal keys order by the comparer on their user keys, then by trailer
 // descending. Every order this comment speaks of ("ascending", "increasing",
-// "<") is that order; byte order is said where it is meant. A table written
+// "<") is that order; byte order is said where it is meant. The comparer's
+// name is recorded in the properties ("rocksdb.comparator", absent for the
+// default) and a reader refuses a table of another name. A table written
 // with the default comparer is byte for byte what it was before comparers.
 //
 // This comment is the format's specification. The golden files in testdata
@@ -169,6 +171,16 @@
 // None it is 0 and not checked. The DB records it in the MANIFEST and
 // Verify recomputes it.
 //
+// The optional property "rocksdb.comparator" (sorted first) is the
+// comparer's Name, its bytes as they are (RocksDB's name and encoding for
+// it), not empty; stored only for a comparer other than the default, so a
+// table written with the default comparer is unchanged. A table without it
+// (written by the default comparer, or before comparers existed) is
+// bytewise: Properties.ComparerName reads as base.BytewiseComparerName.
+// Open refuses, with an error wrapping ErrInvalidArgument that names both,
+// a table whose comparer name is not the reader's comparer's, and it checks
+// this before the index separators' and the tombstones' order.
+//
 // # External tables
 //
 // A table written outside a DB for ingestion (WriterOptions.External) has
@@ -217,9 +229,10 @@
 //
 // # Reading
 //
-// Open reads and verifies the footer, metaindex, index, filter, range-del
-// and properties blocks and cross-checks them (block tiling, counts and sizes
-// in the properties against the blocks). Data blocks are read on demand,
+// Open reads and verifies the footer, metaindex, index, filter, properties
+// and range-del blocks and cross-checks them (block tiling, counts and sizes
+// in the properties against the blocks), after checking that the table's
+// comparer is the reader's. Data blocks are read on demand,
 // verified, decompressed and optionally cached in a shared Cache.
 // Nothing decoded from the file is trusted: every varint, length, offset and
 // count is bounds-checked, and bad bytes give an error wrapping

@@ -195,6 +195,7 @@ func FuzzProperties(f *testing.F) {
 	f.Add(encodeProperties(&Properties{ChecksumType: checksum.None, Compression: NoCompression})) // all zero
 	p.Identity = Identity{DB: [16]byte{1}, Session: [16]byte{2}, FileNum: 7}
 	f.Add(encodeProperties(&p)) // with the optional identity
+	f.Add(encodeProperties(comparerSeedProps()))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var p Properties
 		var err error
@@ -203,6 +204,14 @@ func FuzzProperties(f *testing.F) {
 			_ = p.String()
 		}
 	})
+}
+
+// comparerSeedProps are properties with the optional comparer name, for
+// the FuzzProperties corpus.
+func comparerSeedProps() *Properties {
+	return &Properties{NumEntries: 3, SmallestKey: base.MakeInternalKey([]byte("a"), 1, base.KindSet),
+		LargestKey: base.MakeInternalKey([]byte("b"), 1, base.KindSet), ChecksumType: checksum.XXH3, Compression: NoCompression,
+		BloomBitsPerKey: 10, ComparerName: "vigil.test.Versioned"}
 }
 
 // FuzzFilter decodes arbitrary filter blocks and probes them.
@@ -361,6 +370,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	p := Properties{NumEntries: 3, SmallestKey: base.MakeInternalKey([]byte("a"), 1, base.KindSet),
 		LargestKey: base.MakeInternalKey([]byte("b"), 1, base.KindSet), ChecksumType: checksum.XXH3, Compression: NoCompression}
 	add("FuzzProperties", fmt.Sprintf("[]byte(%q)", encodeProperties(&p)))
+	add("FuzzProperties", fmt.Sprintf("[]byte(%q)", encodeProperties(comparerSeedProps())))
 	add("FuzzFilter", fmt.Sprintf("[]byte(%q)", buildFilter([]uint64{1, 2, 3, 1 << 40}, 10)))
 	var bw blockWriter
 	bw.init(16)

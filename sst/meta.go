@@ -78,9 +78,6 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 	if m.index, dataEnd, err = r.decodeIndex(ib, ft.index.offset); err != nil {
 		return m, err
 	}
-	if err := r.checkIndexOrder(&m.index, ft.index.offset); err != nil {
-		return m, err
-	}
 
 	if err := r.checkMetaTiling(&m, dataEnd, ft.index.offset); err != nil {
 		return m, err
@@ -95,13 +92,8 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 			return m, r.blockErr(BlockKindFilter, m.filterH.offset, err)
 		}
 	}
-	rb, err := read(m.rangeDelH, BlockKindRangeDel)
-	if err != nil {
-		return m, err
-	}
-	if m.rangeDels, err = decodeRangeDels(rb, r.cmp); err != nil {
-		return m, r.blockErr(BlockKindRangeDel, m.rangeDelH.offset, err)
-	}
+	// The properties name the table's comparer: before anything is
+	// checked in its order, a table of another order is refused.
 	pb, err := read(m.propsH, BlockKindProperties)
 	if err != nil {
 		return m, err
@@ -110,6 +102,19 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 		return m, r.blockErr(BlockKindProperties, m.propsH.offset, err)
 	}
 	m.props.FormatVersion = ft.version
+	if err := r.checkComparer(&m.props); err != nil {
+		return m, err
+	}
+	if err := r.checkIndexOrder(&m.index, ft.index.offset); err != nil {
+		return m, err
+	}
+	rb, err := read(m.rangeDelH, BlockKindRangeDel)
+	if err != nil {
+		return m, err
+	}
+	if m.rangeDels, err = decodeRangeDels(rb, r.cmp); err != nil {
+		return m, r.blockErr(BlockKindRangeDel, m.rangeDelH.offset, err)
+	}
 	if err := m.crossCheck(dataEnd, r.cmp); err != nil {
 		return m, blockCorruptf(r.fid, BlockKindProperties, m.propsH.offset, "%v", err)
 	}

@@ -173,9 +173,12 @@ type WriterOptions struct {
 	// writer a session of its own). The zero identity is not stored.
 	Identity Identity
 	// Comparer orders the table's user keys: Add and AddRangeDel check
-	// their order with it and the index separators are shortened with its
-	// Separator. nil means base.DefaultComparer, bytewise, whose tables
-	// are byte for byte what they were before comparers.
+	// their order with it, the index separators are shortened with its
+	// Separator, and its Name is stored in the properties (as
+	// "rocksdb.comparator", unless it is the default's), so that no
+	// reader can read the table under another order. nil means
+	// base.DefaultComparer, bytewise, whose tables are byte for byte what
+	// they were before comparers.
 	Comparer *base.Comparer
 
 	// BaseContext is the per-file context value mixed into every block
@@ -254,7 +257,10 @@ type ReaderOptions struct {
 	// Comparer is the order the table's keys are read in: the index
 	// search, seeks, bounds, Get's equality, and the order checks of
 	// Open, Verify and Salvage. It must be the one the table was
-	// written with. nil means base.DefaultComparer.
+	// written with: Open refuses a table whose recorded comparer name
+	// (none recorded means the default's) differs from its Name, with an
+	// error wrapping ErrInvalidArgument that names both. nil means
+	// base.DefaultComparer.
 	Comparer *base.Comparer
 }
 

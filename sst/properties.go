@@ -56,6 +56,14 @@ type Properties struct {
 	// of base.TableIdentity.Append); tables written without one decode
 	// the zero identity.
 	Identity Identity
+	// ComparerName is the Name of the comparer that ordered the keys
+	// (WriterOptions.Comparer), which a reader must share. Stored only
+	// when it is not base.BytewiseComparerName, as the optional property
+	// "rocksdb.comparator" (the name's bytes, RocksDB's name and
+	// encoding for it), so that bytewise tables are unchanged; a table
+	// without it, written by the default comparer or before comparers
+	// existed, decodes as base.BytewiseComparerName.
+	ComparerName string
 	// FormatVersion comes from the footer (it is not stored in the block).
 	FormatVersion uint32
 }
@@ -110,8 +118,24 @@ func keyProp(name string, f func(p *Properties) *InternalKey) propField {
 	}
 }
 
+// comparerProp is "rocksdb.comparator": the comparer's name, stored only
+// for a comparer other than the default, so that a bytewise table is byte
+// for byte what it was before comparers (see Properties.ComparerName). Its
+// value is the name's bytes, which must not be empty.
+var comparerProp = propField{
+	name:     "rocksdb.comparator",
+	optional: true,
+	present:  func(p *Properties) bool { return p.ComparerName != "" && p.ComparerName != base.BytewiseComparerName },
+	encode:   func(p *Properties, dst []byte) []byte { return append(dst, p.ComparerName...) },
+	decode: func(p *Properties, v []byte) bool {
+		p.ComparerName = string(v)
+		return len(v) > 0
+	},
+}
+
 // propFields lists the stored properties in the block's (byte) order.
 var propFields = []propField{
+	comparerProp,
 	uintProp("vigil.block.restart.interval", func(p *Properties) *uint64 { return &p.BlockRestartInterval }),
 	uintProp("vigil.block.size", func(p *Properties) *uint64 { return &p.BlockSize }),
 	uintProp("vigil.bloom.bits.per.key", func(p *Properties) *uint64 { return &p.BloomBitsPerKey }),
@@ -235,6 +259,10 @@ func decodeProperties(b []byte) (Properties, error) {
 	if p.empty() && presentKeys != 0 || !p.empty() && presentKeys != 2 {
 		return p, blockError("smallest/largest key properties do not match the entry counts")
 	}
+	if p.ComparerName == "" {
+		// Not stored: the default's (see Properties.ComparerName).
+		p.ComparerName = base.BytewiseComparerName
+	}
 	return p, nil
 }
 
@@ -280,6 +308,11 @@ func (p *Properties) String() string {
 	line("block restart interval", "%d", p.BlockRestartInterval)
 	if p.External {
 		line("external", "true (entries at seqnum 0; the DB gives them a global seqnum)")
+	}
+	// Only what differs from the default, so that the rendering of a
+	// bytewise table is what it was before comparers.
+	if p.ComparerName != "" && p.ComparerName != base.BytewiseComparerName {
+		line("comparer", "%q", p.ComparerName)
 	}
 	return b.String()
 }

@@ -258,7 +258,8 @@ func open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, uint64
 // stored whole and aliases the block, and no entry can make the reader
 // build a key out of bytes it has already counted once. The handles must
 // tile the file from offset 0. The separators' order is checked apart
-// (checkIndexOrder). It allocates only indexBlock.seps and ends.
+// (checkIndexOrder), once the table's comparer is known to be r.cmp. It
+// allocates only indexBlock.seps and ends.
 func (r *fileReader) decodeIndex(b []byte, off uint64) (indexBlock, uint64, error) {
 	var it blockIter
 	if err := it.init(b, true); err != nil {
@@ -316,6 +317,17 @@ func (r *fileReader) checkIndexOrder(x *indexBlock, off uint64) error {
 		if compareEncoded(r.cmp, x.sep(i-1), x.sep(i)) >= 0 {
 			return blockCorruptf(r.fid, BlockKindIndex, off, "index separators out of order at data block %d", i)
 		}
+	}
+	return nil
+}
+
+// checkComparer refuses a table written under another comparer than
+// r.cmp (by name): an error wrapping ErrInvalidArgument, as the caller
+// chose the comparer.
+func (r *fileReader) checkComparer(p *Properties) error {
+	if p.ComparerName != r.cmp.Name {
+		return invalidArgf("%s was written with comparer %q, not %q: it must be read with the comparer that wrote it",
+			r.fid, truncate([]byte(p.ComparerName)), r.cmp.Name)
 	}
 	return nil
 }

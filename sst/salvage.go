@@ -69,8 +69,11 @@ type SalvageResult struct {
 // every entry and tombstone reads back with (an ingested table);
 // o.Comparer is the order the blocks are checked in; o.Expect and o.Cache
 // are ignored. It returns an error wrapping ErrCorruption when even the
-// footer or the index does not verify (nothing can be salvaged), an I/O
-// error as it is, or emit's error. Salvage does not close f.
+// footer or the index does not verify (nothing can be salvaged), one
+// wrapping ErrInvalidArgument when the properties verify and name another
+// comparer than o.Comparer (whose order would make every block look
+// damaged), an I/O error as it is, or emit's error. Salvage does not
+// close f.
 func Salvage(f vfs.File, name string, size int64, o ReaderOptions, emit func(k InternalKey, value []byte) error) (*SalvageResult, error) {
 	if size < 0 {
 		return nil, invalidArgf("negative size %d for %s", size, name)
@@ -99,12 +102,18 @@ func Salvage(f vfs.File, name string, size int64, o ReaderOptions, emit func(k I
 	if err != nil {
 		return nil, err
 	}
-	if err := fr.checkIndexOrder(&index, ft.index.offset); err != nil {
-		return nil, err
-	}
 	s := salvager{fr: &fr, index: index, globalSeq: o.GlobalSeqNum, emit: emit}
 	res := &SalvageResult{DataBlocks: index.len()}
 	s.meta(ft, res)
+	if res.Properties != nil {
+		// Only the name: Salvage reads no filter.
+		if p := *res.Properties; p.ComparerName != fr.cmp.Name {
+			return nil, fr.checkComparer(&p)
+		}
+	}
+	if err := fr.checkIndexOrder(&index, ft.index.offset); err != nil {
+		return nil, err
+	}
 	for bi := 0; bi < index.len(); bi++ {
 		if err := s.block(bi, res); err != nil {
 			return nil, err

@@ -589,6 +589,7 @@ func (w *Writer) finish() {
 	p.FormatVersion = FormatVersion
 	p.External = w.o.External
 	p.Identity = w.o.Identity
+	p.ComparerName = w.cmp.Name
 	p.SmallestSeq, p.LargestSeq = w.smallSeq, w.largeSeq
 	w.computeBounds()
 	if w.propsHandle, err = w.emit(encodeProperties(p), NoCompression); err != nil {
