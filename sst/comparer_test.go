@@ -167,8 +167,8 @@ func checkCmpTable(t *testing.T, rng *rand.Rand, data []byte, m *Meta, spec tabl
 		t.Fatalf("Verify: %v", err)
 	}
 	p := r.Properties()
-	if p.ComparerName != c.Name || p.NumDataBlocks < 10 {
-		t.Fatalf("properties: comparer %q, %d data blocks", p.ComparerName, p.NumDataBlocks)
+	if p.ComparerName != c.Name || p.PrefixFilter != (bloom && c.Split != nil) || p.NumDataBlocks < 10 {
+		t.Fatalf("properties: comparer %q, prefix filter %v, %d data blocks", p.ComparerName, p.PrefixFilter, p.NumDataBlocks)
 	}
 	for _, fwd := range []bool{true, false} {
 		it := r.NewIter(nil, nil)
@@ -181,7 +181,7 @@ func checkCmpTable(t *testing.T, rng *rand.Rand, data []byte, m *Meta, spec tabl
 		for _, snap := range []uint64{e.key.SeqNum(), e.key.SeqNum() - 1, base.SeqNumMax} {
 			checkGetCmp(t, r, spec.points, e.key.UserKey, snap)
 		}
-		if !r.MayContain(e.key.UserKey) {
+		if !r.MayContain(e.key.UserKey) || !r.MayContainPrefix(c.Prefix(e.key.UserKey)) {
 			t.Fatalf("the filter excludes present key %s", base.HexKey(e.key.UserKey))
 		}
 	}
@@ -368,6 +368,8 @@ func oldSeparator(a, b []byte) []byte {
 // Salvage.
 func TestComparerMismatchRefused(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
+	noSplit := *testcmp.Versioned
+	noSplit.Split = nil
 	renamed := *testcmp.Reverse
 	renamed.Name = "vigil.test.Reverse2"
 	for _, tc := range []struct {
@@ -378,6 +380,7 @@ func TestComparerMismatchRefused(t *testing.T) {
 		{testcmp.Reverse, testcmp.Versioned, []string{testcmp.Reverse.Name, testcmp.Versioned.Name}},
 		{testcmp.Reverse, &renamed, []string{testcmp.Reverse.Name, renamed.Name}},
 		{nil, testcmp.Reverse, []string{base.BytewiseComparerName, testcmp.Reverse.Name}},
+		{testcmp.Versioned, &noSplit, []string{"prefix bloom filter", testcmp.Versioned.Name}},
 	} {
 		t.Run(fmt.Sprintf("%s-as-%s", tc.write.Resolve().Name, tc.read.Resolve().Name), func(t *testing.T) {
 			o := testWriterOptions(checksum.XXH3, SnappyCompression, 256)
@@ -394,6 +397,9 @@ func TestComparerMismatchRefused(t *testing.T) {
 				if !strings.Contains(err.Error(), s) {
 					t.Fatalf("error %q does not name %q", err, s)
 				}
+			}
+			if tc.read.Resolve().Split == nil && tc.write.Resolve().Split != nil {
+				return // Salvage needs no Split
 			}
 			if _, _, err := salvageBytes(t, data, ReaderOptions{Comparer: tc.read}); !errors.Is(err, ErrInvalidArgument) {
 				t.Fatalf("Salvage = %v, want ErrInvalidArgument", err)
@@ -421,13 +427,13 @@ func TestComparerMismatchRefused(t *testing.T) {
 // before (TestGolden pins that).
 func TestOldTablesAreBytewise(t *testing.T) {
 	data := readFile(t, vfs.Default, "testdata/golden-xxh3-snappy.sst")
-	if bytes.Contains(data, []byte(comparerProp.name)) {
-		t.Fatal("a golden table holds a comparer property")
+	if bytes.Contains(data, []byte(comparerProp.name)) || bytes.Contains(data, []byte("vigil.filter.prefix")) {
+		t.Fatal("a golden table holds a comparer or prefix-filter property")
 	}
 	for _, c := range []*base.Comparer{nil, base.DefaultComparer} {
 		r := mustOpen(t, data, ReaderOptions{Comparer: c})
-		if p := r.Properties(); p.ComparerName != base.BytewiseComparerName {
-			t.Fatalf("old table reads as comparer %q", p.ComparerName)
+		if p := r.Properties(); p.ComparerName != base.BytewiseComparerName || p.PrefixFilter {
+			t.Fatalf("old table reads as comparer %q, prefix filter %v", p.ComparerName, p.PrefixFilter)
 		}
 		if err := r.Verify(); err != nil {
 			t.Fatal(err)
@@ -460,6 +466,14 @@ func TestWriterOrderUnderComparer(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
+	// A Split that answers outside the key is refused, not obeyed.
+	bad := *testcmp.Versioned
+	bad.Split = func(k []byte) int { return len(k) + 1 }
+	o := testWriterOptions(checksum.XXH3, NoCompression, 256)
+	o.Comparer = &bad
+	if _, _, err := buildBytes(o, tableSpec{points: []kv{{a, nil}}}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Split out of range: %v", err)
+	}
 }
 
 // propEntry is one entry of a properties block.
@@ -485,12 +499,13 @@ func propsBlock(es []propEntry) []byte {
 	return bw.finish()
 }
 
-// TestComparerProperties: the comparer's name round-trips through the
-// properties block, is absent for the default comparer (and then decodes
-// as bytewise), and a bad value or placement is refused.
+// TestComparerProperties: the comparer's name and the prefix-filter mark
+// round-trip through the properties block, are absent for the default
+// comparer and a whole-key filter (and then decode as bytewise and false),
+// and a bad value or placement of either is refused.
 func TestComparerProperties(t *testing.T) {
 	p := Properties{NumEntries: 1, SmallestKey: base.MakeInternalKey([]byte("a"), 1, base.KindSet),
-		LargestKey: base.MakeInternalKey([]byte("a"), 1, base.KindSet), ComparerName: "my.Order"}
+		LargestKey: base.MakeInternalKey([]byte("a"), 1, base.KindSet), ComparerName: "my.Order", PrefixFilter: true}
 	withBoth := propEntries(&p)
 	if withBoth[0].name != comparerProp.name || withBoth[0].value != "my.Order" {
 		t.Fatalf("first property %+v", withBoth[0])
@@ -505,18 +520,23 @@ func TestComparerProperties(t *testing.T) {
 		return out
 	}
 	for _, tc := range []struct {
-		name     string
-		entries  []propEntry
-		wantErr  string
-		wantName string
+		name       string
+		entries    []propEntry
+		wantErr    string
+		wantName   string
+		wantPrefix bool
 	}{
-		{"stored", withBoth, "", "my.Order"},
-		{"default", propEntries(&Properties{NumEntries: 1, SmallestKey: p.SmallestKey, LargestKey: p.LargestKey}),
-			"", base.BytewiseComparerName},
-		{"bytewise-stored", set(withBoth, comparerProp.name, base.BytewiseComparerName), "", base.BytewiseComparerName},
-		{"empty-name", set(withBoth, comparerProp.name, ""), "bad value for property rocksdb.comparator", ""},
-		{"comparer-last", append(slices.Clone(withBoth[1:]), withBoth[0]), "unexpected property \"rocksdb.comparator\"", ""},
-		{"comparer-twice", append([]propEntry{withBoth[0]}, withBoth...), "unexpected property \"rocksdb.comparator\"", ""},
+		{"both", withBoth, "", "my.Order", true},
+		{"default-and-whole-keys", propEntries(&Properties{NumEntries: 1, SmallestKey: p.SmallestKey, LargestKey: p.LargestKey}),
+			"", base.BytewiseComparerName, false},
+		{"bytewise-stored", set(withBoth, comparerProp.name, base.BytewiseComparerName), "", base.BytewiseComparerName, true},
+		{"empty-name", set(withBoth, comparerProp.name, ""), "bad value for property rocksdb.comparator", "", false},
+		{"prefix-0", set(withBoth, "vigil.filter.prefix", "\x00"), "bad value for property vigil.filter.prefix", "", false},
+		{"prefix-2", set(withBoth, "vigil.filter.prefix", "\x02"), "bad value for property vigil.filter.prefix", "", false},
+		{"prefix-trailing", set(withBoth, "vigil.filter.prefix", "\x01\x00"), "bad value for property vigil.filter.prefix", "", false},
+		{"prefix-varint-cut", set(withBoth, "vigil.filter.prefix", "\x81"), "bad value for property vigil.filter.prefix", "", false},
+		{"comparer-last", append(slices.Clone(withBoth[1:]), withBoth[0]), "unexpected property \"rocksdb.comparator\"", "", false},
+		{"comparer-twice", append([]propEntry{withBoth[0]}, withBoth...), "unexpected property \"rocksdb.comparator\"", "", false},
 	} {
 		got, err := decodeProperties(propsBlock(tc.entries))
 		switch {
@@ -524,8 +544,8 @@ func TestComparerProperties(t *testing.T) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.wantErr)
 		case tc.wantErr == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
-		case tc.wantErr == "" && got.ComparerName != tc.wantName:
-			t.Errorf("%s: comparer %q, want %q", tc.name, got.ComparerName, tc.wantName)
+		case tc.wantErr == "" && (got.ComparerName != tc.wantName || got.PrefixFilter != tc.wantPrefix):
+			t.Errorf("%s: comparer %q prefix filter %v, want %q %v", tc.name, got.ComparerName, got.PrefixFilter, tc.wantName, tc.wantPrefix)
 		}
 	}
 }

@@ -24,9 +24,10 @@ import (
 //	  keys and separators, and the comparer properties
 //	open cmp=<...>        opens the last table under a comparer
 //	get key=K [snap=N]    Get
-//	iter [lower=K] [upper=K]
+//	iter [lower=K] [upper=K] [prefix=P]
 //	  one operation a line: first, last, next, prev, seek-ge K, seek-lt K
 //	may-contain           one key a line: MayContain
+//	may-contain-prefix    one prefix a line: MayContainPrefix
 //	verify / salvage      Verify, Salvage
 //
 // Under versioned, "name@N" is testcmp.VersionedKey(name, N) and a key
@@ -89,10 +90,15 @@ func ddRun(t *testing.T, d *datadriven.TestData, data *[]byte, rp **Reader) stri
 		return fmt.Sprintf("%s#%d,%s=%s", ddFmt(r.cmp, k), seq, kind, v)
 	case "iter":
 		return ddIter(t, d, r)
-	case "may-contain":
+	case "may-contain", "may-contain-prefix":
 		var b strings.Builder
 		for _, line := range strings.Fields(d.Input) {
-			fmt.Fprintf(&b, "%s: %v\n", line, r.MayContain(ddKey(r.cmp, line)))
+			k := ddKey(r.cmp, line)
+			may := r.MayContain(k)
+			if d.Cmd == "may-contain-prefix" {
+				may = r.MayContainPrefix(k)
+			}
+			fmt.Fprintf(&b, "%s: %v\n", line, may)
 		}
 		return b.String()
 	case "verify":
@@ -235,7 +241,7 @@ func ddLayout(t *testing.T, r *Reader) string {
 	if !p.empty() {
 		fmt.Fprintf(&b, "bounds: %s .. %s\n", ddFmtKey(r.cmp, p.SmallestKey), ddFmtKey(r.cmp, p.LargestKey))
 	}
-	fmt.Fprintf(&b, "comparer: %q\n", p.ComparerName)
+	fmt.Fprintf(&b, "comparer: %q\nprefix filter: %v\n", p.ComparerName, p.PrefixFilter)
 	return b.String()
 }
 
@@ -248,6 +254,9 @@ func ddIter(t *testing.T, d *datadriven.TestData, r *Reader) string {
 	}
 	if d.HasArg("upper") {
 		upper = ddKey(r.cmp, ddArg(t, d, "upper"))
+	}
+	if d.HasArg("prefix") {
+		o.Prefix = []byte(ddArg(t, d, "prefix"))
 	}
 	it := r.NewIterWithOptions(lower, upper, o)
 	defer it.Close()

@@ -1,7 +1,7 @@
 // Package sst reads and writes Vigil's sorted string tables: immutable files
 // of internal keys (user key ‖ 8-byte trailer) in order, split into
-// checksummed blocks, with a bloom filter over user keys, a block of range
-// tombstones, a properties block and an index.
+// checksummed blocks, with a bloom filter over user keys (or their
+// prefixes), a block of range tombstones, a properties block and an index.
 //
 // # Key order
 //
@@ -129,17 +129,22 @@
 // # Filter block
 //
 // A cache-line-blocked bloom filter over the table's distinct user keys
-// (absent when BloomBitsPerKey is 0), hashed as bytes whatever the
-// comparer:
+// (absent when BloomBitsPerKey is 0), or, when the comparer has a Split,
+// over their distinct prefixes key[:Split(key)], each once: a prefix
+// filter, marked by the property "vigil.filter.prefix". A reader asks a
+// prefix filter about a key's prefix (Reader.MayContain), or about a
+// prefix a scan is limited to (Reader.MayContainPrefix, ReadOptions.Prefix),
+// and a whole-key filter only about whole keys. Entries (user keys or
+// prefixes) are hashed as bytes, whatever the comparer:
 //
 //	+----------------------------------+-----------------+------------------------+
 //	| numLines × 64-byte lines         | numProbes (1 B) | numLines (uint32 LE)   |
 //	+----------------------------------+-----------------+------------------------+
 //
-// numLines = ceil(keys × bitsPerKey / 512) (0 for a table without point
+// numLines = ceil(entries × bitsPerKey / 512) (0 for a table without point
 // keys: such a filter matches nothing), numProbes = clamp(bitsPerKey × 69 /
-// 100, 1, 30). For a user key with h = XXH3-64(key), lo = uint32(h),
-// hi = uint32(h >> 32): its line is (lo × numLines) >> 32, and probe j
+// 100, 1, 30). For an entry e (a user key or a prefix) with
+// h = XXH3-64(e), lo = uint32(h), hi = uint32(h >> 32): its line is (lo × numLines) >> 32, and probe j
 // (j = 0 .. numProbes-1) sets bit (hi + j×delta) mod 512 of the line, where
 // delta = hi>>17 | hi<<15 and bit b of a line is bit b%8 of its byte b/8.
 // With 10 bits per key the false-positive rate is about 1%.
@@ -171,15 +176,22 @@
 // None it is 0 and not checked. The DB records it in the MANIFEST and
 // Verify recomputes it.
 //
-// The optional property "rocksdb.comparator" (sorted first) is the
-// comparer's Name, its bytes as they are (RocksDB's name and encoding for
-// it), not empty; stored only for a comparer other than the default, so a
-// table written with the default comparer is unchanged. A table without it
-// (written by the default comparer, or before comparers existed) is
-// bytewise: Properties.ComparerName reads as base.BytewiseComparerName.
-// Open refuses, with an error wrapping ErrInvalidArgument that names both,
-// a table whose comparer name is not the reader's comparer's, and it checks
-// this before the index separators' and the tombstones' order.
+// Two optional properties record what the comparer made of the table; a
+// table written with the default comparer and no prefix filter has neither,
+// so it is unchanged:
+//
+//   - "rocksdb.comparator" (sorted first) is the comparer's Name, its bytes
+//     as they are (RocksDB's name and encoding for it), not empty; stored
+//     only for a comparer other than the default. A table without it
+//     (written by the default comparer, or before comparers existed) is
+//     bytewise: Properties.ComparerName reads as base.BytewiseComparerName.
+//     Open refuses, with an error wrapping ErrInvalidArgument that names
+//     both, a table whose comparer name is not the reader's comparer's, and
+//     it checks this before the index separators' and the tombstones' order.
+//   - "vigil.filter.prefix" = 1 (sorted between "vigil.file.checksum" and
+//     "vigil.filter.size") marks a prefix filter; only with a filter. A
+//     reader whose comparer has no Split refuses such a table
+//     (ErrInvalidArgument): it could not find a key's prefix.
 //
 // # External tables
 //

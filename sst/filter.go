@@ -3,6 +3,7 @@ package sst
 import (
 	"encoding/binary"
 
+	"github.com/vigildb/vigil/internal/base"
 	"github.com/zeebo/xxh3"
 )
 
@@ -21,9 +22,17 @@ func filterProbes(bitsPerKey int) int {
 	return min(max(bitsPerKey*69/100, 1), maxFilterProbes)
 }
 
-// filterHash is the hash a filter stores for a user key. It is part of the
-// format.
+// filterHash is the hash a filter stores for a user key, or for a prefix in
+// a prefix filter. It is part of the format.
 func filterHash(userKey []byte) uint64 { return xxh3.Hash(userKey) }
+
+// splitKey returns the length of key's prefix under c.Split (which must
+// not be nil); ok is false when Split answers a length outside the key (a
+// faulty comparer), which the caller must not slice with.
+func splitKey(c *base.Comparer, key []byte) (n int, ok bool) {
+	n = c.Split(key)
+	return n, n >= 0 && n <= len(key)
+}
 
 // buildFilter encodes a filter over the given key hashes.
 func buildFilter(hashes []uint64, bitsPerKey int) []byte {

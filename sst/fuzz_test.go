@@ -206,12 +206,12 @@ func FuzzProperties(f *testing.F) {
 	})
 }
 
-// comparerSeedProps are properties with the optional comparer name, for
-// the FuzzProperties corpus.
+// comparerSeedProps are properties with the optional comparer name and
+// prefix-filter mark, for the FuzzProperties corpus.
 func comparerSeedProps() *Properties {
 	return &Properties{NumEntries: 3, SmallestKey: base.MakeInternalKey([]byte("a"), 1, base.KindSet),
 		LargestKey: base.MakeInternalKey([]byte("b"), 1, base.KindSet), ChecksumType: checksum.XXH3, Compression: NoCompression,
-		BloomBitsPerKey: 10, ComparerName: "vigil.test.Versioned"}
+		BloomBitsPerKey: 10, ComparerName: "vigil.test.Versioned", PrefixFilter: true}
 }
 
 // FuzzFilter decodes arbitrary filter blocks and probes them.

@@ -75,8 +75,13 @@ func (r *Reader) NewIter(lower, upper []byte) InternalIterator {
 	return r.NewIterWithOptions(lower, upper, ReadOptions{})
 }
 
-// NewIterWithOptions is NewIter with per-read options.
+// NewIterWithOptions is NewIter with per-read options. With o.Prefix set,
+// a table whose prefix filter excludes the prefix gives an empty iterator
+// that reads nothing (see ReadOptions.Prefix).
 func (r *Reader) NewIterWithOptions(lower, upper []byte, o ReadOptions) InternalIterator {
+	if o.Prefix != nil && !r.MayContainPrefix(o.Prefix) {
+		return emptyIter{}
+	}
 	i := iterPool.Get().(*tableIter)
 	raw, dec, bi := i.raw, i.dec, i.bi
 	*i = tableIter{r: r, cmp: r.cmp, lower: lower, upper: upper, blockIdx: -1, raw: raw, dec: dec, seqBits: r.globalSeq << 8, skipChecksums: o.SkipChecksums}
@@ -422,3 +427,20 @@ func (i *tableIter) Close() error {
 	iterPool.Put(i)
 	return err
 }
+
+// emptyIter is the iterator of a table that cannot hold what the iterator
+// is for (a prefix its prefix filter excludes): it is never positioned and
+// reads nothing. It has no state, so returning one does not allocate.
+type emptyIter struct{}
+
+func (emptyIter) SeekGE([]byte) bool { return false }
+func (emptyIter) SeekLT([]byte) bool { return false }
+func (emptyIter) First() bool        { return false }
+func (emptyIter) Last() bool         { return false }
+func (emptyIter) Next() bool         { return false }
+func (emptyIter) Prev() bool         { return false }
+func (emptyIter) Valid() bool        { return false }
+func (emptyIter) Key() InternalKey   { return InternalKey{} }
+func (emptyIter) Value() []byte      { return nil }
+func (emptyIter) Error() error       { return nil }
+func (emptyIter) Close() error       { return nil }

@@ -207,6 +207,8 @@ func (m *tableMeta) crossCheck(dataEnd uint64, cmp *base.Comparer) error {
 		return fmt.Errorf("properties say filter size %d, metaindex %d", p.FilterSize, filterSize)
 	case m.hasFilter != (p.BloomBitsPerKey > 0):
 		return fmt.Errorf("properties say %d bloom bits per key, filter present: %v", p.BloomBitsPerKey, m.hasFilter)
+	case p.PrefixFilter && !m.hasFilter:
+		return fmt.Errorf("properties say the filter holds prefixes, but there is no filter")
 	case p.RangeDelSize != m.rangeDelH.size+BlockTrailerLen:
 		return fmt.Errorf("properties say range-del size %d, metaindex %d", p.RangeDelSize, m.rangeDelH.size+BlockTrailerLen)
 	case p.NumRangeDels != uint64(len(m.rangeDels)):

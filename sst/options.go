@@ -176,9 +176,11 @@ type WriterOptions struct {
 	// their order with it, the index separators are shortened with its
 	// Separator, and its Name is stored in the properties (as
 	// "rocksdb.comparator", unless it is the default's), so that no
-	// reader can read the table under another order. nil means
-	// base.DefaultComparer, bytewise, whose tables are byte for byte what
-	// they were before comparers.
+	// reader can read the table under another order. When it has a
+	// Split, the bloom filter holds the keys' distinct prefixes rather
+	// than the keys (a prefix filter, which can exclude a table from a
+	// scan of one prefix). nil means base.DefaultComparer, bytewise,
+	// whose tables are byte for byte what they were before comparers.
 	Comparer *base.Comparer
 
 	// BaseContext is the per-file context value mixed into every block
@@ -223,6 +225,14 @@ type ReadOptions struct {
 	// block so read is cached apart from verified ones: reads that verify
 	// never see it. NewUncachedIter (compaction) and Verify always verify.
 	SkipChecksums bool
+	// Prefix, if not nil, says that an iterator will be used only for the
+	// keys whose prefix (under the comparer's Split) is Prefix: the
+	// caller's bounds keep it within the prefix. A table whose prefix
+	// filter excludes Prefix (see Reader.MayContainPrefix) then gives an
+	// empty iterator without reading a data block, which is what makes a
+	// scan of one prefix skip most tables; otherwise the iterator is the
+	// usual one, keys of other prefixes included. Get ignores it.
+	Prefix []byte
 }
 
 // ReaderOptions configure a Reader.
@@ -258,8 +268,9 @@ type ReaderOptions struct {
 	// search, seeks, bounds, Get's equality, and the order checks of
 	// Open, Verify and Salvage. It must be the one the table was
 	// written with: Open refuses a table whose recorded comparer name
-	// (none recorded means the default's) differs from its Name, with an
-	// error wrapping ErrInvalidArgument that names both. nil means
+	// (none recorded means the default's) differs from its Name, and a
+	// table with a prefix filter when it has no Split, with an error
+	// wrapping ErrInvalidArgument that names both. nil means
 	// base.DefaultComparer.
 	Comparer *base.Comparer
 }

@@ -64,6 +64,11 @@ type Properties struct {
 	// without it, written by the default comparer or before comparers
 	// existed, decodes as base.BytewiseComparerName.
 	ComparerName string
+	// PrefixFilter says that the bloom filter holds the distinct prefixes
+	// of the keys (key[:Split(key)] under the table's comparer) instead
+	// of the keys. Stored only when true, as the optional property
+	// "vigil.filter.prefix" (uvarint 1); only with a filter.
+	PrefixFilter bool
 	// FormatVersion comes from the footer (it is not stored in the block).
 	FormatVersion uint32
 }
@@ -181,6 +186,17 @@ var propFields = []propField{
 		},
 	},
 	uintProp("vigil.file.checksum", func(p *Properties) *uint64 { return &p.FileChecksum }),
+	{
+		name:     "vigil.filter.prefix",
+		optional: true,
+		present:  func(p *Properties) bool { return p.PrefixFilter },
+		encode:   func(p *Properties, dst []byte) []byte { return binary.AppendUvarint(dst, 1) },
+		decode: func(p *Properties, v []byte) bool {
+			x, n := binary.Uvarint(v)
+			p.PrefixFilter = x == 1
+			return n > 0 && n == len(v) && x == 1
+		},
+	},
 	uintProp("vigil.filter.size", func(p *Properties) *uint64 { return &p.FilterSize }),
 	{
 		name:     "vigil.identity",
@@ -313,6 +329,9 @@ func (p *Properties) String() string {
 	// bytewise table is what it was before comparers.
 	if p.ComparerName != "" && p.ComparerName != base.BytewiseComparerName {
 		line("comparer", "%q", p.ComparerName)
+	}
+	if p.PrefixFilter {
+		line("prefix filter", "true (the filter holds the keys' prefixes)")
 	}
 	return b.String()
 }

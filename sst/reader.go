@@ -322,12 +322,16 @@ func (r *fileReader) checkIndexOrder(x *indexBlock, off uint64) error {
 }
 
 // checkComparer refuses a table written under another comparer than
-// r.cmp (by name): an error wrapping ErrInvalidArgument, as the caller
-// chose the comparer.
+// r.cmp (by name), or with a prefix filter that r.cmp cannot split keys
+// for: an error wrapping ErrInvalidArgument, as the caller chose the
+// comparer.
 func (r *fileReader) checkComparer(p *Properties) error {
 	if p.ComparerName != r.cmp.Name {
 		return invalidArgf("%s was written with comparer %q, not %q: it must be read with the comparer that wrote it",
 			r.fid, truncate([]byte(p.ComparerName)), r.cmp.Name)
+	}
+	if p.PrefixFilter && r.cmp.Split == nil {
+		return invalidArgf("%s has a prefix bloom filter, but comparer %q has no Split to find a key's prefix", r.fid, r.cmp.Name)
 	}
 	return nil
 }
@@ -645,12 +649,37 @@ var rawPool = sync.Pool{New: func() any { return new([]byte) }}
 var getIterPool = sync.Pool{New: func() any { return new(blockIter) }}
 
 // MayContain reports whether the table may hold a point entry for userKey,
-// consulting only the bloom filter (true without one).
+// consulting only the bloom filter (true without one): false is certain,
+// so a DB skips the table. For a prefix filter (Properties.PrefixFilter)
+// it looks for the key's prefix, as the filter holds nothing else.
 func (r *Reader) MayContain(userKey []byte) bool {
-	if !r.hasFilter {
+	switch {
+	case !r.hasFilter:
 		return true
+	case r.props.PrefixFilter:
+		return r.prefixOfMayContain(userKey)
 	}
 	return r.filter.mayContain(filterHash(userKey))
+}
+
+// prefixOfMayContain asks the table's prefix filter about userKey's prefix.
+// A prefix that Split puts outside the key (a faulty comparer) cannot be
+// looked up: true.
+func (r *Reader) prefixOfMayContain(userKey []byte) bool {
+	n, ok := splitKey(r.cmp, userKey)
+	return !ok || r.filter.mayContain(filterHash(userKey[:n]))
+}
+
+// MayContainPrefix reports whether the table may hold a point entry whose
+// key has the given prefix (under the comparer's Split), consulting only a
+// prefix filter: false is certain, so a scan of that prefix can skip the
+// table (see ReadOptions.Prefix). Without a filter, or with one of whole
+// keys, which cannot answer for a prefix, it is true.
+func (r *Reader) MayContainPrefix(prefix []byte) bool {
+	if !r.hasFilter || !r.props.PrefixFilter {
+		return true
+	}
+	return r.filter.mayContain(filterHash(prefix))
 }
 
 // Get returns the newest point entry of userKey with seqnum <= snapSeq: its
@@ -685,8 +714,15 @@ func (r *Reader) GetRef(userKey []byte, snapSeq uint64) (value []byte, seq uint6
 
 // GetRefWithOptions is GetRef with per-read options.
 func (r *Reader) GetRefWithOptions(userKey []byte, snapSeq uint64, o ReadOptions) (value []byte, seq uint64, kind Kind, found bool, ref CacheHandle, err error) {
-	if r.hasFilter && !r.filter.mayContain(filterHash(userKey)) {
-		return nil, 0, 0, false, CacheHandle{}, nil
+	if r.hasFilter {
+		// (MayContain, spelt out: one call fewer for a whole-key filter.)
+		if r.props.PrefixFilter {
+			if !r.prefixOfMayContain(userKey) {
+				return nil, 0, 0, false, CacheHandle{}, nil
+			}
+		} else if !r.filter.mayContain(filterHash(userKey)) {
+			return nil, 0, 0, false, CacheHandle{}, nil
+		}
 	}
 	if snapSeq < r.globalSeq {
 		// Every entry has the global seqnum (an external table holds one

@@ -15,7 +15,7 @@ import (
 // blocks decode to exactly what Open decoded; every data block's structure,
 // the order (under the reader's comparer) and kinds of all entries and
 // their agreement with the index separators; that the filter contains
-// every user key; the entry counts,
+// every user key (every prefix, for a prefix filter); the entry counts,
 // raw sizes and key and seqnum bounds against the properties; the
 // whole-file checksum; and for an external table, that every entry has
 // seqnum 0 and no user key has two. The first problem found is returned as
@@ -86,6 +86,9 @@ type verifier struct {
 	p          Properties
 	havePoint  bool
 	firstPoint InternalKey
+	// prevFilter is the length of prev's part the filter was checked for
+	// (its user key, or its prefix for a prefix filter).
+	prevFilter int
 }
 
 // dataBlock checks data block bi: its structure, the order and kinds of its
@@ -136,10 +139,10 @@ func (v *verifier) dataBlock(bi int) error {
 				return fail("a second entry for its user key in an external table")
 			}
 		}
-		// The filter holds each distinct byte string of user keys.
-		if r.hasFilter && (v.prev == nil || !bytes.Equal(v.prev[:len(v.prev)-base.TrailerLen], k.UserKey)) &&
-			!r.filter.mayContain(filterHash(k.UserKey)) {
-			return fail("user key missing from the bloom filter")
+		if r.hasFilter {
+			if err := v.checkFilter(k.UserKey, fail); err != nil {
+				return err
+			}
 		}
 		v.count(k, it.key, it.val)
 		n++
@@ -151,6 +154,30 @@ func (v *verifier) dataBlock(bi int) error {
 		return blockCorruptf(r.fid, BlockKindData, h.offset, "empty data block")
 	}
 	return nil
+}
+
+// checkFilter checks that the filter holds userKey, or its prefix for a
+// prefix filter, unless those bytes are what the previous entry's were
+// (v.prev holds it).
+func (v *verifier) checkFilter(userKey []byte, fail func(format string, args ...any) error) error {
+	r, n := v.r, len(userKey)
+	if r.props.PrefixFilter {
+		var ok bool
+		if n, ok = splitKey(r.cmp, userKey); !ok {
+			return fail("comparer %s splits the key at %d, outside it", r.cmp.Name, n)
+		}
+	}
+	if v.prev != nil && bytes.Equal(v.prev[:v.prevFilter], userKey[:n]) {
+		return nil
+	}
+	v.prevFilter = n
+	switch {
+	case r.filter.mayContain(filterHash(userKey[:n])):
+		return nil
+	case r.props.PrefixFilter:
+		return fail("prefix %s missing from the bloom filter", base.HexKey(userKey[:n]))
+	}
+	return fail("user key missing from the bloom filter")
 }
 
 // count adds a point entry to the recomputed properties.

@@ -63,8 +63,9 @@ type Writer struct {
 	fid fileID
 	err error
 	// cmp is o.Comparer resolved: every comparison of keys goes through
-	// it.
-	cmp *base.Comparer
+	// it. prefixFilter: the filter holds cmp.Split's prefixes.
+	cmp          *base.Comparer
+	prefixFilter bool
 
 	closed  bool
 	offset  uint64 // bytes emitted so far (written or buffered)
@@ -79,6 +80,7 @@ type Writer struct {
 
 	keyBuf        []byte // the key being added, encoded
 	lastKey       []byte // the last point key added, encoded
+	lastPrefixLen int    // with a prefix filter, lastKey[:lastPrefixLen] is its prefix
 	pendingIndex  bool   // a data block was flushed; its index entry waits for the next key
 	pendingHandle handle
 	sepBuf        []byte
@@ -114,6 +116,7 @@ func NewWriter(f vfs.File, o WriterOptions) *Writer {
 	}
 	w.cmp = o.Comparer.Resolve()
 	w.o.Comparer = w.cmp
+	w.prefixFilter = o.BloomBitsPerKey > 0 && w.cmp.Split != nil
 	// The footer, the properties and the Meta record what the defaults
 	// mean, never "default".
 	w.o.ChecksumType = o.ChecksumType.Resolve()
@@ -202,11 +205,17 @@ func (w *Writer) Add(key InternalKey, value []byte) error {
 			return err
 		}
 	}
-	// Each distinct user key once, found by bytes, not by the comparer's
-	// Equal: the filter hashes bytes, so each distinct byte string must be
-	// in it.
-	if w.o.BloomBitsPerKey > 0 && (first || !bytes.Equal(w.lastKey[:len(w.lastKey)-base.TrailerLen], key.UserKey)) {
-		w.hashes.add(filterHash(key.UserKey))
+	if w.o.BloomBitsPerKey > 0 {
+		// Each distinct user key once, or each distinct prefix (see
+		// addPrefix): keys of one user key, or of one prefix, are
+		// contiguous.
+		if w.prefixFilter {
+			if err := w.addPrefix(key.UserKey, first); err != nil {
+				return err
+			}
+		} else if first || !bytes.Equal(w.lastKey[:len(w.lastKey)-base.TrailerLen], key.UserKey) {
+			w.hashes.add(filterHash(key.UserKey))
+		}
 	}
 	w.data.add(w.keyBuf, value)
 	w.lastKey = append(w.lastKey[:0], w.keyBuf...)
@@ -292,6 +301,25 @@ func (w *Writer) checkExternalPoint(key InternalKey, first bool) error {
 		w.err = invalidArgf("key %s added twice to external table %s: an external table holds one entry per user key", key, w.fid)
 		return w.err
 	}
+	return nil
+}
+
+// addPrefix gives a prefix filter userKey's prefix, unless it is the
+// previous key's: keys of one prefix are contiguous (a comparer's
+// promise), so that hashes every distinct prefix once. Repeats are found
+// by bytes, not by the comparer's Equal: the filter hashes bytes, so each
+// distinct byte string must be in it. lastKey still holds the previous
+// key, whose prefix is lastKey[:lastPrefixLen].
+func (w *Writer) addPrefix(userKey []byte, first bool) error {
+	n, ok := splitKey(w.cmp, userKey)
+	if !ok {
+		w.err = invalidArgf("comparer %s splits key %s of %s at %d, outside the key", w.cmp.Name, base.HexKey(userKey), w.fid, n)
+		return w.err
+	}
+	if first || !bytes.Equal(w.lastKey[:w.lastPrefixLen], userKey[:n]) {
+		w.hashes.add(filterHash(userKey[:n]))
+	}
+	w.lastPrefixLen = n
 	return nil
 }
 
@@ -590,6 +618,7 @@ func (w *Writer) finish() {
 	p.External = w.o.External
 	p.Identity = w.o.Identity
 	p.ComparerName = w.cmp.Name
+	p.PrefixFilter = w.prefixFilter
 	p.SmallestSeq, p.LargestSeq = w.smallSeq, w.largeSeq
 	w.computeBounds()
 	if w.propsHandle, err = w.emit(encodeProperties(p), NoCompression); err != nil {
