@@ -82,6 +82,12 @@ type Batch struct {
 	// merges counts the batch's merge operands: Apply refuses them on a DB
 	// without a Merger.
 	merges uint32
+	// cmp orders the batch's keys (DB.NewBatch gives the DB's; nil: the
+	// default): DeleteRange checks its ranges in it. rangeDels counts
+	// the range deletions so checked, which Apply refuses on a DB of
+	// another comparer.
+	cmp       *base.Comparer
+	rangeDels uint32
 	// ix is the index of a batch made by NewIndexedBatch (nil for any
 	// other): see batch_index.go.
 	ix *batchIndex
@@ -96,10 +102,12 @@ const batchInitialSize = 1 << 10
 const maxEntrySize = sst.MaxEntrySize
 
 // NewBatch returns an empty batch, protected as the DB's
-// Options.BatchProtectionBytesPerKey asks (see Batch). Apart from that,
-// batches need no DB: a Batch{} works too.
+// Options.BatchProtectionBytesPerKey asks (see Batch), whose DeleteRange
+// orders its bounds by the DB's comparer. Apart from that, batches need no
+// DB: a Batch{} works too, but orders range deletions bytewise (a DB with
+// Options.Comparer refuses its range deletions).
 func (d *DB) NewBatch() *Batch {
-	b := &Batch{}
+	b := &Batch{cmp: d.cmp}
 	b.setProtection(d.cksum, d.opts.BatchProtectionBytesPerKey)
 	return b
 }
@@ -270,8 +278,11 @@ func (b *Batch) Merge(key, operand []byte) {
 // inverted one (start > end) makes Apply fail with ErrInvalidArgument
 // before anything reaches the WAL: a tombstone that can never be written to
 // a table must never become durable, or every later flush would fail.
+// The order is the batch's comparer's: a batch for a DB with
+// Options.Comparer must come from its NewBatch (Apply refuses range
+// deletions of a batch of another comparer).
 func (b *Batch) DeleteRange(start, end []byte) {
-	switch c := bytes.Compare(start, end); {
+	switch c := b.comparer().Cmp(start, end); {
 	case c == 0:
 		return
 	case c > 0:
@@ -281,6 +292,15 @@ func (b *Batch) DeleteRange(start, end []byte) {
 		return
 	}
 	b.add(base.KindRangeDelete, start, end, true)
+	b.rangeDels++
+}
+
+// comparer returns the batch's comparer: its DB's, or the default.
+func (b *Batch) comparer() *base.Comparer {
+	if b.cmp == nil {
+		return base.DefaultComparer
+	}
+	return b.cmp
 }
 
 // Count returns the number of writes in the batch.
@@ -307,6 +327,7 @@ func (b *Batch) Reset() {
 	b.err = nil
 	b.count = 0
 	b.merges = 0
+	b.rangeDels = 0
 	b.memSize = 0
 	b.prot = b.prot[:0]
 	if b.ix != nil {

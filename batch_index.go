@@ -91,9 +91,10 @@ func (x *batchIndex) add(data []byte, kind base.Kind, keyOff, keyLen, valOff, va
 func bxKey(data []byte, e *bxEntry) []byte { return data[e.keyOff : e.keyOff+e.keyLen] }
 func bxVal(data []byte, e *bxEntry) []byte { return data[e.valOff : e.valOff+e.valLen] }
 
-// bxCompare orders entries by user key, then newest (largest idx) first.
-func bxCompare(data []byte, a, b *bxEntry) int {
-	if c := bytes.Compare(bxKey(data, a), bxKey(data, b)); c != 0 {
+// bxCompare orders entries by user key under cmp, then newest (largest
+// idx) first.
+func bxCompare(cmp *base.Comparer, data []byte, a, b *bxEntry) int {
+	if c := cmp.Cmp(bxKey(data, a), bxKey(data, b)); c != 0 {
 		return c
 	}
 	return int(b.idx) - int(a.idx)
@@ -104,11 +105,12 @@ func (x *batchIndex) merge(data []byte) {
 	if len(x.tail) == 0 {
 		return
 	}
-	slices.SortFunc(x.tail, func(a, b bxEntry) int { return bxCompare(data, &a, &b) })
+	cmp := x.db.cmp
+	slices.SortFunc(x.tail, func(a, b bxEntry) int { return bxCompare(cmp, data, &a, &b) })
 	out := make([]bxEntry, 0, len(x.sorted)+len(x.tail))
 	i, j := 0, 0
 	for i < len(x.sorted) && j < len(x.tail) {
-		if bxCompare(data, &x.sorted[i], &x.tail[j]) < 0 {
+		if bxCompare(cmp, data, &x.sorted[i], &x.tail[j]) < 0 {
 			out = append(out, x.sorted[i])
 			i++
 		} else {
@@ -121,10 +123,10 @@ func (x *batchIndex) merge(data []byte) {
 }
 
 // seekSorted returns the index of the first entry of run with user key >=
-// key.
-func seekSorted(data []byte, run []bxEntry, key []byte) int {
+// key under cmp.
+func seekSorted(cmp *base.Comparer, data []byte, run []bxEntry, key []byte) int {
 	i, _ := slices.BinarySearchFunc(run, key, func(e bxEntry, k []byte) int {
-		if c := bytes.Compare(bxKey(data, &e), k); c != 0 {
+		if c := cmp.Cmp(bxKey(data, &e), k); c != 0 {
 			return c
 		}
 		return 1 // the first entry of the key, whatever its idx
@@ -136,12 +138,13 @@ func seekSorted(data []byte, run []bxEntry, key []byte) int {
 func (x *batchIndex) newest(data []byte, key []byte) (bxEntry, bool) {
 	var best bxEntry
 	found := false
-	if i := seekSorted(data, x.sorted, key); i < len(x.sorted) && bytes.Equal(bxKey(data, &x.sorted[i]), key) {
+	cmp := x.db.cmp
+	if i := seekSorted(cmp, data, x.sorted, key); i < len(x.sorted) && cmp.Eq(bxKey(data, &x.sorted[i]), key) {
 		best, found = x.sorted[i], true
 	}
 	for i := range x.tail {
 		e := &x.tail[i]
-		if (!found || e.idx > best.idx) && bytes.Equal(bxKey(data, e), key) {
+		if (!found || e.idx > best.idx) && cmp.Eq(bxKey(data, e), key) {
 			best, found = *e, true
 		}
 	}
@@ -152,10 +155,11 @@ func (x *batchIndex) newest(data []byte, key []byte) (bxEntry, bool) {
 // the batch covering key, or 0 if none does.
 func (x *batchIndex) tombCover(data []byte, key []byte) uint32 {
 	var cover uint32
+	cmp := x.db.cmp
 	for i := range x.tombs {
 		t := &x.tombs[i]
-		if t.idx+1 > cover && bytes.Compare(key, data[t.startOff:t.startOff+t.startLen]) >= 0 &&
-			bytes.Compare(key, data[t.endOff:t.endOff+t.endLen]) < 0 {
+		if t.idx+1 > cover && cmp.Cmp(key, data[t.startOff:t.startOff+t.startLen]) >= 0 &&
+			cmp.Cmp(key, data[t.endOff:t.endOff+t.endLen]) < 0 {
 			cover = t.idx + 1
 		}
 	}
@@ -172,7 +176,7 @@ func (x *batchIndex) tombFragments(data []byte) rangedel.Fragments {
 	for i, t := range x.tombs {
 		ts[i] = rangedel.Tombstone{Start: data[t.startOff : t.startOff+t.startLen], End: data[t.endOff : t.endOff+t.endLen], Seq: uint64(t.idx) + 1}
 	}
-	return rangedel.Build(ts, base.SeqNumMax)
+	return rangedel.Build(x.db.cmp, ts, base.SeqNumMax)
 }
 
 // NewIndexedBatch returns an empty batch that can read its own writes
@@ -272,12 +276,12 @@ func (x *batchIndex) mergeChain(data, key []byte, cover uint32) ([]byte, batchGe
 		return nil, batchDecided, errNoMerger(key)
 	}
 	x.merge(data)
-	i := seekSorted(data, x.sorted, key)
+	i := seekSorted(x.db.cmp, data, x.sorted, key)
 	acc := bytes.Clone(base.NonNil(bxVal(data, &x.sorted[i])))
 	for i++; ; i++ {
 		var below []byte
 		operand := false
-		if i < len(x.sorted) && bytes.Equal(bxKey(data, &x.sorted[i]), key) {
+		if i < len(x.sorted) && x.db.cmp.Eq(bxKey(data, &x.sorted[i]), key) {
 			if e := &x.sorted[i]; e.idx+1 > cover && e.kind != base.KindDelete {
 				below, operand = base.NonNil(bxVal(data, e)), e.kind == base.KindMerge
 			}

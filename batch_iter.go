@@ -1,8 +1,6 @@
 package vigil
 
 import (
-	"bytes"
-
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/rangedel"
 )
@@ -47,6 +45,9 @@ func (b *Batch) NewIter(o *IterOptions) (*Iterator, error) {
 	if x == nil {
 		return nil, base.InvalidArgumentErrorf("Batch.NewIter needs an indexed batch (DB.NewIndexedBatch)")
 	}
+	if o != nil && o.Prefix != nil {
+		return nil, base.InvalidArgumentErrorf("Batch.NewIter does not take IterOptions.Prefix; use bounds")
+	}
 	var db *Iterator
 	var err error
 	if x.snap != nil {
@@ -60,7 +61,7 @@ func (b *Batch) NewIter(o *IterOptions) (*Iterator, error) {
 	db.deferMergeErr = true // the batch may hide a key whose operands fail
 	x.merge(b.data)
 	ov := &batchOverlay{db: db, data: b.data, run: x.sorted, frags: x.tombFragments(b.data), lower: db.lower, upper: db.upper}
-	it := &Iterator{d: x.db, ov: ov, lower: db.lower, upper: db.upper}
+	it := &Iterator{d: x.db, cmp: x.db.cmp, ov: ov, lower: db.lower, upper: db.upper}
 	ov.out = it
 	return it, nil
 }
@@ -74,10 +75,10 @@ func (o *batchOverlay) bKey() []byte {
 		return nil
 	}
 	k := o.key(o.bi)
-	if o.forward && o.upper != nil && bytes.Compare(k, o.upper) >= 0 {
+	if o.forward && o.upper != nil && o.db.cmp.Cmp(k, o.upper) >= 0 {
 		return nil
 	}
-	if !o.forward && o.lower != nil && bytes.Compare(k, o.lower) < 0 {
+	if !o.forward && o.lower != nil && o.db.cmp.Cmp(k, o.lower) < 0 {
 		return nil
 	}
 	return k
@@ -85,7 +86,7 @@ func (o *batchOverlay) bKey() []byte {
 
 // groupStart moves i back to the first (newest) entry of its key.
 func (o *batchOverlay) groupStart(i int) int {
-	for i > 0 && bytes.Equal(o.key(i-1), o.key(i)) {
+	for i > 0 && o.db.cmp.Eq(o.key(i-1), o.key(i)) {
 		i--
 	}
 	return i
@@ -93,7 +94,7 @@ func (o *batchOverlay) groupStart(i int) int {
 
 func (o *batchOverlay) bNextKey() {
 	k := o.key(o.bi)
-	for o.bi++; o.bi < len(o.run) && bytes.Equal(o.key(o.bi), k); o.bi++ {
+	for o.bi++; o.bi < len(o.run) && o.db.cmp.Eq(o.key(o.bi), k); o.bi++ {
 	}
 }
 
@@ -105,10 +106,10 @@ func (o *batchOverlay) bPrevKey() {
 	o.bi = o.groupStart(o.bi - 1)
 }
 
-func (o *batchOverlay) bSeekGE(k []byte) { o.bi = seekSorted(o.data, o.run, k) }
+func (o *batchOverlay) bSeekGE(k []byte) { o.bi = seekSorted(o.db.cmp, o.data, o.run, k) }
 
 func (o *batchOverlay) bSeekLT(k []byte) {
-	if i := seekSorted(o.data, o.run, k) - 1; i >= 0 {
+	if i := seekSorted(o.db.cmp, o.data, o.run, k) - 1; i >= 0 {
 		o.bi = o.groupStart(i)
 	} else {
 		o.bi = -1
@@ -140,7 +141,7 @@ func (o *batchOverlay) bValue(dbSame bool) (v []byte, live bool, err error) {
 	for i := o.bi + 1; ; i++ {
 		var below []byte
 		operand := false
-		if i < len(o.run) && bytes.Equal(o.key(i), key) {
+		if i < len(o.run) && o.db.cmp.Eq(o.key(i), key) {
 			if f := &o.run[i]; uint64(f.idx)+1 > cover && f.kind != base.KindDelete {
 				below, operand = base.NonNil(bxVal(o.data, f)), f.kind == base.KindMerge
 			}
@@ -211,7 +212,7 @@ func (o *batchOverlay) findNext() bool {
 		case bk == nil:
 			c = 1
 		case dv:
-			c = bytes.Compare(bk, o.db.Key())
+			c = o.db.cmp.Cmp(bk, o.db.Key())
 		}
 		if c > 0 {
 			if dk := o.db.Key(); o.frags.CoverSeq(dk) > 0 {
@@ -243,7 +244,7 @@ func (o *batchOverlay) findPrev() bool {
 		case bk == nil:
 			c = -1
 		case dv:
-			c = bytes.Compare(bk, o.db.Key())
+			c = o.db.cmp.Cmp(bk, o.db.Key())
 		}
 		if c < 0 {
 			if dk := o.db.Key(); o.frags.CoverSeq(dk) > 0 {
@@ -312,19 +313,19 @@ func (o *batchOverlay) next() bool {
 		// Turn around: both cursors to the first key after cur.
 		o.forward = true
 		o.db.SeekGE(cur)
-		if o.db.Valid() && bytes.Equal(o.db.Key(), cur) {
+		if o.db.Valid() && o.db.cmp.Eq(o.db.Key(), cur) {
 			o.db.Next()
 		}
 		o.bSeekGE(cur)
-		if o.bi < len(o.run) && bytes.Equal(o.key(o.bi), cur) {
+		if o.bi < len(o.run) && o.db.cmp.Eq(o.key(o.bi), cur) {
 			o.bNextKey()
 		}
 		return o.findNext()
 	}
-	if o.bi >= 0 && o.bi < len(o.run) && bytes.Equal(o.key(o.bi), cur) {
+	if o.bi >= 0 && o.bi < len(o.run) && o.db.cmp.Eq(o.key(o.bi), cur) {
 		o.bNextKey()
 	}
-	if o.db.Valid() && bytes.Equal(o.db.Key(), cur) {
+	if o.db.Valid() && o.db.cmp.Eq(o.db.Key(), cur) {
 		o.db.Next()
 	}
 	return o.findNext()
@@ -338,10 +339,10 @@ func (o *batchOverlay) prev() bool {
 		o.bSeekLT(cur)
 		return o.findPrev()
 	}
-	if o.bi >= 0 && o.bi < len(o.run) && bytes.Equal(o.key(o.bi), cur) {
+	if o.bi >= 0 && o.bi < len(o.run) && o.db.cmp.Eq(o.key(o.bi), cur) {
 		o.bPrevKey()
 	}
-	if o.db.Valid() && bytes.Equal(o.db.Key(), cur) {
+	if o.db.Valid() && o.db.cmp.Eq(o.db.Key(), cur) {
 		o.db.Prev()
 	}
 	return o.findPrev()

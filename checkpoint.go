@@ -172,7 +172,7 @@ func (d *DB) checkpointManifest(tmp string, v *manifest.Version, visible func(*m
 	fs := d.fs
 	// A new DB, with an id of its own; its tables keep the identities
 	// they were written with.
-	e := &manifest.VersionEdit{FormatVersion: d.vs.formatVersion, Comparer: manifest.ComparerName, Merger: d.vs.merger}
+	e := &manifest.VersionEdit{FormatVersion: d.vs.formatVersion, Comparer: d.cmp.Name, Merger: d.vs.merger}
 	e.SetDBID(base.NewRandomID())
 	e.SetLogNumber(walNum)
 	e.SetNextFileNum(tempNum + 1)

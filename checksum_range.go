@@ -1,7 +1,6 @@
 package vigil
 
 import (
-	"bytes"
 	"encoding/binary"
 
 	"github.com/vigildb/vigil/checksum"
@@ -93,7 +92,7 @@ func (s *Snapshot) Digest(start, end []byte) (RangeDigest, error) {
 }
 
 func (d *DB) digest(start, end []byte, snap uint64) (RangeDigest, error) {
-	if start != nil && end != nil && bytes.Compare(start, end) > 0 {
+	if start != nil && end != nil && d.cmp.Cmp(start, end) > 0 {
 		return RangeDigest{}, base.InvalidArgumentErrorf("Digest: start %s > end %s", base.HexKey(start), base.HexKey(end))
 	}
 	// Always verified: a range checksum vouches for the data.

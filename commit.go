@@ -73,6 +73,7 @@ func (d *DB) Merge(key, operand []byte, o *WriteOptions) error {
 // Merge), from batchPool, protected as the DB's batches are.
 func (d *DB) pooledBatch() *Batch {
 	b := batchPool.Get().(*Batch)
+	b.cmp = d.cmp
 	b.setProtection(d.cksum, d.opts.BatchProtectionBytesPerKey)
 	return b
 }
@@ -222,6 +223,8 @@ func (d *DB) applyArgs(b *Batch, o *WriteOptions) (skip bool, err error) {
 		// RocksDB: "Sync writes has to enable WAL". Acknowledging a sync
 		// that syncs nothing would be a lie about durability.
 		return true, base.InvalidArgumentErrorf("WriteOptions.Sync needs the WAL, but the DB was opened with DisableWAL")
+	case b.rangeDels > 0 && b.comparer().Name != d.cmp.Name:
+		return true, base.InvalidArgumentErrorf("batch holds %d range deletions ordered by comparer %q, but the DB's keys are ordered by %q: build the batch with the DB's NewBatch", b.rangeDels, b.comparer().Name, d.cmp.Name)
 	case b.merges > 0 && d.opts.Merger == nil:
 		return true, base.InvalidArgumentErrorf("batch holds %d merge operands, but the DB has no Options.Merger", b.merges)
 	case b.memSize > maxBatchMemSize:
@@ -482,7 +485,7 @@ func (d *DB) slowDown(n, l0 int) {
 // which a fresh memtable on the next WAL replaces. It becomes visible
 // through the publisher like any batch.
 func (d *DB) applyFlushable(b *Batch, syncWAL bool, check func() error) error {
-	fb, err := newFlushableBatch(b, d.cksum, d.opts.MemtableProtectionBytesPerKey > 0, d.opts.ParanoidMemoryChecks)
+	fb, err := newFlushableBatch(d.cmp, b, d.cksum, d.opts.MemtableProtectionBytesPerKey > 0, d.opts.ParanoidMemoryChecks)
 	if err != nil {
 		return d.batchRefused(err)
 	}
@@ -573,12 +576,12 @@ func (d *DB) queueFlushable(b *Batch, fb *flushableBatch, need int) (commitSlot,
 	}
 	old := d.mem
 	if mt != nil {
-		d.mem = newMemTableEntry(mt, memLog, &d.stats.memtableBytes)
+		d.mem = newMemTableEntry(d.cmp, mt, memLog, &d.stats.memtableBytes)
 		if need == 2 {
 			d.imm = append(d.imm, old)
 		}
 	}
-	d.imm = append(d.imm, newBatchEntry(fb, batchLog, &d.stats.memtableBytes))
+	d.imm = append(d.imm, newBatchEntry(d.cmp, fb, batchLog, &d.stats.memtableBytes))
 	// fb reads b's buffer from here on: b must copy before writing again.
 	b.lend()
 	d.updateReadStateLocked()
@@ -788,6 +791,7 @@ func (d *DB) newMemTable(size int) (*memtable.MemTable, error) {
 		ParanoidMemoryChecks:  d.opts.ParanoidMemoryChecks,
 		ProtectionBytesPerKey: d.opts.MemtableProtectionBytesPerKey,
 		ManualMemory:          true,
+		Comparer:              d.cmp,
 	})
 	if err == nil {
 		d.stats.memtableBytes.add(int64(mt.Capacity()))
@@ -862,7 +866,7 @@ func (d *DB) rotateMemtableLocked(memSize int) error {
 	}
 	old := d.mem
 	d.imm = append(d.imm, old)
-	d.mem = newMemTableEntry(mt, logNum, &d.stats.memtableBytes)
+	d.mem = newMemTableEntry(d.cmp, mt, logNum, &d.stats.memtableBytes)
 	d.updateReadStateLocked()
 	d.log.Infof("memtable rotated: %d bytes, %d entries, WAL %06d -> %06d",
 		old.t.ApproximateSize(), old.t.Count(), old.logNum, logNum)

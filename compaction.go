@@ -1,7 +1,6 @@
 package vigil
 
 import (
-	"bytes"
 	"fmt"
 	"runtime"
 	"time"
@@ -102,7 +101,7 @@ func (d *DB) Compact(start, end []byte) error {
 	if d.closed.Load() {
 		return ErrClosed
 	}
-	if start != nil && end != nil && bytes.Compare(start, end) > 0 {
+	if start != nil && end != nil && d.cmp.Cmp(start, end) > 0 {
 		return base.InvalidArgumentErrorf("Compact: start %s > end %s", base.HexKey(start), base.HexKey(end))
 	}
 	if d.opts.ReadOnly {
@@ -265,7 +264,7 @@ func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64, se
 		}
 		return true
 	}
-	iter := compact.NewIter(newMergingIter(children), snaps, settled, tombs, bottom, d.mergeFunc(), &st)
+	iter := compact.NewIter(d.cmp, newMergingIter(d.cmp, children), snaps, settled, tombs, bottom, d.mergeFunc(), &st)
 
 	var wNum uint64
 	open := func() (compact.Writer, error) {
@@ -287,7 +286,7 @@ func (d *DB) compactFiles(c *compaction, v *manifest.Version, snaps []uint64, se
 		outputs = append(outputs, metaFromSST(wNum, sm))
 		return sm.NumEntries + sm.NumRangeDels, nil
 	}
-	out := compact.NewOutputs(uint64(d.opts.TargetFileSize), iter.Kept, open, finish, &st)
+	out := compact.NewOutputs(d.cmp, uint64(d.opts.TargetFileSize), iter.Kept, open, finish, &st)
 	defer func() {
 		if w := out.Current(); w != nil {
 			w.(*sst.Writer).Abort()

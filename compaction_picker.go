@@ -1,7 +1,6 @@
 package vigil
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"sort"
@@ -26,6 +25,8 @@ type compaction struct {
 	noMove bool
 	// smallest, largest user keys of all inputs (largest inclusive).
 	smallest, largest []byte
+	// cmp is the order of the keys (the version's).
+	cmp *base.Comparer
 }
 
 func (c *compaction) String() string {
@@ -124,7 +125,7 @@ func (p *leveledPicker) pick(v *manifest.Version) *compaction {
 	// compaction reads no damaged file.
 	i := 0
 	if ptr := p.pointer[best]; ptr != nil {
-		i = sort.Search(len(files), func(i int) bool { return bytes.Compare(files[i].Smallest.UserKey, ptr) > 0 })
+		i = sort.Search(len(files), func(i int) bool { return v.Cmp.Cmp(files[i].Smallest.UserKey, ptr) > 0 })
 		if i == len(files) {
 			i = 0
 		}
@@ -175,7 +176,7 @@ func (p *leveledPicker) manual(v *manifest.Version, level int, start, end []byte
 	case level == 0:
 		// L0 files overlap one another: take all that overlap the
 		// range's closure, to keep newer-over-older order.
-		c = newCompaction(v, 0, expandL0(v.Levels[0], inputs), "manual")
+		c = newCompaction(v, 0, expandL0(v.Cmp, v.Levels[0], inputs), "manual")
 		c.noMove = true
 	case level < last:
 		c = newCompaction(v, level, inputs, "manual")
@@ -187,9 +188,9 @@ func (p *leveledPicker) manual(v *manifest.Version, level int, start, end []byte
 	default:
 		// The bottom level: rewrite it in place, which drops what no
 		// snapshot needs and the tombstones.
-		c = &compaction{level: level, outputLevel: level, reason: "manual, bottom level in place", noMove: true}
+		c = &compaction{level: level, outputLevel: level, reason: "manual, bottom level in place", noMove: true, cmp: v.Cmp}
 		c.inputs[0] = inputs
-		c.smallest, c.largest = keyRange(inputs)
+		c.smallest, c.largest = keyRange(v.Cmp, inputs)
 	}
 	return c, false
 }
@@ -197,36 +198,36 @@ func (p *leveledPicker) manual(v *manifest.Version, level int, start, end []byte
 // newCompaction adds to level's inputs the overlapping files of the next
 // level.
 func newCompaction(v *manifest.Version, level int, inputs []*manifest.FileMetadata, reason string) *compaction {
-	c := &compaction{level: level, outputLevel: level + 1, reason: reason}
+	c := &compaction{level: level, outputLevel: level + 1, reason: reason, cmp: v.Cmp}
 	c.inputs[0] = inputs
-	c.smallest, c.largest = keyRange(inputs)
+	c.smallest, c.largest = keyRange(v.Cmp, inputs)
 	c.inputs[1] = v.Overlaps(c.outputLevel, c.smallest, c.largest)
 	all := append(slices.Clone(c.inputs[0]), c.inputs[1]...)
-	c.smallest, c.largest = keyRange(all)
+	c.smallest, c.largest = keyRange(v.Cmp, all)
 	return c
 }
 
-// keyRange returns the smallest and largest user keys of files.
-func keyRange(files []*manifest.FileMetadata) (smallest, largest []byte) {
+// keyRange returns the smallest and largest user keys of files under c.
+func keyRange(c *base.Comparer, files []*manifest.FileMetadata) (smallest, largest []byte) {
 	for i, f := range files {
-		if i == 0 || bytes.Compare(f.Smallest.UserKey, smallest) < 0 {
+		if i == 0 || c.Cmp(f.Smallest.UserKey, smallest) < 0 {
 			smallest = f.Smallest.UserKey
 		}
-		if i == 0 || bytes.Compare(f.Largest.UserKey, largest) > 0 {
+		if i == 0 || c.Cmp(f.Largest.UserKey, largest) > 0 {
 			largest = f.Largest.UserKey
 		}
 	}
 	return smallest, largest
 }
 
-// disjoint reports whether no two files' key ranges overlap.
-func disjoint(files []*manifest.FileMetadata) bool {
+// disjoint reports whether no two files' key ranges overlap under c.
+func disjoint(c *base.Comparer, files []*manifest.FileMetadata) bool {
 	sorted := slices.Clone(files)
-	slices.SortFunc(sorted, func(a, b *manifest.FileMetadata) int { return base.CompareInternal(a.Smallest, b.Smallest) })
+	slices.SortFunc(sorted, func(a, b *manifest.FileMetadata) int { return c.CompareInternal(a.Smallest, b.Smallest) })
 	for i := 1; i < len(sorted); i++ {
 		p, f := sorted[i-1], sorted[i]
-		c := bytes.Compare(p.Largest.UserKey, f.Smallest.UserKey)
-		if c > 0 || (c == 0 && !p.LargestIsExclusive()) {
+		r := c.Cmp(p.Largest.UserKey, f.Smallest.UserKey)
+		if r > 0 || (r == 0 && !p.LargestIsExclusive()) {
 			return false
 		}
 	}
@@ -235,12 +236,12 @@ func disjoint(files []*manifest.FileMetadata) bool {
 
 // expandL0 grows a set of L0 files until no other L0 file overlaps its key
 // range.
-func expandL0(all, inputs []*manifest.FileMetadata) []*manifest.FileMetadata {
+func expandL0(c *base.Comparer, all, inputs []*manifest.FileMetadata) []*manifest.FileMetadata {
 	for {
-		s, l := keyRange(inputs)
+		s, l := keyRange(c, inputs)
 		var out []*manifest.FileMetadata
 		for _, f := range all {
-			if f.OverlapsUserRange(s, l) {
+			if f.OverlapsUserRange(c, s, l) {
 				out = append(out, f)
 			}
 		}
@@ -266,7 +267,7 @@ func (c *compaction) fileNums() []uint64 {
 // nothing to merge with below, and the inputs do not overlap one another
 // (one file of a sorted level, or L0 files from a sequential load).
 func (c *compaction) trivialMove() bool {
-	return len(c.inputs[1]) == 0 && !c.noMove && c.outputLevel > c.level && disjoint(c.inputs[0])
+	return len(c.inputs[1]) == 0 && !c.noMove && c.outputLevel > c.level && disjoint(c.cmp, c.inputs[0])
 }
 
 // moveFiles installs a trivial move: one MANIFEST edit moves c's inputs to

@@ -63,6 +63,8 @@ type DB struct {
 	// cksum is the checksum type for new files and memtables, resolved
 	// (never checksum.Default), as files record it.
 	cksum checksum.Type
+	// cmp is Options.Comparer, resolved: the order of every key.
+	cmp *base.Comparer
 	// userReads are the table reads' options of Get and the user's
 	// iterators (Options.SkipReadChecksums).
 	userReads sst.ReadOptions
@@ -162,6 +164,8 @@ type memTableEntry struct {
 	acct *memAccount
 	// logNum is the WAL holding this memtable's data; 0 without a WAL.
 	logNum uint64
+	// cmp is the DB's comparer (resolved), the order of t's keys.
+	cmp *base.Comparer
 	// writers counts batches assigned to this memtable and not yet applied;
 	// a flush waits for them.
 	writers pendingWriters
@@ -204,7 +208,7 @@ func (p *pendingWriters) none() bool { return p.n.Load() == 0 }
 // their index; without a current cache, the tombstones visible at snap read
 // from the skiplist and a nil index. The result must not be modified.
 func (e *memTableEntry) tombstones(snap uint64) ([]rangedel.Tombstone, *rangedel.Index, error) {
-	all, idx, ok, err := e.tombs.Get(e.rangeDels.Load(), e.t)
+	all, idx, ok, err := e.tombs.Get(e.cmp, e.rangeDels.Load(), e.t)
 	if err != nil || ok {
 		return all, idx, err
 	}
@@ -214,16 +218,16 @@ func (e *memTableEntry) tombstones(snap uint64) ([]rangedel.Tombstone, *rangedel
 
 // newMemTableEntry wraps mt with the list's reference. acct is the DB's
 // count of memtable bytes, which the last unref gives back.
-func newMemTableEntry(mt *memtable.MemTable, logNum uint64, acct *memAccount) *memTableEntry {
-	e := &memTableEntry{t: mt, mt: mt, logNum: logNum, flushed: make(chan struct{}), acct: acct}
+func newMemTableEntry(cmp *base.Comparer, mt *memtable.MemTable, logNum uint64, acct *memAccount) *memTableEntry {
+	e := &memTableEntry{t: mt, mt: mt, cmp: cmp, logNum: logNum, flushed: make(chan struct{}), acct: acct}
 	e.refs.Store(1)
 	return e
 }
 
 // newBatchEntry wraps a flushable batch with the list's reference; its
 // memory is counted in acct like a memtable's.
-func newBatchEntry(fb *flushableBatch, logNum uint64, acct *memAccount) *memTableEntry {
-	e := &memTableEntry{t: fb, logNum: logNum, flushed: make(chan struct{}), acct: acct}
+func newBatchEntry(cmp *base.Comparer, fb *flushableBatch, logNum uint64, acct *memAccount) *memTableEntry {
+	e := &memTableEntry{t: fb, cmp: cmp, logNum: logNum, flushed: make(chan struct{}), acct: acct}
 	e.refs.Store(1)
 	e.rangeDels.Store(int64(len(fb.tombs)))
 	e.lastSeq.Store(fb.seq + fb.count - 1)
@@ -479,7 +483,7 @@ func (d *DB) findVersion(rs *readState, key []byte, snap uint64) (version, error
 			if err != nil {
 				return version{}, d.memCorruption(err)
 			}
-			cover = idx.Raise(ts, key, snap, cover)
+			cover = idx.Raise(d.cmp, ts, key, snap, cover)
 		}
 		value, seq, kind, found, err := e.t.Get(key, snap)
 		if err != nil {
@@ -497,14 +501,14 @@ func (d *DB) findVersion(rs *readState, key []byte, snap uint64) (version, error
 		}
 		if level > 0 {
 			// One file per sorted level can hold the key.
-			i := manifest.FindFile(files, key)
+			i := manifest.FindFile(d.cmp, files, key)
 			if i == len(files) {
 				continue
 			}
 			files = files[i : i+1]
 		}
 		for _, f := range files {
-			if f.SmallestSeq > snap || !f.ContainsUserKey(key) {
+			if f.SmallestSeq > snap || !f.ContainsUserKey(d.cmp, key) {
 				continue
 			}
 			value, seq, kind, found, c, ref, err := d.getFromTable(f, key, snap, cover)
@@ -619,7 +623,7 @@ func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, snap, cover uint
 	}
 	defer h.release()
 	if f.NumRangeDels > 0 {
-		cover = h.tombs.Raise(h.reader.RangeDels(), key, snap, cover)
+		cover = h.tombs.Raise(d.cmp, h.reader.RangeDels(), key, snap, cover)
 	}
 	value, seq, kind, found, ref, err = h.reader.GetRefWithOptions(key, snap, d.userReads)
 	if err != nil {

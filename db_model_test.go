@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/vfs"
+	"github.com/vigildb/vigil/internal/testcmp"
 )
 
 // model is the reference the DB is checked against: a plain map, copied
@@ -25,19 +26,37 @@ func (m model) clone() model {
 	return c
 }
 
-func (m model) sortedKeys(lower, upper []byte) []string {
+// sortedKeys returns the keys in [lower, upper) in c's order (nil: bytewise).
+func (m model) sortedKeys(c *Comparer, lower, upper []byte) []string {
+	c = c.Resolve()
 	var ks []string
 	for k := range m {
-		if lower != nil && k < string(lower) {
+		if lower != nil && c.Compare([]byte(k), lower) < 0 {
 			continue
 		}
-		if upper != nil && k >= string(upper) {
+		if upper != nil && c.Compare([]byte(k), upper) >= 0 {
 			continue
 		}
 		ks = append(ks, k)
 	}
-	sort.Strings(ks)
+	sort.Slice(ks, func(i, j int) bool { return c.Compare([]byte(ks[i]), []byte(ks[j])) < 0 })
 	return ks
+}
+
+// modelComparers are the orders the model test runs under: bytewise, and
+// two that differ from it throughout (see package testcmp).
+var modelComparers = []*Comparer{nil, testcmp.Reverse, testcmp.Versioned}
+
+// keyGen returns the model's key maker for comparer c: n keys, which
+// under testcmp.Versioned are n/8 prefixes with 8 versions each.
+func keyGen(c *Comparer) func(rng *rand.Rand, n int) []byte {
+	if c == testcmp.Versioned {
+		return func(rng *rand.Rand, n int) []byte {
+			x := rng.IntN(n)
+			return testcmp.VersionedKey(fmt.Appendf(nil, "k%04d", x/8), uint64(x%8)<<(8*uint(x%3)))
+		}
+	}
+	return modelKey
 }
 
 // smallOptions make flushes and compactions happen after a few hundred writes.
@@ -76,7 +95,17 @@ func modelKey(rng *rand.Rand, n int) []byte {
 // checkIter walks it forward and backward (with seeks) and compares with m.
 func checkIter(t *testing.T, it *Iterator, m model, lower, upper []byte, rng *rand.Rand, what string) {
 	t.Helper()
-	want := m.sortedKeys(lower, upper)
+	checkIterCmp(t, nil, modelKey, it, m, lower, upper, rng, what)
+}
+
+// checkIterCmp is checkIter for keys in c's order, made by key.
+func checkIterCmp(t *testing.T, c *Comparer, key func(*rand.Rand, int) []byte, it *Iterator, m model, lower, upper []byte, rng *rand.Rand, what string) {
+	t.Helper()
+	c = c.Resolve()
+	want := m.sortedKeys(c, lower, upper)
+	search := func(k []byte) int {
+		return sort.Search(len(want), func(i int) bool { return c.Compare([]byte(want[i]), k) >= 0 })
+	}
 	var got []string
 	for ok := it.First(); ok; ok = it.Next() {
 		if v := string(it.Value()); v != m[string(it.Key())] {
@@ -108,8 +137,8 @@ func checkIter(t *testing.T, it *Iterator, m model, lower, upper []byte, rng *ra
 	}
 	// Random seeks with a few steps in random directions.
 	for i := 0; i < 10; i++ {
-		k := modelKey(rng, 600)
-		ge := sort.SearchStrings(want, string(k))
+		k := key(rng, 600)
+		ge := search(k)
 		if it.SeekGE(k) != (ge < len(want)) || (ge < len(want) && string(it.Key()) != want[ge]) {
 			t.Fatalf("%s: SeekGE(%s): valid=%v key=%q, want index %d of %d", what, k, it.Valid(), it.Key(), ge, len(want))
 		}
@@ -135,7 +164,7 @@ func checkIter(t *testing.T, it *Iterator, m model, lower, upper []byte, rng *ra
 				t.Fatalf("%s: stepping after SeekGE(%s): valid=%v key=%q want %q (err %v)", what, k, it.Valid(), it.Key(), want[pos], it.Error())
 			}
 		}
-		lt := sort.SearchStrings(want, string(k)) - 1
+		lt := search(k) - 1
 		if it.SeekLT(k) != (lt >= 0) || (lt >= 0 && string(it.Key()) != want[lt]) {
 			t.Fatalf("%s: SeekLT(%s): valid=%v key=%q, want index %d", what, k, it.Valid(), it.Key(), lt)
 		}
@@ -160,15 +189,35 @@ func TestModel(t *testing.T) {
 	}
 	for seed := first; seed < first+seeds; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			runModel(t, uint64(seed), ops)
+			runModel(t, nil, uint64(seed), ops)
 		})
 	}
 }
 
-func runModel(t *testing.T, seed uint64, ops int) {
+// TestModelComparers is TestModel under the other orders of
+// modelComparers: every part of the engine that orders keys must use the
+// comparer, or keys go missing or come back out of order here.
+func TestModelComparers(t *testing.T) {
+	seeds, ops := 8, 3000
+	if testing.Short() {
+		seeds, ops = 3, 1500
+	}
+	for _, c := range modelComparers[1:] {
+		for seed := 1; seed <= seeds; seed++ {
+			t.Run(fmt.Sprintf("%s/seed=%d", c.Name, seed), func(t *testing.T) {
+				runModel(t, c, uint64(seed), ops)
+			})
+		}
+	}
+}
+
+func runModel(t *testing.T, cmp *Comparer, seed uint64, ops int) {
 	rng := rand.New(rand.NewPCG(seed, seed*7919))
 	fs := vfs.NewMem()
 	opts := smallOptions(fs, rng)
+	opts.Comparer = cmp
+	modelKey := keyGen(cmp)
+	rc := cmp.Resolve()
 	// Merges, with a counter (values are 8-byte integers) or an append
 	// operator, checked against the model's own combining.
 	counter := rng.IntN(2) == 0
@@ -232,7 +281,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			delete(m, string(k))
 		case r < 53:
 			a, b := modelKey(rng, keys), modelKey(rng, keys)
-			if bytes.Compare(a, b) > 0 {
+			if rc.Compare(a, b) > 0 {
 				a, b = b, a
 			}
 			if bytes.Equal(a, b) {
@@ -242,7 +291,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 				t.Fatal(err)
 			}
 			for k := range m {
-				if k >= string(a) && k < string(b) {
+				if rc.Compare([]byte(k), a) >= 0 && rc.Compare([]byte(k), b) < 0 {
 					delete(m, k)
 				}
 			}
@@ -282,14 +331,14 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			if rng.IntN(2) == 0 {
 				upper = modelKey(rng, keys)
 			}
-			if lower != nil && upper != nil && bytes.Compare(lower, upper) > 0 {
+			if lower != nil && upper != nil && rc.Compare(lower, upper) > 0 {
 				lower, upper = upper, lower
 			}
 			it, err := db.NewIter(&IterOptions{LowerBound: lower, UpperBound: upper})
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkIter(t, it, m, lower, upper, rng, fmt.Sprintf("op %d iter [%s,%s)", i, lower, upper))
+			checkIterCmp(t, cmp, modelKey, it, m, lower, upper, rng, fmt.Sprintf("op %d iter [%s,%s)", i, lower, upper))
 			if err := it.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -309,7 +358,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				checkIter(t, it, s.m, nil, nil, rng, fmt.Sprintf("op %d snapshot iter", i))
+				checkIterCmp(t, cmp, modelKey, it, s.m, nil, nil, rng, fmt.Sprintf("op %d snapshot iter", i))
 				it.Close()
 			}
 			if rng.IntN(3) == 0 {
@@ -323,7 +372,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 		case r < 95:
 			a := modelKey(rng, keys)
 			b := modelKey(rng, keys)
-			if bytes.Compare(a, b) > 0 {
+			if rc.Compare(a, b) > 0 {
 				a, b = b, a
 			}
 			if err := db.Compact(a, b); err != nil {
@@ -348,7 +397,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkIter(t, it, m, nil, nil, rng, "final")
+	checkIterCmp(t, cmp, modelKey, it, m, nil, nil, rng, "final")
 	it.Close()
 	if err := db.Verify(); err != nil {
 		t.Fatalf("Verify: %v", err)

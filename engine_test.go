@@ -129,7 +129,7 @@ func TestMergingIter(t *testing.T) {
 			}
 			return ""
 		case "iter":
-			return runIterOps(t, newMergingIter(children), d.Input)
+			return runIterOps(t, newMergingIter(base.DefaultComparer, children), d.Input)
 		}
 		t.Fatalf("unknown command %q", d.Cmd)
 		return ""
@@ -229,7 +229,7 @@ func TestCompactionPicker(t *testing.T) {
 					e.Added = append(e.Added, manifest.NewFile{Level: level, Meta: parsePickerFile(t, spec)})
 				}
 			}
-			b := manifest.NewBuilder(nil)
+			b := manifest.NewBuilder(nil, nil)
 			if err := b.Apply(e); err != nil {
 				t.Fatal(err)
 			}

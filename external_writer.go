@@ -28,6 +28,10 @@ type ExternalWriterOptions struct {
 	BlockRestartInterval int
 	// BloomBitsPerKey sizes the bloom filter; negative disables it.
 	BloomBitsPerKey int
+	// Comparer orders the keys; it must be the Options.Comparer of the DB
+	// that ingests the table (Ingest refuses a table of another). nil:
+	// DefaultComparer.
+	Comparer *Comparer
 }
 
 // ExternalWriter builds a sorted table outside any DB, for DB.Ingest and
@@ -38,8 +42,8 @@ type ExternalWriterOptions struct {
 // without rewriting the file.
 //
 // Point keys (Set, Delete) must be added in strictly increasing key order
-// (bytewise, no key twice); a key out of order is refused with
-// ErrInvalidArgument and nothing is added (the writer stays usable). Range
+// (ExternalWriterOptions.Comparer's, bytewise by default; no key twice); a
+// key out of order is refused with ErrInvalidArgument and nothing is added (the writer stays usable). Range
 // deletions may be added in any order and may overlap: Close merges them
 // into disjoint ranges. A range deletion in the table deletes what the DB
 // held before the ingestion, not the table's own point keys (they share
@@ -50,6 +54,7 @@ type ExternalWriterOptions struct {
 type ExternalWriter struct {
 	fs   vfs.FS
 	path string
+	cmp  *base.Comparer
 	w    *sst.Writer
 	// last is the last point key added; havePoint says whether there was one.
 	last      []byte
@@ -81,7 +86,7 @@ func NewExternalWriter(fs vfs.FS, path string, opts *ExternalWriterOptions) (*Ex
 	if err != nil {
 		return nil, fmt.Errorf("vigil: creating external table %s: %w", path, err)
 	}
-	return &ExternalWriter{fs: fs, path: path, w: sst.NewWriter(f, wo)}, nil
+	return &ExternalWriter{fs: fs, path: path, cmp: o.Comparer.Resolve(), w: sst.NewWriter(f, wo)}, nil
 }
 
 // sstOptions applies the DB's defaults to o, validates it with the DB's
@@ -94,6 +99,9 @@ func (o ExternalWriterOptions) sstOptions() (sst.WriterOptions, error) {
 		add("ChecksumType = %v: unknown; valid: %s", o.ChecksumType, validChecksumTypes)
 	}
 	validateTableOptions(add, o.Compression, o.ZstdLevel, o.BlockSize, o.BlockRestartInterval, o.BloomBitsPerKey)
+	if p := o.Comparer.Check(); p != "" {
+		add("%s", p)
+	}
 	if len(problems) > 0 {
 		return sst.WriterOptions{}, base.InvalidArgumentErrorf("vigil: ExternalWriterOptions: %s", strings.Join(problems, "; "))
 	}
@@ -105,6 +113,7 @@ func (o ExternalWriterOptions) sstOptions() (sst.WriterOptions, error) {
 		BlockRestartInterval: o.BlockRestartInterval,
 		BloomBitsPerKey:      max(o.BloomBitsPerKey, 0),
 		External:             true,
+		Comparer:             o.Comparer.Resolve(),
 		// An identity of the writer's own: the DB that ingests the
 		// table records it, so that another table put in its place
 		// fails to open.
@@ -124,7 +133,7 @@ func (w *ExternalWriter) add(key, value []byte, kind base.Kind) error {
 	if err := w.check(); err != nil {
 		return err
 	}
-	if w.havePoint && bytes.Compare(key, w.last) <= 0 {
+	if w.havePoint && w.cmp.Cmp(key, w.last) <= 0 {
 		return base.InvalidArgumentErrorf("vigil: external table %s: key %s added after %s (keys must strictly increase)",
 			w.path, base.HexKey(key), base.HexKey(w.last))
 	}
@@ -151,7 +160,7 @@ func (w *ExternalWriter) DeleteRange(start, end []byte) error {
 	if err := w.check(); err != nil {
 		return err
 	}
-	switch c := bytes.Compare(start, end); {
+	switch c := w.cmp.Cmp(start, end); {
 	case c > 0:
 		return base.InvalidArgumentErrorf("vigil: external table %s: DeleteRange start %s > end %s", w.path, base.HexKey(start), base.HexKey(end))
 	case c == 0:
@@ -201,11 +210,12 @@ func (w *ExternalWriter) Abort() {
 // ranges become one, so the table's tombstones are disjoint, as an
 // external table's must be (they all share one seqnum).
 func (w *ExternalWriter) writeTombs() error {
-	slices.SortFunc(w.tombs, func(a, b externalTomb) int { return bytes.Compare(a.start, b.start) })
+	c := w.cmp
+	slices.SortFunc(w.tombs, func(a, b externalTomb) int { return c.Cmp(a.start, b.start) })
 	var merged []externalTomb
 	for _, t := range w.tombs {
-		if n := len(merged); n > 0 && bytes.Compare(t.start, merged[n-1].end) <= 0 {
-			if bytes.Compare(t.end, merged[n-1].end) > 0 {
+		if n := len(merged); n > 0 && c.Cmp(t.start, merged[n-1].end) <= 0 {
+			if c.Cmp(t.end, merged[n-1].end) > 0 {
 				merged[n-1].end = t.end
 			}
 			continue

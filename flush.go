@@ -1,7 +1,6 @@
 package vigil
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"runtime"
@@ -272,6 +271,7 @@ func (d *DB) sstWriterOptions(fileNum uint64, level int) sst.WriterOptions {
 		BlockRestartInterval: d.opts.BlockRestartInterval,
 		BloomBitsPerKey:      max(d.opts.BloomBitsPerKey, 0),
 		FileNum:              fileNum,
+		Comparer:             d.cmp,
 		Identity:             sst.Identity{DB: d.vs.dbID, Session: d.session, FileNum: fileNum},
 	}
 }
@@ -344,7 +344,7 @@ func (d *DB) writeValidated(mt flushable, w *sst.Writer, name string, fileNum ui
 		if err != nil {
 			return nil, d.validationFailed(err, fileNum, why)
 		}
-		filter, _, _ = compact.NewFilter(keep.snaps, base.SeqNumMax, tombs, nil, d.mergeFunc()) // every batch is visible (flushKeepLocked)
+		filter, _, _ = compact.NewFilter(d.cmp, keep.snaps, base.SeqNumMax, tombs, nil, d.mergeFunc()) // every batch is visible (flushKeepLocked)
 	}
 	var n, dropped uint64
 	var werr error // the writer's error, not the memtable's
@@ -408,7 +408,7 @@ func (d *DB) validationFailed(err error, fileNum uint64, why string) error {
 // deletes nothing. Batch refuses them now, but a WAL written before it did
 // may hold one, and a table cannot: dropping it beats failing every flush.
 func (d *DB) dropEmptyTombstone(k base.InternalKey, end []byte, fileNum uint64, why string) bool {
-	if bytes.Compare(k.UserKey, end) < 0 {
+	if d.cmp.Cmp(k.UserKey, end) < 0 {
 		return false
 	}
 	d.log.Infof("%s of table %06d: dropped the empty range tombstone [%s, %s)#%d",

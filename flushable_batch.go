@@ -1,7 +1,6 @@
 package vigil
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -117,6 +116,8 @@ type flushableBatch struct {
 	count uint64
 	// paranoid makes iterators check key order at every step.
 	paranoid bool
+	// cmp orders the keys (the DB's comparer, resolved).
+	cmp *base.Comparer
 }
 
 // newFlushableBatch sorts and (with protect) protects b, over b's own
@@ -126,9 +127,10 @@ type flushableBatch struct {
 // twice at the moment memory peaks (a batch this size is a good part of the
 // write buffer). Its first seqnum is set later (fb.seq), under commitMu. A
 // protected b is checked entry by entry against its protection (see
-// protectRecord): a mismatch is an error wrapping ErrCorruption.
-func newFlushableBatch(b *Batch, cksum checksum.Type, protect, paranoid bool) (*flushableBatch, error) {
-	fb := &flushableBatch{cksum: cksum, paranoid: paranoid}
+// protectRecord): a mismatch is an error wrapping ErrCorruption. Keys
+// are sorted in cmp's order (the DB's comparer, resolved).
+func newFlushableBatch(cmp *base.Comparer, b *Batch, cksum checksum.Type, protect, paranoid bool) (*flushableBatch, error) {
+	fb := &flushableBatch{cksum: cksum, paranoid: paranoid, cmp: cmp}
 	// Checked against the batch's protection as the records are read, when
 	// it is of this type; in its own type first otherwise (only when the
 	// DB's type is None: Apply converts the others, see protectBatch).
@@ -171,7 +173,7 @@ func newFlushableBatch(b *Batch, cksum checksum.Type, protect, paranoid bool) (*
 	}
 	slices.SortFunc(fb.entries, fb.compare)
 	slices.SortFunc(fb.tombs, func(a, b base.RangeTombstone) int {
-		if c := bytes.Compare(a.Start, b.Start); c != 0 {
+		if c := cmp.Cmp(a.Start, b.Start); c != 0 {
 			return c
 		}
 		return -cmpUint64(a.Seq, b.Seq)
@@ -309,7 +311,7 @@ func (fb *flushableBatch) compare(a, b fbEntry) int {
 	if a.abbrev != b.abbrev {
 		return cmpUint64(a.abbrev, b.abbrev)
 	}
-	if c := bytes.Compare(fb.key(&a), fb.key(&b)); c != 0 {
+	if c := fb.cmp.Cmp(fb.key(&a), fb.key(&b)); c != 0 {
 		return c
 	}
 	return -cmpUint64(uint64(a.idx), uint64(b.idx))
@@ -349,7 +351,7 @@ func (fb *flushableBatch) seekGE(key []byte) int {
 		e := &fb.entries[m]
 		c := cmpUint64(e.abbrev, ab)
 		if c == 0 {
-			c = bytes.Compare(fb.key(e), key)
+			c = fb.cmp.Cmp(fb.key(e), key)
 		}
 		if c < 0 {
 			lo = m + 1
@@ -364,7 +366,7 @@ func (fb *flushableBatch) seekGE(key []byte) int {
 func (fb *flushableBatch) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
 	for i := fb.seekGE(userKey); i < len(fb.entries); i++ {
 		e := &fb.entries[i]
-		if !bytes.Equal(fb.key(e), userKey) {
+		if !fb.cmp.Eq(fb.key(e), userKey) {
 			break
 		}
 		if s := fb.seq + uint64(e.idx); s <= snapSeq {
@@ -531,12 +533,12 @@ func (it *fbTombIter) at(i int) bool { it.i = i; return it.Valid() }
 
 // SeekGE moves to the first tombstone starting at or after key.
 func (it *fbTombIter) SeekGE(key []byte) bool {
-	return it.at(sort.Search(len(it.fb.tombs), func(i int) bool { return bytes.Compare(it.fb.tombs[i].Start, key) >= 0 }))
+	return it.at(sort.Search(len(it.fb.tombs), func(i int) bool { return it.fb.cmp.Cmp(it.fb.tombs[i].Start, key) >= 0 }))
 }
 
 // SeekLT moves to the last tombstone starting before key.
 func (it *fbTombIter) SeekLT(key []byte) bool {
-	return it.at(sort.Search(len(it.fb.tombs), func(i int) bool { return bytes.Compare(it.fb.tombs[i].Start, key) >= 0 }) - 1)
+	return it.at(sort.Search(len(it.fb.tombs), func(i int) bool { return it.fb.cmp.Cmp(it.fb.tombs[i].Start, key) >= 0 }) - 1)
 }
 func (it *fbTombIter) First() bool   { return it.at(0) }
 func (it *fbTombIter) Last() bool    { return it.at(len(it.fb.tombs) - 1) }

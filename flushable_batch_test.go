@@ -418,7 +418,7 @@ func TestFlushableBatchTombIterSeek(t *testing.T) {
 		b.DeleteRange([]byte(r[0]), []byte(r[1]))
 	}
 	b.Put([]byte("x"), []byte("y"))
-	fb, err := newFlushableBatch(b, checksum.XXH3, false, false)
+	fb, err := newFlushableBatch(DefaultComparer, b, checksum.XXH3, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

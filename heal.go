@@ -51,7 +51,7 @@ func backupCandidates(fs vfs.FS, backupDir string, f *manifest.FileMetadata) ([]
 
 // healTable replaces table f of the DB in dir on fs by a verified copy
 // from backupDir. It does not touch a table cache; the caller evicts.
-func healTable(fs vfs.FS, dir string, dataDir vfs.File, backupDir string, f *manifest.FileMetadata) error {
+func healTable(fs vfs.FS, dir string, dataDir vfs.File, backupDir string, f *manifest.FileMetadata, cmp *base.Comparer) error {
 	cands, err := backupCandidates(fs, backupDir, f)
 	if err != nil {
 		return fmt.Errorf("healing table %06d from %s: %w", f.FileNum, backupDir, err)
@@ -60,7 +60,7 @@ func healTable(fs vfs.FS, dir string, dataDir vfs.File, backupDir string, f *man
 	tmp := name + ".heal"
 	var errs []error
 	for _, c := range cands {
-		err := copyVerified(fs, c, tmp, f)
+		err := copyVerified(fs, c, tmp, f, cmp)
 		if err == nil {
 			if err = fs.Rename(tmp, name); err == nil {
 				err = dataDir.Sync()
@@ -77,7 +77,7 @@ func healTable(fs vfs.FS, dir string, dataDir vfs.File, backupDir string, f *man
 
 // copyVerified copies src to dst, syncs it, and checks that dst is table f
 // and verifies whole.
-func copyVerified(fs vfs.FS, src, dst string, f *manifest.FileMetadata) error {
+func copyVerified(fs vfs.FS, src, dst string, f *manifest.FileMetadata, cmp *base.Comparer) error {
 	in, err := fs.Open(src)
 	if err != nil {
 		return err
@@ -98,7 +98,7 @@ func copyVerified(fs vfs.FS, src, dst string, f *manifest.FileMetadata) error {
 	if err := out.Close(); err != nil {
 		return err
 	}
-	r, err := sst.OpenFile(fs, dst, sst.ReaderOptions{FileNum: f.FileNum, GlobalSeqNum: f.GlobalSeqNum, Expect: f.Expected()})
+	r, err := sst.OpenFile(fs, dst, sst.ReaderOptions{FileNum: f.FileNum, GlobalSeqNum: f.GlobalSeqNum, Expect: f.Expected(), Comparer: cmp})
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func copyVerified(fs vfs.FS, src, dst string, f *manifest.FileMetadata) error {
 // heal replaces the open DB's damaged table f from Options.HealFrom (or
 // backupDir) and drops the table cache's reader of it.
 func (d *DB) heal(backupDir string, f *manifest.FileMetadata) error {
-	if err := healTable(d.fs, d.dirname, d.dataDir, backupDir, f); err != nil {
+	if err := healTable(d.fs, d.dirname, d.dataDir, backupDir, f, d.cmp); err != nil {
 		return err
 	}
 	d.tableCache.evict(f.FileNum)
@@ -151,7 +151,7 @@ func HealFromBackup(dir, backupDir string, opts *Options) (*HealReport, error) {
 	}
 	o.EnsureDefaults()
 	rep := &HealReport{}
-	if err := healMissing(o.FS, dir, backupDir, rep); err != nil {
+	if err := healMissing(o.FS, dir, backupDir, rep, o.Comparer.Resolve()); err != nil {
 		return rep, err
 	}
 	o.HealFrom, o.ScrubInterval, o.ScrubBytesPerSec, o.ReadOnly = backupDir, 0, -1, false
@@ -166,8 +166,8 @@ func HealFromBackup(dir, backupDir string, opts *Options) (*HealReport, error) {
 
 // healMissing restores, before Open, the live tables that are absent or of
 // the wrong size.
-func healMissing(fs vfs.FS, dir, backupDir string, rep *HealReport) error {
-	st, err := manifest.Load(fs, dir, wal.TolerateCorruptedTailRecords, nil)
+func healMissing(fs vfs.FS, dir, backupDir string, rep *HealReport, cmp *base.Comparer) error {
+	st, err := manifest.Load(fs, dir, wal.TolerateCorruptedTailRecords, cmp, nil)
 	if err != nil {
 		return fmt.Errorf("vigil: heal %s: %w", dir, err)
 	}
@@ -184,7 +184,7 @@ func healMissing(fs vfs.FS, dir, backupDir string, rep *HealReport) error {
 			if err == nil && uint64(fi.Size()) == f.Size {
 				continue
 			}
-			if err := healTable(fs, dir, d, backupDir, f); err != nil {
+			if err := healTable(fs, dir, d, backupDir, f, cmp); err != nil {
 				errs = append(errs, err)
 				continue
 			}

@@ -1,7 +1,6 @@
 package vigil
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -118,7 +117,7 @@ func (d *DB) Ingest(paths []string) error {
 // tables instead (Pebble's excise) would reclaim the space at once, but
 // it breaks older snapshots and needs virtual tables.
 func (d *DB) IngestAndExcise(paths []string, start, end []byte) error {
-	if bytes.Compare(start, end) >= 0 {
+	if d.cmp.Cmp(start, end) >= 0 {
 		return base.InvalidArgumentErrorf("IngestAndExcise: range [%s, %s) is empty or inverted", base.HexKey(start), base.HexKey(end))
 	}
 	return d.ingest("IngestAndExcise", paths, true, start, end)
@@ -142,20 +141,22 @@ type ingestFile struct {
 	fileNum uint64
 }
 
-// keySpan is a user-key range [start, end], end exclusive if endExcl.
+// keySpan is a user-key range [start, end], end exclusive if endExcl, in
+// cmp's order.
 type keySpan struct {
+	cmp        *base.Comparer
 	start, end []byte
 	endExcl    bool
 }
 
 // spanOf returns the key range of a file's bounds.
-func spanOf(smallest, largest base.InternalKey) keySpan {
-	return keySpan{start: smallest.UserKey, end: largest.UserKey, endExcl: largest.IsExclusiveSentinel()}
+func spanOf(cmp *base.Comparer, smallest, largest base.InternalKey) keySpan {
+	return keySpan{cmp: cmp, start: smallest.UserKey, end: largest.UserKey, endExcl: largest.IsExclusiveSentinel()}
 }
 
 // before reports whether every key of a precedes every key of b.
 func (a keySpan) before(b keySpan) bool {
-	c := bytes.Compare(a.end, b.start)
+	c := a.cmp.Cmp(a.end, b.start)
 	return c < 0 || (c == 0 && a.endExcl)
 }
 
@@ -163,10 +164,10 @@ func (a keySpan) overlaps(b keySpan) bool { return !a.before(b) && !b.before(a) 
 
 // containsKey reports whether k is in the span.
 func (a keySpan) containsKey(k []byte) bool {
-	if bytes.Compare(k, a.start) < 0 {
+	if a.cmp.Cmp(k, a.start) < 0 {
 		return false
 	}
-	c := bytes.Compare(k, a.end)
+	c := a.cmp.Cmp(k, a.end)
 	return c < 0 || (c == 0 && !a.endExcl)
 }
 
@@ -193,7 +194,7 @@ func (d *DB) ingest(op string, paths []string, excise bool, start, end []byte) (
 	if err != nil {
 		return err
 	}
-	spans, err := ingestSpans(op, files, excise, start, end)
+	spans, err := ingestSpans(d.cmp, op, files, excise, start, end)
 	if err != nil || len(spans) == 0 {
 		return err
 	}
@@ -317,11 +318,11 @@ func (d *DB) ingestAbandon(ticket uint64, uncertain bool) {
 // ingestSpans checks an excising ingestion's files against the excised
 // range and returns the spans the memtables must not hold keys of (none:
 // nothing to ingest).
-func ingestSpans(op string, files []*ingestFile, excise bool, start, end []byte) ([]keySpan, error) {
+func ingestSpans(cmp *base.Comparer, op string, files []*ingestFile, excise bool, start, end []byte) ([]keySpan, error) {
 	if excise {
-		exciseSpan := keySpan{start: start, end: end, endExcl: true}
+		exciseSpan := keySpan{cmp: cmp, start: start, end: end, endExcl: true}
 		for _, f := range files {
-			if s := spanOf(f.smallest, f.largest); bytes.Compare(s.start, start) < 0 || !s.before(keySpan{start: end, end: end}) {
+			if s := spanOf(cmp, f.smallest, f.largest); cmp.Cmp(s.start, start) < 0 || !s.before(keySpan{cmp: cmp, start: end, end: end}) {
 				return nil, base.InvalidArgumentErrorf("%s: %s holds keys %s outside the excised range %s", op, f.path, s, exciseSpan)
 			}
 		}
@@ -329,7 +330,7 @@ func ingestSpans(op string, files []*ingestFile, excise bool, start, end []byte)
 	}
 	var spans []keySpan
 	for _, f := range files {
-		spans = append(spans, spanOf(f.smallest, f.largest))
+		spans = append(spans, spanOf(cmp, f.smallest, f.largest))
 	}
 	return spans, nil
 }
@@ -406,7 +407,7 @@ func (f *ingestFile) meta(seq uint64) *manifest.FileMetadata {
 func (d *DB) loadExternalTables(op string, paths []string) ([]*ingestFile, error) {
 	var files []*ingestFile
 	for _, p := range paths {
-		f, err := verifyExternalTable(d.fs, p)
+		f, err := verifyExternalTable(d.fs, p, d.cmp)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", op, err)
 		}
@@ -414,10 +415,10 @@ func (d *DB) loadExternalTables(op string, paths []string) ([]*ingestFile, error
 			files = append(files, f)
 		}
 	}
-	slices.SortFunc(files, func(a, b *ingestFile) int { return base.CompareInternal(a.smallest, b.smallest) })
+	slices.SortFunc(files, func(a, b *ingestFile) int { return d.cmp.CompareInternal(a.smallest, b.smallest) })
 	for i := 1; i < len(files); i++ {
 		a, b := files[i-1], files[i]
-		if sa, sb := spanOf(a.smallest, a.largest), spanOf(b.smallest, b.largest); !sa.before(sb) {
+		if sa, sb := spanOf(d.cmp, a.smallest, a.largest), spanOf(d.cmp, b.smallest, b.largest); !sa.before(sb) {
 			return nil, base.InvalidArgumentErrorf("%s: %s (keys %s) and %s (keys %s) overlap", op, a.path, sa, b.path, sb)
 		}
 	}
@@ -428,9 +429,10 @@ func (d *DB) loadExternalTables(op string, paths []string) ([]*ingestFile, error
 // block's checksum, the order of every entry and tombstone, the whole-file
 // checksum (sst.Reader.Verify), and that it is an external table (entries
 // at seqnum 0, one per user key, disjoint tombstones). Errors name the
-// file.
-func verifyExternalTable(fs vfs.FS, path string) (*ingestFile, error) {
-	r, err := sst.OpenFile(fs, path, sst.ReaderOptions{})
+// file. A table whose keys are ordered by another comparer than cmp, the
+// DB's, is refused (ErrInvalidArgument naming both).
+func verifyExternalTable(fs vfs.FS, path string, cmp *base.Comparer) (*ingestFile, error) {
+	r, err := sst.OpenFile(fs, path, sst.ReaderOptions{Comparer: cmp})
 	if err != nil {
 		return nil, err
 	}
@@ -478,7 +480,7 @@ func (d *DB) linkExternalTables(op string, files []*ingestFile) ([]*ingestFile, 
 			return done, fmt.Errorf("%s: %w (linked from %s)", op, err, f.path)
 		}
 		if copied {
-			c, err := verifyExternalTable(d.fs, dst)
+			c, err := verifyExternalTable(d.fs, dst, d.cmp)
 			if err == nil && (c.size != f.size || c.fileChecksum != f.fileChecksum) {
 				err = base.CorruptionErrorf("the copy differs from %s (%d bytes, file checksum %#x; the copy has %d, %#x)",
 					f.path, f.size, f.fileChecksum, c.size, c.fileChecksum)
@@ -571,7 +573,7 @@ func memtableOverlaps(e *memTableEntry, spans []keySpan) (bool, error) {
 		return false, err
 	}
 	for _, t := range ts {
-		ts := keySpan{start: t.Start, end: t.End, endExcl: true}
+		ts := keySpan{cmp: e.cmp, start: t.Start, end: t.End, endExcl: true}
 		for _, s := range spans {
 			if ts.overlaps(s) {
 				return true, nil
@@ -662,15 +664,15 @@ func (d *DB) waitFlushed(e *memTableEntry) error {
 // range, among v's files and those already placed by the same edit; L0 if
 // an L0 file overlaps.
 func ingestLevel(v *manifest.Version, placed []manifest.NewFile, m *manifest.FileMetadata) int {
-	span := spanOf(m.Smallest, m.Largest)
+	span := spanOf(v.Cmp, m.Smallest, m.Largest)
 	overlaps := func(l int) bool {
 		for _, f := range v.Levels[l] {
-			if span.overlaps(spanOf(f.Smallest, f.Largest)) {
+			if span.overlaps(spanOf(v.Cmp, f.Smallest, f.Largest)) {
 				return true
 			}
 		}
 		for _, p := range placed {
-			if p.Level == l && span.overlaps(spanOf(p.Meta.Smallest, p.Meta.Largest)) {
+			if p.Level == l && span.overlaps(spanOf(v.Cmp, p.Meta.Smallest, p.Meta.Largest)) {
 				return true
 			}
 		}

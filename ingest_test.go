@@ -830,7 +830,7 @@ func TestIngestPlacement(t *testing.T) {
 					e.Added = append(e.Added, manifest.NewFile{Level: level, Meta: parsePickerFile(t, spec)})
 				}
 			}
-			b := manifest.NewBuilder(nil)
+			b := manifest.NewBuilder(nil, nil)
 			if err := b.Apply(e); err != nil {
 				t.Fatal(err)
 			}

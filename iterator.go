@@ -1,7 +1,6 @@
 package vigil
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/vigildb/vigil/internal/base"
@@ -27,14 +26,21 @@ import (
 // them. An Iterator is not safe for concurrent use; Close it when done, or
 // it pins memtables and files.
 type Iterator struct {
-	d        *DB
-	rs       *readState
-	snap     uint64
-	iter     base.InternalIterator
-	lower    []byte
-	upper    []byte
-	tombs    rangedel.Set
-	paranoid bool
+	d   *DB
+	cmp *base.Comparer // d.cmp
+	// prefix, if set, is IterOptions.Prefix under a comparer with Split:
+	// every position is checked to have it (see inPrefix). prefixScan
+	// says the order is not bytewise, so that no upper bound ends the
+	// prefix's keys: Last and SeekLT find them by scanning forward.
+	prefix     []byte
+	prefixScan bool
+	rs         *readState
+	snap       uint64
+	iter       base.InternalIterator
+	lower      []byte
+	upper      []byte
+	tombs      rangedel.Set
+	paranoid   bool
 	// ov, for an indexed batch's iterator, does the iterating (see
 	// batchOverlay); the fields above are then unused but d.
 	ov *batchOverlay
@@ -81,17 +87,25 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 	if snap == readLatest {
 		snap = d.visibleSeq.Load() // after the state: see readLatest
 	}
-	it := &Iterator{d: d, rs: rs, snap: snap, paranoid: d.opts.ParanoidMemoryChecks}
+	it := &Iterator{d: d, cmp: d.cmp, rs: rs, snap: snap, paranoid: d.opts.ParanoidMemoryChecks}
 	if o != nil {
 		it.lower = cloneOrNil(o.LowerBound)
 		it.upper = cloneOrNil(o.UpperBound)
-		if it.lower != nil && it.upper != nil && bytes.Compare(it.lower, it.upper) > 0 {
+		if err := it.setPrefix(o.Prefix, &ro); err != nil {
 			rs.unref()
-			return nil, base.InvalidArgumentErrorf("iterator bounds: lower %s > upper %s", base.HexKey(it.lower), base.HexKey(it.upper))
+			return nil, err
+		}
+		if it.lower != nil && it.upper != nil && it.cmp.Cmp(it.lower, it.upper) > 0 {
+			if o.Prefix != nil {
+				it.lower = it.upper // the prefix lies outside the bounds: empty
+			} else {
+				rs.unref()
+				return nil, base.InvalidArgumentErrorf("iterator bounds: lower %s > upper %s", base.HexKey(it.lower), base.HexKey(it.upper))
+			}
 		}
 	}
 	var children []base.InternalIterator
-	var tombs rangedel.Sources
+	tombs := rangedel.Sources{Cmp: d.cmp}
 	addMem := func(e *memTableEntry) error {
 		if err := e.readable(); err != nil {
 			return err
@@ -126,7 +140,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 			continue
 		}
 		for _, f := range files {
-			if f.NumRangeDels == 0 || !f.OverlapsUserRange(it.lower, it.upper) {
+			if f.NumRangeDels == 0 || !f.OverlapsUserRange(d.cmp, it.lower, it.upper) {
 				continue
 			}
 			h, err := d.tableCache.get(f)
@@ -138,7 +152,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 		}
 		if level == 0 {
 			for _, f := range files {
-				if f.SmallestSeq > snap || !f.OverlapsUserRange(it.lower, it.upper) {
+				if f.SmallestSeq > snap || !f.OverlapsUserRange(d.cmp, it.lower, it.upper) {
 					continue
 				}
 				h, err := d.tableCache.get(f)
@@ -152,7 +166,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 		children = append(children, newLevelIter(d.tableCache, files, it.lower, it.upper, ro))
 	}
 	it.tombs = tombs.Set(snap)
-	it.iter = newMergingIter(children)
+	it.iter = newMergingIter(d.cmp, children)
 	d.openIters.Add(1)
 	return it, nil
 }
@@ -195,7 +209,7 @@ func (it *Iterator) First() bool {
 	} else {
 		it.iter.First()
 	}
-	return it.findNextEntry(nil)
+	return it.inPrefix(it.findNextEntry(nil))
 }
 
 // Last moves to the last live key.
@@ -207,13 +221,16 @@ func (it *Iterator) Last() bool {
 	if it.ov != nil {
 		return it.ov.last()
 	}
+	if it.prefixScan {
+		return it.lastInPrefix(nil)
+	}
 	it.forward = false
 	if it.upper != nil {
 		it.iter.SeekLT(it.upper)
 	} else {
 		it.iter.Last()
 	}
-	return it.findPrevEntry(nil)
+	return it.inPrefix(it.findPrevEntry(nil))
 }
 
 // SeekGE moves to the first live key >= key (clamped to the bounds).
@@ -223,10 +240,10 @@ func (it *Iterator) SeekGE(key []byte) bool {
 	}
 	it.err = nil
 	it.forward = true
-	if it.lower != nil && bytes.Compare(key, it.lower) < 0 {
+	if it.lower != nil && it.cmp.Cmp(key, it.lower) < 0 {
 		key = it.lower
 	}
-	if it.upper != nil && bytes.Compare(key, it.upper) >= 0 {
+	if it.upper != nil && it.cmp.Cmp(key, it.upper) >= 0 {
 		it.valid = false
 		return false
 	}
@@ -234,7 +251,7 @@ func (it *Iterator) SeekGE(key []byte) bool {
 		return it.ov.seekGE(key)
 	}
 	it.iter.SeekGE(key)
-	return it.findNextEntry(nil)
+	return it.inPrefix(it.findNextEntry(nil))
 }
 
 // SeekLT moves to the last live key < key (clamped to the bounds).
@@ -244,18 +261,21 @@ func (it *Iterator) SeekLT(key []byte) bool {
 	}
 	it.err = nil
 	it.forward = false
-	if it.upper != nil && bytes.Compare(key, it.upper) > 0 {
+	if it.upper != nil && it.cmp.Cmp(key, it.upper) > 0 {
 		key = it.upper
 	}
-	if it.lower != nil && bytes.Compare(key, it.lower) <= 0 {
+	if it.lower != nil && it.cmp.Cmp(key, it.lower) <= 0 {
 		it.valid = false
 		return false
 	}
 	if it.ov != nil {
 		return it.ov.seekLT(key)
 	}
+	if it.prefixScan {
+		return it.lastInPrefix(key)
+	}
 	it.iter.SeekLT(key)
-	return it.findPrevEntry(nil)
+	return it.inPrefix(it.findPrevEntry(nil))
 }
 
 // Next moves to the next live key.
@@ -271,7 +291,7 @@ func (it *Iterator) Next() bool {
 		it.forward = true
 		it.saveKey(it.key)
 		it.iter.SeekGE(it.keyBuf)
-		return it.findNextEntry(it.keyBuf)
+		return it.inPrefix(it.findNextEntry(it.keyBuf))
 	}
 	// Skip the rest of the current key's versions. The key must be saved:
 	// moving the underlying iterator may invalidate it.
@@ -279,7 +299,7 @@ func (it *Iterator) Next() bool {
 	if !it.past {
 		it.iter.Next()
 	}
-	return it.findNextEntry(it.keyBuf)
+	return it.inPrefix(it.findNextEntry(it.keyBuf))
 }
 
 // Prev moves to the previous live key.
@@ -294,9 +314,9 @@ func (it *Iterator) Prev() bool {
 		it.forward = false
 		it.saveKey(it.key)
 		it.iter.SeekLT(it.keyBuf)
-		return it.findPrevEntry(it.keyBuf)
+		return it.inPrefix(it.findPrevEntry(it.keyBuf))
 	}
-	return it.findPrevEntry(it.key)
+	return it.inPrefix(it.findPrevEntry(it.key))
 }
 
 // saveKey copies k into keyBuf. keyBuf is never nil after it, even for
@@ -320,7 +340,7 @@ func (it *Iterator) findNextEntry(skip []byte) bool {
 	for ok := iter.Valid(); ok; {
 		k := iter.Key()
 		if skip != nil {
-			c := bytes.Compare(skip, k.UserKey)
+			c := it.cmp.Cmp(skip, k.UserKey)
 			if c == 0 {
 				ok = iter.Next()
 				continue
@@ -331,7 +351,7 @@ func (it *Iterator) findNextEntry(skip []byte) bool {
 			}
 			skip = nil
 		}
-		if it.upper != nil && bytes.Compare(k.UserKey, it.upper) >= 0 {
+		if it.upper != nil && it.cmp.Cmp(k.UserKey, it.upper) >= 0 {
 			break
 		}
 		seq := k.SeqNum()
@@ -377,7 +397,7 @@ func (it *Iterator) mergeForward(key []byte) bool {
 		var below []byte
 		operand := false
 		if iter.Next() {
-			if k := iter.Key(); bytes.Equal(k.UserKey, key) && k.Kind() != base.KindDelete && !it.tombs.Covers(key, k.SeqNum()) {
+			if k := iter.Key(); it.cmp.Eq(k.UserKey, key) && k.Kind() != base.KindDelete && !it.tombs.Covers(key, k.SeqNum()) {
 				below, operand = base.NonNil(iter.Value()), k.Kind() == base.KindMerge
 			}
 		} else if err := iter.Error(); err != nil {
@@ -427,12 +447,12 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 	for iter.Valid() {
 		k := iter.Key()
 		if prev != nil {
-			if c := bytes.Compare(k.UserKey, prev); c >= 0 && it.paranoid {
+			if c := it.cmp.Cmp(k.UserKey, prev); c >= 0 && it.paranoid {
 				return it.fail(base.CorruptionErrorf("iterator: keys out of order going backward: %s then %s",
 					base.HexKey(prev), base.HexKey(k.UserKey)))
 			}
 		}
-		if it.lower != nil && bytes.Compare(k.UserKey, it.lower) < 0 {
+		if it.lower != nil && it.cmp.Cmp(k.UserKey, it.lower) < 0 {
 			break
 		}
 		// Collect the group of this user key.
@@ -451,7 +471,7 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 				break
 			}
 			k = iter.Key()
-			c := bytes.Compare(k.UserKey, group)
+			c := it.cmp.Cmp(k.UserKey, group)
 			if c != 0 {
 				if c > 0 && it.paranoid {
 					return it.fail(base.CorruptionErrorf("iterator: keys out of order going backward: %s then %s",

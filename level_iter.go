@@ -1,8 +1,6 @@
 package vigil
 
 import (
-	"bytes"
-
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/sst"
@@ -31,11 +29,11 @@ func newLevelIter(tables *tableCache, files []*manifest.FileMetadata, lower, upp
 // inBounds reports whether file i may hold keys within the iterator bounds.
 func (l *levelIter) inBounds(i int) bool {
 	f := l.files[i]
-	if l.upper != nil && bytes.Compare(f.Smallest.UserKey, l.upper) >= 0 {
+	if l.upper != nil && l.tables.cmp.Cmp(f.Smallest.UserKey, l.upper) >= 0 {
 		return false
 	}
 	if l.lower != nil {
-		c := bytes.Compare(f.Largest.UserKey, l.lower)
+		c := l.tables.cmp.Cmp(f.Largest.UserKey, l.lower)
 		if c < 0 || (c == 0 && f.LargestIsExclusive()) {
 			return false
 		}
@@ -78,7 +76,7 @@ func (l *levelIter) closeFile() {
 func (l *levelIter) forwardFrom(i int, seek func(base.InternalIterator) bool) bool {
 	for ; i < len(l.files); i++ {
 		if !l.inBounds(i) {
-			if l.upper != nil && bytes.Compare(l.files[i].Smallest.UserKey, l.upper) >= 0 {
+			if l.upper != nil && l.tables.cmp.Cmp(l.files[i].Smallest.UserKey, l.upper) >= 0 {
 				break
 			}
 			continue
@@ -104,7 +102,7 @@ func (l *levelIter) backwardFrom(i int, seek func(base.InternalIterator) bool) b
 	for ; i >= 0; i-- {
 		if !l.inBounds(i) {
 			if l.lower != nil {
-				c := bytes.Compare(l.files[i].Largest.UserKey, l.lower)
+				c := l.tables.cmp.Cmp(l.files[i].Largest.UserKey, l.lower)
 				if c < 0 || (c == 0 && l.files[i].LargestIsExclusive()) {
 					break
 				}
@@ -133,8 +131,8 @@ func (l *levelIter) backwardFrom(i int, seek func(base.InternalIterator) bool) b
 // so that the SeekGE that follows reports the error. It opens that file
 // (SeekGE then reuses it). See mergingIter.SeekGE.
 func (l *levelIter) mayHoldUserKey(userKey []byte) bool {
-	i := manifest.FindFile(l.files, userKey)
-	if i == len(l.files) || bytes.Compare(l.files[i].Smallest.UserKey, userKey) > 0 {
+	i := manifest.FindFile(l.tables.cmp, l.files, userKey)
+	if i == len(l.files) || l.tables.cmp.Cmp(l.files[i].Smallest.UserKey, userKey) > 0 {
 		return false
 	}
 	if !l.open(i) {
@@ -146,14 +144,14 @@ func (l *levelIter) mayHoldUserKey(userKey []byte) bool {
 
 func (l *levelIter) SeekGE(key []byte) bool {
 	l.err = nil
-	return l.forwardFrom(manifest.FindFile(l.files, key), func(it base.InternalIterator) bool { return it.SeekGE(key) })
+	return l.forwardFrom(manifest.FindFile(l.tables.cmp, l.files, key), func(it base.InternalIterator) bool { return it.SeekGE(key) })
 }
 
 func (l *levelIter) SeekLT(key []byte) bool {
 	l.err = nil
 	// The last file whose smallest key is < key.
-	i := manifest.FindFile(l.files, key)
-	if i == len(l.files) || bytes.Compare(l.files[i].Smallest.UserKey, key) >= 0 {
+	i := manifest.FindFile(l.tables.cmp, l.files, key)
+	if i == len(l.files) || l.tables.cmp.Cmp(l.files[i].Smallest.UserKey, key) >= 0 {
 		i--
 	}
 	return l.backwardFrom(i, func(it base.InternalIterator) bool { return it.SeekLT(key) })

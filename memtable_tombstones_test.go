@@ -124,7 +124,7 @@ func testTombstoneReads(t *testing.T, flushEvery int) {
 	if n := db.mem.rangeDels.Load(); n == 0 {
 		t.Fatalf("only %d range tombstones in the memtable; the cache was never used", n)
 	}
-	if _, _, ok, _ := db.mem.tombs.Get(db.mem.rangeDels.Load(), db.mem.mt); !ok {
+	if _, _, ok, _ := db.mem.tombs.Get(db.cmp, db.mem.rangeDels.Load(), db.mem.mt); !ok {
 		t.Fatal("no tombstone cache was built")
 	}
 	for _, s := range snaps {

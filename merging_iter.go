@@ -1,8 +1,6 @@
 package vigil
 
 import (
-	"bytes"
-
 	"github.com/vigildb/vigil/internal/base"
 )
 
@@ -17,6 +15,7 @@ import (
 //
 // Not safe for concurrent use.
 type mergingIter struct {
+	cmp      *base.Comparer // the order of the children's user keys
 	children []base.InternalIterator
 	// heap holds indexes of valid children; keys caches each child's key so
 	// heap comparisons make no interface calls.
@@ -47,8 +46,9 @@ type userKeyFilter interface {
 	mayHoldUserKey(userKey []byte) bool
 }
 
-func newMergingIter(children []base.InternalIterator) *mergingIter {
+func newMergingIter(cmp *base.Comparer, children []base.InternalIterator) *mergingIter {
 	m := &mergingIter{
+		cmp:      cmp,
 		children: children,
 		heap:     make([]int, 0, len(children)),
 		keys:     make([]base.InternalKey, len(children)),
@@ -64,7 +64,7 @@ func newMergingIter(children []base.InternalIterator) *mergingIter {
 
 // less orders heap entries: by internal key, reversed going backward.
 func (m *mergingIter) less(a, b int) bool {
-	c := base.CompareInternal(m.keys[a], m.keys[b])
+	c := m.cmp.CompareInternal(m.keys[a], m.keys[b])
 	if m.forward {
 		return c < 0
 	}
@@ -153,7 +153,7 @@ func (m *mergingIter) SeekGE(key []byte) bool {
 		return ok
 	}
 	m.deferKey = append(m.deferKey[:0], key...)
-	if ok && bytes.Equal(m.keys[m.cur].UserKey, key) {
+	if ok && m.cmp.Eq(m.keys[m.cur].UserKey, key) {
 		return true
 	}
 	return m.unpark()
@@ -293,7 +293,7 @@ func (m *mergingIter) switchToForward() bool {
 		if i == m.cur {
 			continue
 		}
-		for ok := c.SeekGE(cur.UserKey); ok && base.CompareInternal(c.Key(), cur) <= 0; ok = c.Next() {
+		for ok := c.SeekGE(cur.UserKey); ok && m.cmp.CompareInternal(c.Key(), cur) <= 0; ok = c.Next() {
 		}
 		if err := c.Error(); err != nil {
 			m.err, m.cur = err, -1
@@ -314,7 +314,7 @@ func (m *mergingIter) switchToReverse() bool {
 			continue
 		}
 		ok := c.SeekGE(cur.UserKey)
-		for ok && base.CompareInternal(c.Key(), cur) < 0 {
+		for ok && m.cmp.CompareInternal(c.Key(), cur) < 0 {
 			ok = c.Next()
 		}
 		if err := c.Error(); err != nil {

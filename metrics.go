@@ -63,6 +63,19 @@ type Metrics struct {
 	// (Options.BatchProtectionBytesPerKey) or do not decode.
 	BatchCorruptions int64
 
+	// Filter counts what the tables' bloom filters saved reads since Open
+	// (db_bench --statistics shows them under RocksDB's names).
+	Filter struct {
+		// Checked counts the tables a point read (Get, Has) asked the
+		// filter of; Useful those it answered "absent", which were not
+		// read (rocksdb.bloom.filter.useful).
+		Checked, Useful int64
+		// PrefixChecked and PrefixUseful are the same for the tables a
+		// prefix scan (IterOptions.Prefix) opened
+		// (rocksdb.bloom.filter.prefix.checked and .useful).
+		PrefixChecked, PrefixUseful int64
+	}
+
 	WAL struct {
 		// Number of the live WAL (0 when disabled).
 		LogNumber uint64

@@ -77,6 +77,7 @@ func newDB(dir string, opts *Options) *DB {
 		picker:       newLeveledPicker(opts),
 		fs:           opts.FS,
 		cksum:        opts.ChecksumType.Resolve(),
+		cmp:          opts.Comparer.Resolve(),
 		userReads:    sst.ReadOptions{SkipChecksums: opts.SkipReadChecksums},
 		session:      base.NewRandomID(),
 		flushPending: make(chan struct{}, 1),
@@ -133,7 +134,7 @@ func (d *DB) loadVersions(exists bool) error {
 		d.log = openInfoLog(fs, dir)
 	}
 	d.events = newEventQueue()
-	d.vs = versionSet{fs: fs, dirname: dir, dataDir: d.dataDir, cksum: d.cksum, log: d.log, onObsolete: d.onObsoleteTables,
+	d.vs = versionSet{fs: fs, dirname: dir, dataDir: d.dataDir, cksum: d.cksum, cmp: d.cmp, log: d.log, onObsolete: d.onObsoleteTables,
 		mu: &d.mu, cond: sync.NewCond(&d.mu)}
 	if exists {
 		if err := d.vs.load(); err != nil {
@@ -146,7 +147,7 @@ func (d *DB) loadVersions(exists bool) error {
 		if opts.Merger != nil {
 			d.vs.merger = opts.Merger.Name
 		}
-		v, _ := manifest.NewBuilder(nil).Build(d.vs.onObsolete)
+		v, _ := manifest.NewBuilder(d.cmp, nil).Build(d.vs.onObsolete)
 		v.Ref()
 		d.vs.current = v
 	}
@@ -213,7 +214,7 @@ func (d *DB) openCaches() {
 	case opts.BlockCacheSize > 0:
 		d.blockCache = cache.New(opts.BlockCacheSize)
 	}
-	d.tableCache = newTableCache(tableCacheOptions{fs: d.fs, dirname: d.dirname, blockCache: private.WrapBlockCache(d.blockCache).(*sst.Cache),
+	d.tableCache = newTableCache(tableCacheOptions{fs: d.fs, dirname: d.dirname, cmp: d.cmp, blockCache: private.WrapBlockCache(d.blockCache).(*sst.Cache),
 		paranoidCacheChecks: opts.ParanoidMemoryChecks}, opts.MaxOpenFiles)
 }
 

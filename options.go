@@ -220,6 +220,10 @@ type Options struct {
 	// existing DB keeps the version its MANIFEST records; one newer than
 	// this build's is refused (ErrInvalidArgument naming both).
 	FormatVersion int
+	// Comparer orders the keys (see Comparer); nil means DefaultComparer,
+	// bytewise. A DB records its comparer's name when it is created and
+	// then opens only with a comparer of that name.
+	Comparer *Comparer
 	// Merger combines merge operands (DB.Merge, Batch.Merge; see Merger).
 	// nil: merges are refused, unless the DB records a built-in merger
 	// (BuiltinMerger), which it then uses. A DB records the name of the
@@ -443,6 +447,7 @@ func (o *Options) Validate() error {
 		add("FormatVersion = %d: this build writes versions 1 to %d (0: the newest)", o.FormatVersion, FormatVersionNewest)
 	}
 	o.validateMerger(add)
+	o.validateComparer(add)
 	if len(o.Levels) > manifest.NumLevels {
 		add("Levels has %d elements: the LSM has %d levels", len(o.Levels), manifest.NumLevels)
 	}
@@ -543,6 +548,7 @@ func (o *Options) String() string {
 	p("compression", o.Compression)
 	p("zstd_level", o.ZstdLevel)
 	p("format_version", o.FormatVersion)
+	p("comparator", o.Comparer.Resolve().Name)
 	if o.Merger != nil {
 		p("merge_operator", o.Merger.Name)
 	}
@@ -590,4 +596,10 @@ type IterOptions struct {
 	LowerBound []byte
 	// UpperBound is the exclusive upper bound on user keys; nil = none.
 	UpperBound []byte
+	// Prefix, if set, limits the iterator to the keys whose prefix
+	// (Comparer.Split) is Prefix, within the bounds; tables whose prefix
+	// bloom filter excludes it are not read. Under a comparer without
+	// Split it means the keys that begin with these bytes, which needs a
+	// bytewise order. Indexed batches' iterators do not take it.
+	Prefix []byte
 }

@@ -399,7 +399,7 @@ func (rp *walReplay) makeRoom(size int, where string) error {
 	d := rp.d
 	if !rp.mt.Empty() {
 		if d.opts.ReadOnly {
-			e := newMemTableEntry(rp.mt, 0, &d.stats.memtableBytes)
+			e := newMemTableEntry(d.cmp, rp.mt, 0, &d.stats.memtableBytes)
 			e.rangeDels.Store(rp.rangeDels)
 			d.imm = append(d.imm, e)
 		} else {
@@ -444,7 +444,7 @@ func (rp *walReplay) finish() error {
 	d.nextSeq = rp.last + 1
 	d.visibleSeq.Store(rp.last)
 	if d.opts.ReadOnly {
-		d.mem = newMemTableEntry(rp.mt, 0, &d.stats.memtableBytes)
+		d.mem = newMemTableEntry(d.cmp, rp.mt, 0, &d.stats.memtableBytes)
 		d.mem.rangeDels.Store(rp.rangeDels)
 		d.mem.lastSeq.Store(rp.last)
 		return nil
@@ -478,7 +478,7 @@ func (rp *walReplay) finish() error {
 		// Every replayed WAL is in an SST now.
 		logNum = d.vs.nextFileNum
 	}
-	d.mem = newMemTableEntry(rp.mt, logNum, &d.stats.memtableBytes)
+	d.mem = newMemTableEntry(d.cmp, rp.mt, logNum, &d.stats.memtableBytes)
 	e := &manifest.VersionEdit{}
 	e.SetLogNumber(logNum)
 	e.SetLastSeq(rp.last)

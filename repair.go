@@ -1,7 +1,6 @@
 package vigil
 
 import (
-	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -160,9 +159,15 @@ type LostRange struct {
 	Why string `json:"why"`
 }
 
-// Contains reports whether user key k lies in the range.
-func (lr LostRange) Contains(k []byte) bool {
-	return (lr.First == nil || bytes.Compare(k, lr.First) >= 0) && (lr.Last == nil || bytes.Compare(k, lr.Last) <= 0)
+// Contains reports whether user key k lies in the range, in the bytewise
+// order (DefaultComparer); see ContainsUnder.
+func (lr LostRange) Contains(k []byte) bool { return lr.ContainsUnder(nil, k) }
+
+// ContainsUnder reports whether user key k lies in the range in c's order
+// (nil: DefaultComparer), the DB's Options.Comparer.
+func (lr LostRange) ContainsUnder(c *Comparer, k []byte) bool {
+	c = c.Resolve()
+	return (lr.First == nil || c.Cmp(k, lr.First) >= 0) && (lr.Last == nil || c.Cmp(k, lr.Last) <= 0)
 }
 
 // String renders the range with its bounds in hex.
@@ -294,11 +299,11 @@ func (rp *repairer) offline() (err error) {
 // what verifies of every MANIFEST file.
 func (rp *repairer) loadManifest() error {
 	d := rp.d
-	d.vs = versionSet{fs: d.fs, dirname: d.dirname, dataDir: d.dataDir, cksum: d.cksum, log: d.log}
+	d.vs = versionSet{fs: d.fs, dirname: d.dirname, dataDir: d.dataDir, cksum: d.cksum, cmp: d.cmp, log: d.log}
 	rp.known, rp.deleted = map[uint64]manifest.NewFile{}, map[uint64]bool{}
 	// Strictly: a damaged last edit is not taken for a torn one here (the
 	// tables it added would be dropped as leftovers); a rebuild keeps them.
-	st, err := manifest.Load(d.fs, d.dirname, wal.AbsoluteConsistency, nil)
+	st, err := manifest.Load(d.fs, d.dirname, wal.AbsoluteConsistency, d.cmp, nil)
 	if err == nil {
 		rp.intact = true
 		d.vs.logNumber, d.vs.nextFileNum, d.vs.lastSeq, d.vs.dbID = st.LogNumber, st.NextFileNum, st.LastSeq, st.DBID
@@ -363,7 +368,7 @@ func (rp *repairer) dbIDFromTables() [16]byte {
 		if !ok || ft != fileTypeTable {
 			continue
 		}
-		r, err := sst.OpenFile(d.fs, makeFilename(d.fs, d.dirname, fileTypeTable, num), sst.ReaderOptions{FileNum: num})
+		r, err := sst.OpenFile(d.fs, makeFilename(d.fs, d.dirname, fileTypeTable, num), sst.ReaderOptions{FileNum: num, Comparer: d.cmp})
 		if err != nil {
 			continue
 		}

@@ -93,8 +93,8 @@ func (rp *repairer) copyVerified(num, newNum uint64, level int, m *manifest.File
 	if m != nil {
 		globalSeq = m.GlobalSeqNum
 	}
-	res, err := sst.Salvage(f, name, st.Size(), sst.ReaderOptions{FileNum: num, GlobalSeqNum: globalSeq}, func(k sst.InternalKey, v []byte) error {
-		if why := outsideRecord(m, k); why != "" {
+	res, err := sst.Salvage(f, name, st.Size(), sst.ReaderOptions{FileNum: num, GlobalSeqNum: globalSeq, Comparer: rp.d.cmp}, func(k sst.InternalKey, v []byte) error {
+		if why := outsideRecord(rp.d.cmp, m, k); why != "" {
 			return base.CorruptionErrorf("vigil: repair: %s is not the table the MANIFEST names: %s", name, why)
 		}
 		return w.Add(k, v)
@@ -140,7 +140,7 @@ func (rp *repairer) copyVerified(num, newNum uint64, level int, m *manifest.File
 func (rp *repairer) writeManifest() error {
 	d := rp.d
 	vs := &d.vs
-	b := manifest.NewBuilder(nil)
+	b := manifest.NewBuilder(d.cmp, nil)
 	if err := b.Apply(&manifest.VersionEdit{Added: rp.files}); err != nil {
 		return fmt.Errorf("vigil: repair: %w", err)
 	}
@@ -336,11 +336,11 @@ func (rp *repairer) walExpected() bool {
 
 // outsideRecord says how entry k contradicts the MANIFEST's record m of its
 // table (a key outside its bounds, a seqnum outside its range), or "".
-func outsideRecord(m *manifest.FileMetadata, k sst.InternalKey) string {
+func outsideRecord(c *base.Comparer, m *manifest.FileMetadata, k sst.InternalKey) string {
 	switch {
 	case m == nil:
 		return ""
-	case bytes.Compare(k.UserKey, m.Smallest.UserKey) < 0 || bytes.Compare(k.UserKey, m.Largest.UserKey) > 0:
+	case c.Cmp(k.UserKey, m.Smallest.UserKey) < 0 || c.Cmp(k.UserKey, m.Largest.UserKey) > 0:
 		return fmt.Sprintf("key %s outside %s..%s", base.HexKey(k.UserKey), base.HexKey(m.Smallest.UserKey), base.HexKey(m.Largest.UserKey))
 	case m.GlobalSeqNum == 0 && (k.SeqNum() < m.SmallestSeq || k.SeqNum() > m.LargestSeq):
 		return fmt.Sprintf("seqnum %d outside %d..%d", k.SeqNum(), m.SmallestSeq, m.LargestSeq)

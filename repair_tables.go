@@ -105,7 +105,7 @@ func (rp *repairer) lose(fileNum uint64, first, last []byte, why string) {
 // ErrCorruption; r is nil then.
 func (rp *repairer) verifyTable(num uint64, m *manifest.FileMetadata) (*sst.Reader, error) {
 	d := rp.d
-	o := sst.ReaderOptions{FileNum: num}
+	o := sst.ReaderOptions{FileNum: num, Comparer: d.cmp}
 	if m != nil {
 		o.GlobalSeqNum, o.Expect = m.GlobalSeqNum, m.Expected()
 	}
@@ -147,7 +147,7 @@ func (rp *repairer) checkKnown(nf manifest.NewFile) error {
 // whose properties cannot be read is judged entry by entry by salvage.
 func (rp *repairer) foreign(m *manifest.FileMetadata) string {
 	d := rp.d
-	r, err := sst.OpenFile(d.fs, makeFilename(d.fs, d.dirname, fileTypeTable, m.FileNum), sst.ReaderOptions{FileNum: m.FileNum})
+	r, err := sst.OpenFile(d.fs, makeFilename(d.fs, d.dirname, fileTypeTable, m.FileNum), sst.ReaderOptions{FileNum: m.FileNum, Comparer: d.cmp})
 	if err != nil {
 		return ""
 	}
@@ -190,7 +190,7 @@ func (rp *repairer) heal(nf manifest.NewFile, problem error) bool {
 	if d.opts.HealFrom == "" {
 		return false
 	}
-	if err := healTable(d.fs, d.dirname, d.dataDir, d.opts.HealFrom, nf.Meta); err != nil {
+	if err := healTable(d.fs, d.dirname, d.dataDir, d.opts.HealFrom, nf.Meta, d.cmp); err != nil {
 		d.log.Errorf("repair: healing table %06d: %v", nf.Meta.FileNum, err)
 		return false
 	}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/vfs"
+	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/internal/rangedel"
 	"github.com/vigildb/vigil/sst"
@@ -81,6 +82,7 @@ type tableCacheOptions struct {
 	dirname             string
 	blockCache          *sst.Cache
 	paranoidCacheChecks bool
+	cmp                 *base.Comparer // the DB's, resolved (nil: the default)
 }
 
 // newTableCache returns a cache of at most capacity open tables (less a
@@ -89,6 +91,9 @@ func newTableCache(o tableCacheOptions, capacity int) *tableCache {
 	// Leave room for the WALs, MANIFEST, LOG and directory handles.
 	if capacity > 64 {
 		capacity -= 10
+	}
+	if o.cmp == nil {
+		o.cmp = base.DefaultComparer
 	}
 	return &tableCache{tableCacheOptions: o, capacity: capacity}
 }
@@ -163,7 +168,7 @@ func (c *tableCache) getSlow(f *manifest.FileMetadata) (*tableEntry, error) {
 	e.reader, e.err = c.open(f)
 	if e.err == nil {
 		if ts := e.reader.RangeDels(); len(ts) > 0 {
-			e.tombs = rangedel.NewIndex(ts)
+			e.tombs = rangedel.NewIndex(c.cmp, ts)
 		}
 	}
 	e.isReady.Store(true)
@@ -188,6 +193,7 @@ func (c *tableCache) open(f *manifest.FileMetadata) (*sst.Reader, error) {
 	name := makeFilename(c.fs, c.dirname, fileTypeTable, f.FileNum)
 	r, err := sst.OpenFile(c.fs, name, sst.ReaderOptions{
 		FileNum:             f.FileNum,
+		Comparer:            c.cmp,
 		Cache:               c.blockCache,
 		CacheID:             c.nextCacheID.Add(1),
 		ParanoidCacheChecks: c.paranoidCacheChecks,

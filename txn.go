@@ -1,7 +1,6 @@
 package vigil
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"sync"
@@ -68,6 +67,7 @@ func (d *DB) pooledTxn() *Txn {
 	t.snap = &t.snapBuf
 	d.registerSnapshot(t.snap)
 	t.b.Reset()
+	t.b.cmp = d.cmp
 	t.b.setProtection(d.cksum, d.opts.BatchProtectionBytesPerKey)
 	t.b.ix.db, t.b.ix.snap = d, t.snap
 	return t
@@ -307,7 +307,7 @@ func (d *DB) newestInRange(lo, hi []byte) (uint64, error) {
 	}
 	for ; ok; ok = iter.Next() {
 		k := iter.Key()
-		if hi != nil && bytes.Compare(k.UserKey, hi) >= 0 {
+		if hi != nil && it.cmp.Cmp(k.UserKey, hi) >= 0 {
 			break
 		}
 		if s := k.SeqNum(); s <= it.snap {

@@ -78,7 +78,7 @@ func (d *DB) verifyTable(f *manifest.FileMetadata) error {
 // file directly, not through the table or block cache.
 func (d *DB) checkNewTable(m *manifest.FileMetadata) error {
 	name := makeFilename(d.fs, d.dirname, fileTypeTable, m.FileNum)
-	r, err := sst.OpenFile(d.fs, name, sst.ReaderOptions{FileNum: m.FileNum, Expect: m.Expected()})
+	r, err := sst.OpenFile(d.fs, name, sst.ReaderOptions{FileNum: m.FileNum, Expect: m.Expected(), Comparer: d.cmp})
 	if err != nil {
 		return fmt.Errorf("re-opening new table %s: %w", name, err)
 	}

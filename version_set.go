@@ -22,6 +22,7 @@ type versionSet struct {
 	dirname string
 	dataDir vfs.File
 	cksum   checksum.Type
+	cmp     *base.Comparer // the DB's, resolved
 	log     infoLogger
 
 	current     *manifest.Version
@@ -73,7 +74,7 @@ func (vs *versionSet) allocFileNum() uint64 {
 // never acted upon) is tolerated; any other damage fails Open, because
 // silently dropping an edit could make live files look obsolete.
 func (vs *versionSet) load() error {
-	st, err := manifest.Load(vs.fs, vs.dirname, wal.TolerateCorruptedTailRecords, vs.onObsolete)
+	st, err := manifest.Load(vs.fs, vs.dirname, wal.TolerateCorruptedTailRecords, vs.cmp, vs.onObsolete)
 	if err != nil {
 		return err
 	}
@@ -106,7 +107,7 @@ func (vs *versionSet) load() error {
 // snapshotEdit is an edit that recreates the current state from nothing:
 // the first record of every new MANIFEST.
 func (vs *versionSet) snapshotEdit() *manifest.VersionEdit {
-	e := &manifest.VersionEdit{FormatVersion: vs.formatVersion, Comparer: manifest.ComparerName, Merger: vs.merger}
+	e := &manifest.VersionEdit{FormatVersion: vs.formatVersion, Comparer: vs.cmp.Name, Merger: vs.merger}
 	e.SetDBID(vs.dbID)
 	e.SetLogNumber(vs.logNumber)
 	e.SetNextFileNum(vs.nextFileNum)
@@ -198,7 +199,7 @@ func (vs *versionSet) logAndApplyFunc(build func(base *manifest.Version) (*manif
 	if e.HasLogNumber && e.LogNumber < vs.logNumber {
 		return fmt.Errorf("vigil: internal error: log number moving back from %d to %d", vs.logNumber, e.LogNumber)
 	}
-	b := manifest.NewBuilder(vs.current)
+	b := manifest.NewBuilder(vs.cmp, vs.current)
 	if err := b.Apply(e); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs/errorfs"
 	"github.com/vigildb/vigil"
 	"github.com/vigildb/vigil/internal/invariants"
+	"github.com/vigildb/vigil/internal/testcmp"
 	"github.com/vigildb/vigil/internal/vfsutil"
 )
 
@@ -48,15 +49,25 @@ func TestCrashAtEveryWrite(t *testing.T) {
 	}
 }
 
-func runCrash(t *testing.T, k, ops int) (fired bool) {
+func runCrash(t *testing.T, k, ops int) (fired bool) { return runCrashWith(t, nil, k, ops) }
+
+// runCrashWith is runCrash with keys ordered by cmp (nil: the default) and
+// made for it (see workload.key); after the crash the reopened DB's keys
+// must come out in cmp's order.
+func runCrashWith(t *testing.T, cmp *vigil.Comparer, k, ops int) (fired bool) {
 	pl := newPowerLoss(k, true)
 	mem, crashed := pl.Mem, &pl.Crashed
-	db, err := vigil.Open("db", crashOptions(pl.FS))
+	opts := func(fs vfs.FS) *vigil.Options {
+		o := crashOptions(fs)
+		o.Comparer = cmp
+		return o
+	}
+	db, err := vigil.Open("db", opts(pl.FS))
 	if err != nil {
 		t.Fatalf("k=%d: open: %v", k, err)
 	}
 	h := newHistory()
-	w := &workload{rng: rand.New(rand.NewPCG(uint64(k), 1)), keys: 200}
+	w := &workload{rng: rand.New(rand.NewPCG(uint64(k), 1)), keys: 200, key: workloadKey(cmp)}
 	lastSynced := 0
 	for i := 1; i <= ops; i++ {
 		puts, dels, sync, b := w.op(i)
@@ -86,7 +97,7 @@ func runCrash(t *testing.T, k, ops int) (fired bool) {
 	mem.ResetToSyncedState()
 	mem.SetIgnoreSyncs(false)
 
-	db, err = vigil.Open("db", crashOptions(mem))
+	db, err = vigil.Open("db", opts(mem))
 	if err != nil {
 		t.Fatalf("k=%d: reopen after crash: %v", k, err)
 	}
@@ -94,6 +105,9 @@ func runCrash(t *testing.T, k, ops int) (fired bool) {
 	got, err := dump(db)
 	if err != nil {
 		t.Fatalf("k=%d: reading after crash: %v", k, err)
+	}
+	if err := checkOrder(db, cmp); err != nil {
+		t.Fatalf("k=%d: after crash: %v", k, err)
 	}
 	if _, err := h.matchPrefix(got, lastSynced, attempted); err != nil {
 		t.Fatalf("k=%d (last synced op %d): %v", k, lastSynced, err)
@@ -545,5 +559,25 @@ func TestMergeHistoryModel(t *testing.T) {
 				t.Errorf("counter=%v: %q accepted as a prefix", counter, bad)
 			}
 		}
+	}
+}
+
+// TestCrashAtEveryWriteComparers is TestCrashAtEveryWrite under the
+// reverse order and under keys that end in a version sorting newest first
+// (package testcmp), crashing at every third write (every 17th in -short).
+func TestCrashAtEveryWriteComparers(t *testing.T) {
+	step := 3
+	if testing.Short() {
+		step = 17
+	}
+	for _, c := range []*vigil.Comparer{testcmp.Reverse, testcmp.Versioned} {
+		t.Run(c.Name, func(t *testing.T) {
+			for k := 0; ; k += step {
+				if !runCrashWith(t, c, k, 300) {
+					t.Logf("workload needs %d write ops; crashed at every %d", k, step)
+					return
+				}
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/cockroachdb/pebble/vfs/errorfs"
+	"github.com/vigildb/vigil/internal/testcmp"
 	"github.com/vigildb/vigil/internal/vfsutil"
 
 	"github.com/vigildb/vigil"
@@ -104,6 +105,8 @@ func (h *history) matchPrefix(got map[string]string, lo, hi int) (int, error) {
 type workload struct {
 	rng  *rand.Rand
 	keys int
+	// key makes key number i (nil: "k%04d").
+	key func(i int) string
 }
 
 func (w *workload) op(i int) (puts map[string]string, dels []string, sync bool, batch *vigil.Batch) {
@@ -111,7 +114,12 @@ func (w *workload) op(i int) (puts map[string]string, dels []string, sync bool, 
 	puts = map[string]string{}
 	n := 1 + w.rng.IntN(5)
 	for j := 0; j < n; j++ {
-		k := fmt.Sprintf("k%04d", w.rng.IntN(w.keys))
+		var k string
+		if w.key != nil {
+			k = w.key(w.rng.IntN(w.keys))
+		} else {
+			k = fmt.Sprintf("k%04d", w.rng.IntN(w.keys))
+		}
 		if w.rng.IntN(5) == 0 {
 			batch.Delete([]byte(k))
 			delete(puts, k)
@@ -156,4 +164,42 @@ func newPowerLoss(k int, armed bool) *powerLoss {
 		return nil
 	})))
 	return p
+}
+
+// workloadKey returns the workload's key maker for comparer cmp: under
+// testcmp.Versioned, keys are 25 prefixes with 8 versions each (so that
+// versions of one prefix sort newest first); otherwise nil ("k%04d").
+func workloadKey(cmp *vigil.Comparer) func(int) string {
+	if cmp != testcmp.Versioned {
+		return nil
+	}
+	return func(i int) string {
+		return string(testcmp.VersionedKey(fmt.Appendf(nil, "k%03d", i/8), uint64(i%8)*1000003))
+	}
+}
+
+// checkOrder iterates db both ways and reports keys out of cmp's order
+// (nil: the default).
+func checkOrder(db *vigil.DB, cmp *vigil.Comparer) error {
+	c := cmp.Resolve()
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	var prev []byte
+	for ok := it.First(); ok; ok = it.Next() {
+		if prev != nil && c.Compare(prev, it.Key()) >= 0 {
+			return fmt.Errorf("forward: key %q after %q, out of %s order", it.Key(), prev, c.Name)
+		}
+		prev = append(prev[:0], it.Key()...)
+	}
+	prev = nil
+	for ok := it.Last(); ok; ok = it.Prev() {
+		if prev != nil && c.Compare(prev, it.Key()) <= 0 {
+			return fmt.Errorf("reverse: key %q before %q, out of %s order", it.Key(), prev, c.Name)
+		}
+		prev = append(prev[:0], it.Key()...)
+	}
+	return it.Error()
 }

@@ -42,23 +42,26 @@ type Comparer struct {
 	Successor func(dst, a []byte) []byte
 	// Split returns the length of key's prefix: key[:Split(key)] is what a
 	// prefix bloom filter holds and what IterOptions.Prefix names. Keys
-	// with the same prefix must be contiguous in the order, and keys with
-	// different prefixes must order as their prefixes do. Nil: keys have
-	// no prefix of their own; filters hold whole keys.
+	// with the same prefix must be contiguous in the order, keys with
+	// different prefixes must order as their prefixes do, and a prefix,
+	// taken as a key, must sort at or before every key that has it (a
+	// prefix iterator starts there). Nil: keys have no prefix of their
+	// own; filters hold whole keys.
 	Split func(key []byte) int
 	// Name identifies the order. It is recorded in the MANIFEST, the
 	// OPTIONS file and every table: a DB written under one name does not
 	// open under another. Change it whenever the order changes. Required.
 	Name string
 
-	// bytewise is set by Resolve when Compare is bytes.Compare under the
-	// default's name: the engine's hot paths then compare inline.
+	// bytewise is set by Resolve when Compare is bytes.Compare: the
+	// engine's hot paths then compare inline.
 	bytewise bool
 }
 
-// BytewiseComparerName is the default comparer's name, RocksDB's and
-// LevelDB's for the same order, so that tools that know one know the other.
-const BytewiseComparerName = "leveldb.BytewiseComparator"
+// BytewiseComparerName is the default comparer's name, the one every
+// Vigil DB has recorded in its MANIFEST since the first (RocksDB and
+// LevelDB call the same order "leveldb.BytewiseComparator").
+const BytewiseComparerName = "bytewise"
 
 // DefaultComparer orders keys bytewise (bytes.Compare), a shorter key before
 // any longer key it is a prefix of. Its keys have no prefix (Split is nil).
@@ -90,7 +93,7 @@ func (c *Comparer) Resolve() *Comparer {
 	if r.Successor == nil {
 		r.Successor = func(dst, a []byte) []byte { return append(dst, a...) }
 	}
-	r.bytewise = r.Name == BytewiseComparerName && sameFunc(r.Compare, bytes.Compare)
+	r.bytewise = sameFunc(r.Compare, bytes.Compare)
 	return &r
 }
 

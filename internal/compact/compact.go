@@ -36,7 +36,6 @@
 package compact
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"sort"
@@ -63,6 +62,7 @@ type Stats struct {
 //
 // Concurrency: a Filter belongs to one goroutine.
 type Filter struct {
+	cmp     *base.Comparer
 	snaps   []uint64
 	settled uint64
 	stacks  []rangedel.Stack
@@ -90,7 +90,8 @@ type Filter struct {
 // existing is the older operand or value (nil: none), operand the newer.
 type MergeFunc func(key, existing, operand []byte) ([]byte, error)
 
-// NewFilter makes the filter for snaps, the live snapshots' seqnums
+// NewFilter makes the filter for keys in c's order (resolved; nil: the
+// default), snaps, the live snapshots' seqnums
 // ascending, and tombs, every range tombstone of the input; bottom(start,
 // end) reports whether no data for [start, end] lies below the output (nil:
 // never); merge combines merge operands (nil: operands are kept as they
@@ -99,11 +100,14 @@ type MergeFunc func(key, existing, operand []byte) ([]byte, error)
 // so none is dropped and no tombstone above settled covers anything. It
 // returns the range tombstones to write, in key order, and the number of
 // tombstone pieces it dropped.
-func NewFilter(snaps []uint64, settled uint64, tombs []rangedel.Tombstone, bottom func(start, end []byte) bool, merge MergeFunc) (f *Filter, kept []rangedel.Tombstone, dropped uint64) {
+func NewFilter(c *base.Comparer, snaps []uint64, settled uint64, tombs []rangedel.Tombstone, bottom func(start, end []byte) bool, merge MergeFunc) (f *Filter, kept []rangedel.Tombstone, dropped uint64) {
 	if bottom == nil {
 		bottom = func(start, end []byte) bool { return false }
 	}
-	f = &Filter{snaps: snaps, settled: settled, bottom: bottom, merge: merge, stacks: rangedel.Stacks(tombs)}
+	if c == nil {
+		c = base.DefaultComparer
+	}
+	f = &Filter{cmp: c, snaps: snaps, settled: settled, bottom: bottom, merge: merge, stacks: rangedel.Stacks(c, tombs)}
 	kept, dropped = rangedel.Elide(f.stacks, f.stripe, bottom)
 	return f, kept, dropped
 }
@@ -130,7 +134,7 @@ func (f *Filter) Dropped() uint64 { return f.dropped }
 // is emit's.
 func (f *Filter) Add(k base.InternalKey, v []byte, emit func(base.InternalKey, []byte) error) error {
 	s := f.stripe(k.SeqNum())
-	sameKey := f.havePrev && bytes.Equal(k.UserKey, f.prevKey)
+	sameKey := f.havePrev && f.cmp.Eq(k.UserKey, f.prevKey)
 	if f.pend {
 		if sameKey && s == f.prevStripe {
 			return f.absorb(k, v, s, emit)
@@ -155,7 +159,7 @@ func (f *Filter) Add(k base.InternalKey, v []byte, emit func(base.InternalKey, [
 func (f *Filter) head(k base.InternalKey, v []byte, s int, emit func(base.InternalKey, []byte) error) error {
 	f.prevStripe = s
 	switch {
-	case rangedel.CoveredInStripe(f.stacks, k.UserKey, k.SeqNum(), f.stripe):
+	case rangedel.CoveredInStripe(f.cmp, f.stacks, k.UserKey, k.SeqNum(), f.stripe):
 		f.dropped++
 		return nil
 	case k.Kind() == base.KindDelete && s == 0 && f.bottom(k.UserKey, k.UserKey):
@@ -179,7 +183,7 @@ func (f *Filter) head(k base.InternalKey, v []byte, s int, emit func(base.Intern
 func (f *Filter) absorb(k base.InternalKey, v []byte, s int, emit func(base.InternalKey, []byte) error) error {
 	var below []byte
 	operand := false
-	if !rangedel.CoveredInStripe(f.stacks, k.UserKey, k.SeqNum(), f.stripe) && k.Kind() != base.KindDelete {
+	if !rangedel.CoveredInStripe(f.cmp, f.stacks, k.UserKey, k.SeqNum(), f.stripe) && k.Kind() != base.KindDelete {
 		below, operand = base.NonNil(v), k.Kind() == base.KindMerge
 	}
 	if !f.mergeInto(below) {
@@ -257,16 +261,17 @@ type qEntry struct {
 	v []byte
 }
 
-// NewIter filters in, the merged input iterator of a compaction. snaps are
+// NewIter filters in, the merged input iterator of a compaction, whose keys
+// are in c's order (see NewFilter). snaps are
 // the live snapshots' seqnums, ascending; settled the seqnum every reader
 // sees (see NewFilter); tombs every range tombstone of the inputs;
 // bottom(start, end) reports whether no data for [start, end] lies below
 // the output level; merge combines merge operands (nil: none are).
 // Counts go to stats.
-func NewIter(in base.InternalIterator, snaps []uint64, settled uint64, tombs []rangedel.Tombstone, bottom func(start, end []byte) bool, merge MergeFunc, stats *Stats) *Iter {
+func NewIter(c *base.Comparer, in base.InternalIterator, snaps []uint64, settled uint64, tombs []rangedel.Tombstone, bottom func(start, end []byte) bool, merge MergeFunc, stats *Stats) *Iter {
 	it := &Iter{in: in, stats: stats}
 	var dropped uint64
-	it.filter, it.Kept, dropped = NewFilter(snaps, settled, tombs, bottom, merge)
+	it.filter, it.Kept, dropped = NewFilter(c, snaps, settled, tombs, bottom, merge)
 	stats.Dropped += dropped
 	it.baseDropped = stats.Dropped
 	return it
@@ -327,6 +332,7 @@ type Writer interface {
 
 // Outputs cuts a compaction's surviving entries into output tables.
 type Outputs struct {
+	cmp    *base.Comparer
 	target uint64
 	clip   *rangedel.Clipper
 	// open starts the next output table; finish completes it and returns
@@ -343,15 +349,19 @@ type Outputs struct {
 }
 
 // NewOutputs returns Outputs of about target bytes each, writing the kept
-// tombstones clipped to each table's range. open and finish do the I/O.
-func NewOutputs(target uint64, kept []rangedel.Tombstone, open func() (Writer, error), finish func(Writer) (uint64, error), stats *Stats) *Outputs {
-	return &Outputs{target: target, clip: rangedel.NewClipper(kept), open: open, finish: finish, stats: stats}
+// tombstones clipped to each table's range, keys in c's order (resolved;
+// nil: the default). open and finish do the I/O.
+func NewOutputs(c *base.Comparer, target uint64, kept []rangedel.Tombstone, open func() (Writer, error), finish func(Writer) (uint64, error), stats *Stats) *Outputs {
+	if c == nil {
+		c = base.DefaultComparer
+	}
+	return &Outputs{cmp: c, target: target, clip: rangedel.NewClipper(c, kept), open: open, finish: finish, stats: stats}
 }
 
 // Add writes one surviving entry, finishing the current output first if it
 // is full and k starts a new user key.
 func (o *Outputs) Add(k base.InternalKey, v []byte) error {
-	if o.cur != nil && o.cur.EstimatedSize() >= o.target && !bytes.Equal(k.UserKey, o.lastKey) {
+	if o.cur != nil && o.cur.EstimatedSize() >= o.target && !o.cmp.Eq(k.UserKey, o.lastKey) {
 		split := slices.Clone(k.UserKey)
 		if err := o.finishCurrent(split); err != nil {
 			return err

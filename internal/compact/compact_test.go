@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/rangedel"
+	"github.com/vigildb/vigil/internal/testcmp"
 )
 
 // sliceIter is an InternalIterator over sorted entries (forward only is
@@ -98,19 +99,26 @@ func testMerge(key, existing, operand []byte) ([]byte, error) {
 // TestCompaction runs testdata/*: one compaction over the entries and
 // tombstones defined, printing each output table and the stats.
 //
-//	define   entries "key#seq,KIND=value" (sorted here) and tombstones "s-e#seq"
+//	define [cmp=reverse]
+//	         entries "key#seq,KIND=value" (sorted here, in the comparer's
+//	         order) and tombstones "s-e#seq"
 //	compact snaps=(a,b) bottom=<keys below the output, or none> target=N
 func TestCompaction(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var in sliceIter
 		var tombs []rangedel.Tombstone
+		c := base.DefaultComparer
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			switch d.Cmd {
 			case "define":
-				in, tombs = defineInput(t, d.Input)
+				c = base.DefaultComparer
+				if d.HasArg("cmp") {
+					c = testcmp.Reverse.Resolve()
+				}
+				in, tombs = defineInput(t, c, d.Input)
 				return ""
 			case "compact":
-				return runCompact(t, d, &in, tombs)
+				return runCompact(t, d, c, &in, tombs)
 			}
 			t.Fatalf("unknown command %q", d.Cmd)
 			return ""
@@ -120,7 +128,7 @@ func TestCompaction(t *testing.T) {
 
 // defineInput parses a define command: entries (key#seq,KIND=value) and
 // range tombstones (start-end#seq), in any order.
-func defineInput(t *testing.T, input string) (sliceIter, []rangedel.Tombstone) {
+func defineInput(t *testing.T, c *base.Comparer, input string) (sliceIter, []rangedel.Tombstone) {
 	var in sliceIter
 	var tombs []rangedel.Tombstone
 	type kv struct {
@@ -138,7 +146,7 @@ func defineInput(t *testing.T, input string) (sliceIter, []rangedel.Tombstone) {
 		k, v := parseEntry(t, f)
 		kvs = append(kvs, kv{k, v})
 	}
-	sort.Slice(kvs, func(i, j int) bool { return base.CompareInternal(kvs[i].k, kvs[j].k) < 0 })
+	sort.Slice(kvs, func(i, j int) bool { return c.CompareInternal(kvs[i].k, kvs[j].k) < 0 })
 	for _, e := range kvs {
 		in.keys = append(in.keys, e.k)
 		in.vals = append(in.vals, e.v)
@@ -149,7 +157,7 @@ func defineInput(t *testing.T, input string) (sliceIter, []rangedel.Tombstone) {
 // compactArgs reads a compact command's arguments: snaps, below (user keys
 // with older data under the output level; "all": every key), settled (the
 // seqnum every reader sees; default all) and target.
-func compactArgs(t *testing.T, d *datadriven.TestData) (snaps []uint64, bottom func(start, end []byte) bool, settled, target uint64) {
+func compactArgs(t *testing.T, d *datadriven.TestData, c *base.Comparer) (snaps []uint64, bottom func(start, end []byte) bool, settled, target uint64) {
 	if arg, ok := d.Arg("snaps"); ok {
 		for _, v := range arg.Vals {
 			n, _ := strconv.ParseUint(v, 10, 64)
@@ -167,7 +175,7 @@ func compactArgs(t *testing.T, d *datadriven.TestData) (snaps []uint64, bottom f
 			return false
 		}
 		for k := range below {
-			if k >= string(start) && k <= string(end) {
+			if c.Compare([]byte(k), start) >= 0 && c.Compare([]byte(k), end) <= 0 {
 				return false
 			}
 		}
@@ -185,10 +193,10 @@ func compactArgs(t *testing.T, d *datadriven.TestData) (snaps []uint64, bottom f
 
 // runCompact runs a compact command over in and tombs and renders the
 // output tables and the stats.
-func runCompact(t *testing.T, d *datadriven.TestData, in *sliceIter, tombs []rangedel.Tombstone) string {
-	snaps, bottom, settled, target := compactArgs(t, d)
+func runCompact(t *testing.T, d *datadriven.TestData, c *base.Comparer, in *sliceIter, tombs []rangedel.Tombstone) string {
+	snaps, bottom, settled, target := compactArgs(t, d, c)
 	var st Stats
-	it := NewIter(in, snaps, settled, tombs, bottom, testMerge, &st)
+	it := NewIter(c, in, snaps, settled, tombs, bottom, testMerge, &st)
 	var tables []*fakeTable
 	open := func() (Writer, error) {
 		ft := &fakeTable{n: len(tables)}
@@ -199,7 +207,7 @@ func runCompact(t *testing.T, d *datadriven.TestData, in *sliceIter, tombs []ran
 		ft := w.(*fakeTable)
 		return uint64(len(ft.entries) + len(ft.tombs)), nil
 	}
-	out := NewOutputs(target, it.Kept, open, finish, &st)
+	out := NewOutputs(c, target, it.Kept, open, finish, &st)
 	for ok := it.First(); ok; ok = it.Next() {
 		if err := out.Add(it.Key(), it.Value()); err != nil {
 			return err.Error()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/testcmp"
 )
 
 // parseFile reads "num:smallest-largest#seqlo-seqhi" (seqs optional, 1-1).
@@ -64,9 +65,12 @@ func parseEdit(t testing.TB, input string) *VersionEdit {
 // resulting order of each level, and the invariants Build enforces. Each
 // "apply" starts from the last version built; "reset" starts over. It also
 // round-trips every edit through its encoding, and checks reference counts
-// (files obsolete only when no version holds them).
+// (files obsolete only when no version holds them). "reset cmp=reverse"
+// builds the next versions under testcmp.Reverse, "reset cmp=any" under
+// AnyComparer.
 func TestBuilder(t *testing.T) {
 	var cur *Version
+	var cmp *base.Comparer
 	var obsolete []uint64
 	onObsolete := func(fs []*FileMetadata) {
 		for _, f := range fs {
@@ -76,7 +80,12 @@ func TestBuilder(t *testing.T) {
 	datadriven.RunTest(t, "testdata/builder", func(t *testing.T, d *datadriven.TestData) string {
 		switch d.Cmd {
 		case "reset":
-			cur, obsolete = nil, nil
+			cur, obsolete, cmp = nil, nil, nil
+			if d.HasArg("cmp") {
+				var name string
+				d.ScanArgs(t, "cmp", &name)
+				cmp = map[string]*base.Comparer{"reverse": testcmp.Reverse.Resolve(), "any": AnyComparer}[name]
+			}
 			return ""
 		case "apply":
 			e := parseEdit(t, d.Input)
@@ -84,7 +93,7 @@ func TestBuilder(t *testing.T) {
 			if err != nil {
 				t.Fatalf("round trip: %v", err)
 			}
-			b := NewBuilder(cur)
+			b := NewBuilder(cmp, cur)
 			if err := b.Apply(dec); err != nil {
 				return "error: " + err.Error() + "\n"
 			}
@@ -126,7 +135,7 @@ func TestBuilder(t *testing.T) {
 			var key string
 			d.ScanArgs(t, "level", &level)
 			d.ScanArgs(t, "key", &key)
-			i := FindFile(cur.Levels[level], []byte(key))
+			i := FindFile(cur.Cmp, cur.Levels[level], []byte(key))
 			if i == len(cur.Levels[level]) {
 				return "none\n"
 			}

@@ -73,8 +73,9 @@ const (
 // NumLevels is the number of LSM levels, L0 to L6.
 const NumLevels = 7
 
-// ComparerName is the only key order Vigil knows.
-const ComparerName = "bytewise"
+// ComparerName is the default comparer's name (base.BytewiseComparerName),
+// what a DB records when it is opened without Options.Comparer.
+const ComparerName = base.BytewiseComparerName
 
 // FormatVersion is the newest DB format version this build writes and
 // reads: the MANIFEST, WAL, table and batch formats together, raised by any

@@ -68,6 +68,8 @@ type State struct {
 	FormatVersion uint64
 	// Merger is the merge operator's name the DB records ("": none).
 	Merger string
+	// Comparer is the comparer's name the DB records.
+	Comparer string
 	// ManifestName and ManifestNum name the MANIFEST CURRENT named.
 	ManifestName string
 	ManifestNum  uint64
@@ -81,10 +83,15 @@ type State struct {
 // names an existing MANIFEST whose header carries the same number (a
 // missing one is damage, not a crash: CURRENT is replaced only after the
 // MANIFEST it names is synced), every record decodes, the first record
-// names the comparer ("bytewise": another is ErrInvalidArgument) and the
-// next file number, and every live file is numbered below it. onObsolete
-// is handed to the version's builder (nil: none).
-func Load(fs vfs.FS, dir string, mode wal.RecoveryMode, onObsolete func([]*FileMetadata)) (*State, error) {
+// names the comparer (which must be cmp's: another is ErrInvalidArgument
+// naming both) and the next file number, and every live file is numbered
+// below it. cmp is the DB's comparer, resolved (nil: the default;
+// AnyComparer: whatever the DB records, see AnyComparer). onObsolete is
+// handed to the version's builder (nil: none).
+func Load(fs vfs.FS, dir string, mode wal.RecoveryMode, cmp *base.Comparer, onObsolete func([]*FileMetadata)) (*State, error) {
+	if cmp == nil {
+		cmp = base.DefaultComparer
+	}
 	name, num, err := ReadCurrent(fs, dir)
 	if err != nil {
 		return nil, err
@@ -108,7 +115,7 @@ func Load(fs vfs.FS, dir string, mode wal.RecoveryMode, onObsolete func([]*FileM
 		return nil, fmt.Errorf("reading %s named by CURRENT: %w", name, err)
 	}
 	st := &State{ManifestName: name, ManifestNum: num}
-	if err := st.replay(r, path, onObsolete); err != nil {
+	if err := st.replay(r, path, cmp, onObsolete); err != nil {
 		return nil, err
 	}
 	st.Stats = r.Stats()
@@ -116,9 +123,9 @@ func Load(fs vfs.FS, dir string, mode wal.RecoveryMode, onObsolete func([]*FileM
 }
 
 // ReadVersion is Load's version alone, for readers that only need the live
-// tables (a backup reading a checkpoint it made).
+// tables (a backup reading a checkpoint it made), under AnyComparer.
 func ReadVersion(fs vfs.FS, dir string, mode wal.RecoveryMode) (*Version, error) {
-	st, err := Load(fs, dir, mode, nil)
+	st, err := Load(fs, dir, mode, AnyComparer, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -126,9 +133,9 @@ func ReadVersion(fs vfs.FS, dir string, mode wal.RecoveryMode) (*Version, error)
 }
 
 // replay applies every edit r reads to st.
-func (st *State) replay(r *wal.Reader, path string, onObsolete func([]*FileMetadata)) error {
+func (st *State) replay(r *wal.Reader, path string, cmp *base.Comparer, onObsolete func([]*FileMetadata)) error {
 	name := st.ManifestName
-	b := NewBuilder(nil)
+	b := NewBuilder(cmp, nil)
 	var haveNext, haveComparer bool
 	for {
 		rec, err := r.Next()
@@ -143,10 +150,10 @@ func (st *State) replay(r *wal.Reader, path string, onObsolete func([]*FileMetad
 			return err
 		}
 		if e.Comparer != "" {
-			if e.Comparer != ComparerName {
-				return base.InvalidArgumentErrorf("%s: DB uses comparer %q, Vigil only knows %q", name, e.Comparer, ComparerName)
+			if e.Comparer != cmp.Name && cmp != AnyComparer {
+				return base.InvalidArgumentErrorf("%s: the DB's keys are ordered by comparer %q, but it was opened with comparer %q", name, e.Comparer, cmp.Name)
 			}
-			haveComparer = true
+			st.Comparer, haveComparer = e.Comparer, true
 		}
 		if err := b.Apply(e); err != nil {
 			return fmt.Errorf("%s: %w", name, err)

@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -77,23 +76,23 @@ func (m *FileMetadata) LargestIsExclusive() bool {
 }
 
 // OverlapsUserRange reports whether the file may hold keys in [start, end]
-// (end inclusive; nil = unbounded).
-func (m *FileMetadata) OverlapsUserRange(start, end []byte) bool {
-	if end != nil && bytes.Compare(m.Smallest.UserKey, end) > 0 {
+// (end inclusive; nil = unbounded) under c, the DB's (resolved) comparer.
+func (m *FileMetadata) OverlapsUserRange(c *base.Comparer, start, end []byte) bool {
+	if end != nil && c.Cmp(m.Smallest.UserKey, end) > 0 {
 		return false
 	}
 	if start != nil {
-		c := bytes.Compare(m.Largest.UserKey, start)
-		if c < 0 || (c == 0 && m.LargestIsExclusive()) {
+		r := c.Cmp(m.Largest.UserKey, start)
+		if r < 0 || (r == 0 && m.LargestIsExclusive()) {
 			return false
 		}
 	}
 	return true
 }
 
-// ContainsUserKey reports whether key lies within the file's bounds.
-func (m *FileMetadata) ContainsUserKey(key []byte) bool {
-	return m.OverlapsUserRange(key, key)
+// ContainsUserKey reports whether key lies within the file's bounds under c.
+func (m *FileMetadata) ContainsUserKey(c *base.Comparer, key []byte) bool {
+	return m.OverlapsUserRange(c, key, key)
 }
 
 func (m *FileMetadata) String() string {
@@ -111,7 +110,10 @@ func (m *FileMetadata) String() string {
 type Version struct {
 	// Levels holds the files of L0..L6.
 	Levels [NumLevels][]*FileMetadata
-	refs   atomic.Int32
+	// Cmp is the order of the files' keys (the builder's). Under
+	// AnyComparer the levels L1+ are in file-number order, not key order.
+	Cmp  *base.Comparer
+	refs atomic.Int32
 	// onObsolete is called with files whose refcount reached zero when this
 	// version is released.
 	onObsolete func([]*FileMetadata)
@@ -162,7 +164,7 @@ func (v *Version) LevelSize(level int) uint64 {
 func (v *Version) Overlaps(level int, start, end []byte) []*FileMetadata {
 	var out []*FileMetadata
 	for _, f := range v.Levels[level] {
-		if f.OverlapsUserRange(start, end) {
+		if f.OverlapsUserRange(v.Cmp, start, end) {
 			out = append(out, f)
 		}
 	}
@@ -170,11 +172,11 @@ func (v *Version) Overlaps(level int, start, end []byte) []*FileMetadata {
 }
 
 // FindFile returns the index of the first file in a sorted level (L1+) whose
-// largest bound is >= key, i.e. the only file that can contain key.
-func FindFile(files []*FileMetadata, key []byte) int {
+// largest bound is >= key under c, i.e. the only file that can contain key.
+func FindFile(c *base.Comparer, files []*FileMetadata, key []byte) int {
 	return sort.Search(len(files), func(i int) bool {
-		c := bytes.Compare(files[i].Largest.UserKey, key)
-		return c > 0 || (c == 0 && !files[i].LargestIsExclusive())
+		r := c.Cmp(files[i].Largest.UserKey, key)
+		return r > 0 || (r == 0 && !files[i].LargestIsExclusive())
 	})
 }
 
@@ -188,17 +190,20 @@ func (v *Version) CheckOrdering() error {
 				a.FileNum, a.LargestSeq, b.FileNum, b.LargestSeq)
 		}
 	}
+	if v.Cmp == AnyComparer {
+		return nil // no order to check the key ranges in
+	}
 	for level := 1; level < NumLevels; level++ {
 		files := v.Levels[level]
 		for i, f := range files {
-			if base.CompareInternal(f.Smallest, f.Largest) > 0 {
+			if v.Cmp.CompareInternal(f.Smallest, f.Largest) > 0 {
 				return base.CorruptionErrorf("L%d file %06d: smallest %s > largest %s", level, f.FileNum, f.Smallest, f.Largest)
 			}
 			if i == 0 {
 				continue
 			}
 			p := files[i-1]
-			c := bytes.Compare(p.Largest.UserKey, f.Smallest.UserKey)
+			c := v.Cmp.Cmp(p.Largest.UserKey, f.Smallest.UserKey)
 			if c > 0 || (c == 0 && !p.LargestIsExclusive()) {
 				return base.CorruptionErrorf("L%d files overlap: %s and %s", level, p, f)
 			}
@@ -209,11 +214,24 @@ func (v *Version) CheckOrdering() error {
 
 // Builder applies edits to a base version.
 type Builder struct {
+	cmp    *base.Comparer
 	levels [NumLevels]map[uint64]*FileMetadata
 }
 
-func NewBuilder(v *Version) *Builder {
-	b := &Builder{}
+// AnyComparer, given to NewBuilder or Load, builds versions without a key
+// order: for readers that need the set of live tables and not their order
+// (a backup), whatever comparer the DB has. Their levels L1+ are in
+// file-number order and their key ranges unchecked: never read keys
+// through such a version.
+var AnyComparer = &base.Comparer{Compare: func(a, b []byte) int { panic("manifest: AnyComparer orders nothing") }, Name: "(any)"}
+
+// NewBuilder returns a builder of versions in c's key order (resolved; nil:
+// the default), starting from v (nil: empty).
+func NewBuilder(c *base.Comparer, v *Version) *Builder {
+	if c == nil {
+		c = base.DefaultComparer
+	}
+	b := &Builder{cmp: c}
 	for l := range b.levels {
 		b.levels[l] = make(map[uint64]*FileMetadata)
 		if v != nil {
@@ -248,7 +266,7 @@ func (b *Builder) Apply(e *VersionEdit) error {
 // Build produces the new version, sorted, and checks its invariants. Each
 // file gains a reference from the new version.
 func (b *Builder) Build(onObsolete func([]*FileMetadata)) (*Version, error) {
-	v := &Version{onObsolete: onObsolete}
+	v := &Version{Cmp: b.cmp, onObsolete: onObsolete}
 	for l := range b.levels {
 		files := make([]*FileMetadata, 0, len(b.levels[l]))
 		for _, f := range b.levels[l] {
@@ -261,9 +279,11 @@ func (b *Builder) Build(onObsolete func([]*FileMetadata)) (*Version, error) {
 				}
 				return files[i].FileNum > files[j].FileNum
 			})
+		} else if b.cmp == AnyComparer {
+			sort.Slice(files, func(i, j int) bool { return files[i].FileNum < files[j].FileNum })
 		} else {
 			sort.Slice(files, func(i, j int) bool {
-				return base.CompareInternal(files[i].Smallest, files[j].Smallest) < 0
+				return b.cmp.CompareInternal(files[i].Smallest, files[j].Smallest) < 0
 			})
 		}
 		v.Levels[l] = files

@@ -51,10 +51,10 @@ type Source interface {
 // Get returns the source's tombstones and their index if the cache is
 // current with n, the number of tombstones the source holds now, building
 // it from src when it is missing or stale and enough reads have found it
-// so. ok is false when the caller should read the source directly this
-// time. The result must not be modified. (An interface, not a closure: a
+// so (the index in cmp's order). ok is false when the caller should read
+// the source directly this time. The result must not be modified. (An interface, not a closure: a
 // read through the cache allocates nothing.)
-func (c *Cache) Get(n int64, src Source) (all []Tombstone, idx *Index, ok bool, err error) {
+func (c *Cache) Get(cmp *base.Comparer, n int64, src Source) (all []Tombstone, idx *Index, ok bool, err error) {
 	if n == 0 {
 		return nil, nil, false, nil
 	}
@@ -89,7 +89,7 @@ func (c *Cache) Get(n int64, src Source) (all []Tombstone, idx *Index, ok bool, 
 		start := mid - len(t.Start)
 		ts[i].Start, ts[i].End = buf[start:mid:mid], buf[mid:end:end]
 	}
-	x := &cached{n: n, all: ts, idx: NewIndex(ts)}
+	x := &cached{n: n, all: ts, idx: NewIndex(cmp, ts)}
 	c.cur.Store(x)
 	return x.all, &x.idx, true, nil
 }

@@ -18,7 +18,6 @@
 package rangedel
 
 import (
-	"bytes"
 	"cmp"
 	"slices"
 	"sort"
@@ -29,11 +28,24 @@ import (
 // Tombstone is a range tombstone: [Start, End)#Seq.
 type Tombstone = base.RangeTombstone
 
+// Every function and type here orders keys by a *base.Comparer, resolved
+// (see base.Comparer.Resolve); nil means base.DefaultComparer. Fragments
+// keep theirs, so that what is built under one order is searched under it.
+
+// orDefault returns c, or the default comparer for nil.
+func orDefault(c *base.Comparer) *base.Comparer {
+	if c == nil {
+		return base.DefaultComparer
+	}
+	return c
+}
+
 // RaiseCover returns the larger of cover and the largest seq of a tombstone
 // in ts that is visible at snap and covers key: the plain pass over a list.
-func RaiseCover(ts []Tombstone, key []byte, snap uint64, cover uint64) uint64 {
+func RaiseCover(c *base.Comparer, ts []Tombstone, key []byte, snap uint64, cover uint64) uint64 {
+	c = orDefault(c)
 	for _, t := range ts {
-		if t.Seq <= snap && t.Seq > cover && string(t.Start) <= string(key) && string(key) < string(t.End) {
+		if t.Seq <= snap && t.Seq > cover && c.Cmp(t.Start, key) <= 0 && c.Cmp(key, t.End) < 0 {
 			cover = t.Seq
 		}
 	}
@@ -44,6 +56,7 @@ func RaiseCover(ts []Tombstone, key []byte, snap uint64, cover uint64) uint64 {
 // non-overlapping pieces, each with the largest sequence number covering it,
 // so that "is this version deleted?" is one binary search.
 type Fragments struct {
+	cmp    *base.Comparer // the order they were built in
 	starts [][]byte
 	ends   [][]byte
 	seqs   []uint64
@@ -59,10 +72,10 @@ func (f *Fragments) At(i int) (start, end []byte, seq uint64) {
 
 // bounds returns the distinct starts and ends, sorted, of the non-empty
 // tombstones in ts visible at snap: the cut points of their fragments.
-func bounds(ts []Tombstone, snap uint64) [][]byte {
+func bounds(c *base.Comparer, ts []Tombstone, snap uint64) [][]byte {
 	var b [][]byte
 	for _, t := range ts {
-		if t.Seq > snap || bytes.Compare(t.Start, t.End) >= 0 {
+		if t.Seq > snap || c.Cmp(t.Start, t.End) >= 0 {
 			continue
 		}
 		b = append(b, t.Start, t.End)
@@ -70,10 +83,10 @@ func bounds(ts []Tombstone, snap uint64) [][]byte {
 	if len(b) == 0 {
 		return nil
 	}
-	sort.Slice(b, func(i, j int) bool { return bytes.Compare(b[i], b[j]) < 0 })
+	slices.SortFunc(b, c.Cmp)
 	uniq := b[:1]
 	for _, x := range b[1:] {
-		if !bytes.Equal(x, uniq[len(uniq)-1]) {
+		if !c.Eq(x, uniq[len(uniq)-1]) {
 			uniq = append(uniq, x)
 		}
 	}
@@ -82,19 +95,20 @@ func bounds(ts []Tombstone, snap uint64) [][]byte {
 
 // Build fragments the tombstones of ts visible at snap. Empty and inverted
 // tombstones delete nothing and are ignored.
-func Build(ts []Tombstone, snap uint64) Fragments {
-	var f Fragments
-	uniq := bounds(ts, snap)
+func Build(c *base.Comparer, ts []Tombstone, snap uint64) Fragments {
+	c = orDefault(c)
+	f := Fragments{cmp: c}
+	uniq := bounds(c, ts, snap)
 	if len(uniq) == 0 {
 		return f
 	}
 	seqs := make([]uint64, len(uniq)-1)
 	for _, t := range ts {
-		if t.Seq > snap || bytes.Compare(t.Start, t.End) >= 0 {
+		if t.Seq > snap || c.Cmp(t.Start, t.End) >= 0 {
 			continue
 		}
-		i := sort.Search(len(uniq), func(i int) bool { return bytes.Compare(uniq[i], t.Start) >= 0 })
-		for ; i < len(seqs) && bytes.Compare(uniq[i], t.End) < 0; i++ {
+		i := sort.Search(len(uniq), func(i int) bool { return c.Cmp(uniq[i], t.Start) >= 0 })
+		for ; i < len(seqs) && c.Cmp(uniq[i], t.End) < 0; i++ {
 			if t.Seq > seqs[i] {
 				seqs[i] = t.Seq
 			}
@@ -105,7 +119,7 @@ func Build(ts []Tombstone, snap uint64) Fragments {
 			continue
 		}
 		// Merge with the previous fragment when contiguous and equal.
-		if n := len(f.seqs); n > 0 && f.seqs[n-1] == s && bytes.Equal(f.ends[n-1], uniq[i]) {
+		if n := len(f.seqs); n > 0 && f.seqs[n-1] == s && c.Eq(f.ends[n-1], uniq[i]) {
 			f.ends[n-1] = uniq[i+1]
 			continue
 		}
@@ -119,8 +133,12 @@ func Build(ts []Tombstone, snap uint64) Fragments {
 // CoverSeq returns the seq of the fragment covering key, or 0 if none does.
 func (f *Fragments) CoverSeq(key []byte) uint64 {
 	// The last fragment starting at or before key.
-	i := sort.Search(len(f.starts), func(i int) bool { return bytes.Compare(f.starts[i], key) > 0 }) - 1
-	if i >= 0 && bytes.Compare(key, f.ends[i]) < 0 {
+	if len(f.starts) == 0 {
+		return 0
+	}
+	c := f.cmp
+	i := sort.Search(len(f.starts), func(i int) bool { return c.Cmp(f.starts[i], key) > 0 }) - 1
+	if i >= 0 && c.Cmp(key, f.ends[i]) < 0 {
 		return f.seqs[i]
 	}
 	return 0
@@ -141,23 +159,24 @@ type Index struct {
 	MaxSeq uint64
 }
 
-// NewIndex fragments every tombstone of ts.
-func NewIndex(ts []Tombstone) Index {
+// NewIndex fragments every tombstone of ts under c.
+func NewIndex(c *base.Comparer, ts []Tombstone) Index {
 	var x Index
 	for _, t := range ts {
 		x.MaxSeq = max(x.MaxSeq, t.Seq)
 	}
-	x.Frags = Build(ts, base.SeqNumMax)
+	x.Frags = Build(c, ts, base.SeqNumMax)
 	return x
 }
 
-// Raise is RaiseCover over ts, the tombstones x was built from: one binary
-// search when snap sees all of them. A nil x is no index: the plain pass.
-func (x *Index) Raise(ts []Tombstone, key []byte, snap, cover uint64) uint64 {
+// Raise is RaiseCover over ts, the tombstones x was built from (under c):
+// one binary search when snap sees all of them. A nil x is no index: the
+// plain pass.
+func (x *Index) Raise(c *base.Comparer, ts []Tombstone, key []byte, snap, cover uint64) uint64 {
 	if x != nil && snap >= x.MaxSeq {
 		return max(cover, x.Frags.CoverSeq(key))
 	}
-	return RaiseCover(ts, key, snap, cover)
+	return RaiseCover(c, ts, key, snap, cover)
 }
 
 // Set answers "is this version deleted?" for an iterator: one or more
@@ -183,8 +202,9 @@ func (s *Set) Covers(key []byte, seq uint64) bool {
 func (s *Set) MaxSeqIn(lo, hi []byte) uint64 {
 	var m uint64
 	for _, f := range s.parts {
+		c := f.cmp
 		for i := range f.starts {
-			if (hi == nil || bytes.Compare(f.starts[i], hi) < 0) && (lo == nil || bytes.Compare(f.ends[i], lo) > 0) {
+			if (hi == nil || c.Cmp(f.starts[i], hi) < 0) && (lo == nil || c.Cmp(f.ends[i], lo) > 0) {
 				m = max(m, f.seqs[i])
 			}
 		}
@@ -201,6 +221,9 @@ const maxSetParts = 4
 // used as it is, which saves re-fragmenting thousands of tombstones for
 // every new iterator; the rest are fragmented together, once.
 type Sources struct {
+	// Cmp is the order of the sources' keys (nil: the default). Set it
+	// before Set.
+	Cmp      *base.Comparer
 	raw      [][]Tombstone // every source's tombstones
 	prebuilt []*Fragments  // the source's fragments if they answer for snap, else nil
 	nPre     int           // non-nil entries of prebuilt
@@ -240,7 +263,7 @@ func (t *Sources) Set(snap uint64) Set {
 		}
 	}
 	if len(rest) > 0 {
-		f := Build(rest, snap)
+		f := Build(t.Cmp, rest, snap)
 		s.parts = append(s.parts, &f)
 	}
 	return s
@@ -257,8 +280,9 @@ type Stack struct {
 // a compaction must keep one tombstone per snapshot stripe, not only the
 // newest. Pieces with no tombstone are left out; the result is sorted and
 // non-overlapping.
-func Stacks(ts []Tombstone) []Stack {
-	uniq := bounds(ts, base.SeqNumMax)
+func Stacks(c *base.Comparer, ts []Tombstone) []Stack {
+	c = orDefault(c)
+	uniq := bounds(c, ts, base.SeqNumMax)
 	if len(uniq) == 0 {
 		return nil
 	}
@@ -267,11 +291,11 @@ func Stacks(ts []Tombstone) []Stack {
 		stacks[i].Start, stacks[i].End = uniq[i], uniq[i+1]
 	}
 	for _, t := range ts {
-		if bytes.Compare(t.Start, t.End) >= 0 {
+		if c.Cmp(t.Start, t.End) >= 0 {
 			continue
 		}
-		i := sort.Search(len(uniq), func(i int) bool { return bytes.Compare(uniq[i], t.Start) >= 0 })
-		for ; i < len(stacks) && bytes.Compare(stacks[i].Start, t.End) < 0; i++ {
+		i := sort.Search(len(uniq), func(i int) bool { return c.Cmp(uniq[i], t.Start) >= 0 })
+		for ; i < len(stacks) && c.Cmp(stacks[i].Start, t.End) < 0; i++ {
 			stacks[i].Seqs = append(stacks[i].Seqs, t.Seq)
 		}
 	}
@@ -316,9 +340,10 @@ func Elide(stacks []Stack, stripe func(seq uint64) int, bottom func(start, end [
 // CoveredInStripe reports whether a tombstone of stacks in the same
 // snapshot stripe as seq deletes the version (key, seq): such a point no
 // snapshot can see, and a compaction drops it.
-func CoveredInStripe(stacks []Stack, key []byte, seq uint64, stripe func(uint64) int) bool {
-	i := sort.Search(len(stacks), func(i int) bool { return bytes.Compare(stacks[i].Start, key) > 0 }) - 1
-	if i < 0 || bytes.Compare(key, stacks[i].End) >= 0 {
+func CoveredInStripe(c *base.Comparer, stacks []Stack, key []byte, seq uint64, stripe func(uint64) int) bool {
+	c = orDefault(c)
+	i := sort.Search(len(stacks), func(i int) bool { return c.Cmp(stacks[i].Start, key) > 0 }) - 1
+	if i < 0 || c.Cmp(key, stacks[i].End) >= 0 {
 		return false
 	}
 	s := stripe(seq)
@@ -335,12 +360,15 @@ func CoveredInStripe(stacks []Stack, key []byte, seq uint64, stripe func(uint64)
 // splits its output: Clip(start, end) returns the pieces within
 // [start, end) and forgets those that end at or before end.
 type Clipper struct {
+	cmp  *base.Comparer
 	kept []Tombstone
 	next int
 }
 
-// NewClipper returns a Clipper over kept.
-func NewClipper(kept []Tombstone) *Clipper { return &Clipper{kept: kept} }
+// NewClipper returns a Clipper over kept, in c's order.
+func NewClipper(c *base.Comparer, kept []Tombstone) *Clipper {
+	return &Clipper{cmp: orDefault(c), kept: kept}
+}
 
 // Pending reports whether tombstones remain for later outputs.
 func (c *Clipper) Pending() bool { return c.next < len(c.kept) }
@@ -348,24 +376,25 @@ func (c *Clipper) Pending() bool { return c.next < len(c.kept) }
 // Clip appends to dst the remaining tombstones clipped to [start, end)
 // (nil start or end: unbounded) and returns it.
 func (c *Clipper) Clip(dst []Tombstone, start, end []byte) []Tombstone {
+	k := c.cmp
 	for i := c.next; i < len(c.kept); i++ {
 		t := c.kept[i]
-		if end != nil && bytes.Compare(t.Start, end) >= 0 {
+		if end != nil && k.Cmp(t.Start, end) >= 0 {
 			break
 		}
 		s, e := t.Start, t.End
-		if start != nil && bytes.Compare(s, start) < 0 {
+		if start != nil && k.Cmp(s, start) < 0 {
 			s = start
 		}
-		if end != nil && bytes.Compare(e, end) > 0 {
+		if end != nil && k.Cmp(e, end) > 0 {
 			e = end
 		}
-		if bytes.Compare(s, e) < 0 {
+		if k.Cmp(s, e) < 0 {
 			dst = append(dst, Tombstone{Start: s, End: e, Seq: t.Seq})
 		}
 	}
 	// Pieces ending at or before end are done.
-	for c.next < len(c.kept) && (end == nil || bytes.Compare(c.kept[c.next].End, end) <= 0) {
+	for c.next < len(c.kept) && (end == nil || k.Cmp(c.kept[c.next].End, end) <= 0) {
 		c.next++
 	}
 	return dst

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/testcmp"
 )
 
 // parseTombstones reads "start-end#seq" tokens, whitespace-separated.
@@ -59,7 +61,9 @@ func scanUints(t testing.TB, d *datadriven.TestData, key string) []uint64 {
 // prebuilt index, iterator sets over several sources, and a compaction's
 // stacks, elision and clipping.
 //
-//	define            tombstones "start-end#seq", one source per line
+//	define [cmp=reverse|versioned]
+//	                  tombstones "start-end#seq", one source per line, in
+//	                  the comparer's order (default: bytewise)
 //	fragment snap=N   the fragments visible at snap
 //	covers snap=N     for each "key#seq" input: deleted or live, three ways
 //	                  (fragments, the plain pass, the index), which must agree
@@ -79,6 +83,7 @@ func TestRangeDel(t *testing.T) {
 			return out
 		}
 		var kept []Tombstone
+		var c *base.Comparer
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			snap := uint64(1 << 56)
 			if d.HasArg("snap") {
@@ -86,7 +91,12 @@ func TestRangeDel(t *testing.T) {
 			}
 			switch d.Cmd {
 			case "define":
-				sources = nil
+				sources, c = nil, nil
+				if d.HasArg("cmp") {
+					var name string
+					d.ScanArgs(t, "cmp", &name)
+					c = map[string]*base.Comparer{"reverse": testcmp.Reverse, "versioned": testcmp.Versioned}[name].Resolve()
+				}
 				for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
 					if line = strings.TrimSpace(line); line != "" {
 						sources = append(sources, parseTombstones(t, line))
@@ -94,7 +104,7 @@ func TestRangeDel(t *testing.T) {
 				}
 				return ""
 			case "fragment":
-				f := Build(all(), snap)
+				f := Build(c, all(), snap)
 				var b strings.Builder
 				for i := 0; i < f.Len(); i++ {
 					s, e, seq := f.At(i)
@@ -106,11 +116,11 @@ func TestRangeDel(t *testing.T) {
 				return b.String()
 			case "covers", "set":
 				ts := all()
-				f := Build(ts, snap)
-				x := NewIndex(ts)
-				var srcs Sources
+				f := Build(c, ts, snap)
+				x := NewIndex(c, ts)
+				srcs := Sources{Cmp: c}
 				for _, s := range sources {
-					idx := NewIndex(s)
+					idx := NewIndex(c, s)
 					srcs.Add(s, &idx, snap)
 				}
 				set := srcs.Set(snap)
@@ -122,8 +132,8 @@ func TestRangeDel(t *testing.T) {
 						t.Fatalf("bad query %q", q)
 					}
 					byFrags := f.Covers([]byte(k), seq)
-					byPass := seq < RaiseCover(ts, []byte(k), snap, 0)
-					byIndex := seq < x.Raise(ts, []byte(k), snap, 0)
+					byPass := seq < RaiseCover(c, ts, []byte(k), snap, 0)
+					byIndex := seq < x.Raise(c, ts, []byte(k), snap, 0)
 					bySet := set.Covers([]byte(k), seq)
 					if byFrags != byPass || byPass != byIndex || byIndex != bySet {
 						t.Fatalf("%s at snap %d: fragments %v, plain pass %v, index %v, set %v disagree", q, snap, byFrags, byPass, byIndex, bySet)
@@ -140,7 +150,7 @@ func TestRangeDel(t *testing.T) {
 				return b.String()
 			case "stacks":
 				var b strings.Builder
-				for _, s := range Stacks(all()) {
+				for _, s := range Stacks(c, all()) {
 					fmt.Fprintf(&b, "[%s, %s) %v\n", s.Start, s.End, s.Seqs)
 				}
 				return b.String()
@@ -150,7 +160,7 @@ func TestRangeDel(t *testing.T) {
 				if d.HasArg("bottom") {
 					d.ScanArgs(t, "bottom", &bottom)
 				}
-				stacks := Stacks(all())
+				stacks := Stacks(c, all())
 				var dropped uint64
 				kept, dropped = Elide(stacks, stripeOf(snaps), func(_, _ []byte) bool { return bottom })
 				var b strings.Builder
@@ -159,7 +169,7 @@ func TestRangeDel(t *testing.T) {
 				for _, q := range strings.Fields(d.Input) {
 					k, seqStr, _ := strings.Cut(q, "#")
 					seq, _ := strconv.ParseUint(seqStr, 10, 64)
-					fmt.Fprintf(&b, "point %s dropped: %v\n", q, CoveredInStripe(stacks, []byte(k), seq, stripeOf(snaps)))
+					fmt.Fprintf(&b, "point %s dropped: %v\n", q, CoveredInStripe(c, stacks, []byte(k), seq, stripeOf(snaps)))
 				}
 				return b.String()
 			case "clip":
@@ -169,7 +179,7 @@ func TestRangeDel(t *testing.T) {
 						splits = append(splits, []byte(v))
 					}
 				}
-				c := NewClipper(kept)
+				cl := NewClipper(c, kept)
 				var b strings.Builder
 				var start []byte
 				for i := 0; i <= len(splits); i++ {
@@ -178,12 +188,12 @@ func TestRangeDel(t *testing.T) {
 						end = splits[i]
 					}
 					fmt.Fprintf(&b, "output %d [%s, %s):\n", i, orInf(start, "-inf"), orInf(end, "+inf"))
-					for _, t := range c.Clip(nil, start, end) {
+					for _, t := range cl.Clip(nil, start, end) {
 						fmt.Fprintf(&b, "  [%s, %s)#%d\n", t.Start, t.End, t.Seq)
 					}
 					start = end
 				}
-				fmt.Fprintf(&b, "pending: %v\n", c.Pending())
+				fmt.Fprintf(&b, "pending: %v\n", cl.Pending())
 				return b.String()
 			}
 			t.Fatalf("unknown command %q", d.Cmd)
@@ -202,7 +212,7 @@ func orInf(b []byte, inf string) string {
 // A Cache serves reads from the plain pass until log2(n) of them have found
 // it stale, then rebuilds once; its bounds are copies of the source's.
 func TestCache(t *testing.T) {
-	var c Cache
+	var cache Cache
 	src := []Tombstone{{Start: []byte("a"), End: []byte("c"), Seq: 5}}
 	loads := 0
 	load := sourceFunc(func() ([]Tombstone, error) {
@@ -211,29 +221,29 @@ func TestCache(t *testing.T) {
 		copy(out, src)
 		return out, nil
 	})
-	if _, _, ok, _ := c.Get(0, load); ok || loads != 0 {
+	if _, _, ok, _ := cache.Get(nil, 0, load); ok || loads != 0 {
 		t.Fatal("a source without tombstones has a cache")
 	}
 	// n=1: bits.Len64(1) = 1 stale read first, then a rebuild.
-	if _, _, ok, _ := c.Get(1, load); ok {
+	if _, _, ok, _ := cache.Get(nil, 1, load); ok {
 		t.Fatal("first stale read was served from the cache")
 	}
-	all, idx, ok, _ := c.Get(1, load)
+	all, idx, ok, _ := cache.Get(nil, 1, load)
 	if !ok || loads != 1 || len(all) != 1 || idx.Frags.CoverSeq([]byte("b")) != 5 {
 		t.Fatalf("rebuild: ok=%v loads=%d all=%v", ok, loads, all)
 	}
 	src[0].Start[0] = 'z' // the source's bytes change (a bit flip, say)
-	if all, _, _, _ := c.Get(1, load); string(all[0].Start) != "a" {
+	if all, _, _, _ := cache.Get(nil, 1, load); string(all[0].Start) != "a" {
 		t.Fatal("the cache aliases the source's bytes")
 	}
 	// The source grows to 4: three stale reads, then a rebuild.
 	src = append(src, Tombstone{Start: []byte("d"), End: []byte("e"), Seq: 6}, Tombstone{Start: []byte("f"), End: []byte("g"), Seq: 7}, Tombstone{Start: []byte("h"), End: []byte("i"), Seq: 8})
 	for i := 0; i < 3; i++ {
-		if _, _, ok, _ := c.Get(4, load); ok {
+		if _, _, ok, _ := cache.Get(nil, 4, load); ok {
 			t.Fatalf("stale read %d served from the cache", i)
 		}
 	}
-	if all, _, ok, _ := c.Get(4, load); !ok || len(all) != 4 || loads != 2 {
+	if all, _, ok, _ := cache.Get(nil, 4, load); !ok || len(all) != 4 || loads != 2 {
 		t.Fatalf("second rebuild: ok=%v len=%d loads=%d", ok, len(all), loads)
 	}
 }

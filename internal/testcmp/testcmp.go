@@ -6,6 +6,7 @@ package testcmp
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 
 	"github.com/vigildb/vigil/internal/base"
@@ -55,7 +56,7 @@ func compareVersioned(a, b []byte) int {
 	va, vb := a[pa:], b[pb:]
 	switch {
 	case len(va) == 0 || len(vb) == 0:
-		return len(va) - len(vb) // the key without a version first
+		return cmp.Compare(len(va), len(vb)) // the key without a version first
 	}
 	return bytes.Compare(vb, va) // newer (larger) versions first
 }

@@ -52,6 +52,9 @@ func TestComparerContracts(t *testing.T) {
 			seen := map[string]bool{}
 			for i, k := range keys {
 				p := string(r.Prefix(k))
+				if r.Compare([]byte(p), k) > 0 {
+					t.Fatalf("prefix %q sorts after its key %q", p, k)
+				}
 				if i > 0 && p != string(r.Prefix(keys[i-1])) {
 					if seen[p] {
 						t.Fatalf("prefix %q not contiguous", p)
