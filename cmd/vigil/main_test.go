@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vigildb/vigil"
 )
 
 // run executes the CLI in-process and returns stdout and the error.
@@ -174,7 +176,7 @@ func TestDBAndSSTCommands(t *testing.T) {
 	if out, err := run(t, "wal", "dump", logs[0]); err != nil || !strings.Contains(out, "log number") {
 		t.Fatalf("wal dump: %q %v", out, err)
 	}
-	if out, err := run(t, "version"); err != nil || !strings.HasPrefix(out, "vigil ") {
+	if out, err := run(t, "version"); err != nil || !strings.HasPrefix(out, "vigil "+vigil.Version+" ") {
 		t.Fatalf("version: %q %v", out, err)
 	}
 }
