@@ -167,7 +167,11 @@ func checkCmpTable(t *testing.T, rng *rand.Rand, data []byte, m *Meta, spec tabl
 		t.Fatalf("Verify: %v", err)
 	}
 	p := r.Properties()
-	if p.ComparerName != c.Name || p.PrefixFilter != (bloom && c.Split != nil) || p.NumDataBlocks < 10 {
+	minBlocks := uint64(10)
+	if testing.Short() || raceEnabled {
+		minBlocks = 3 // a quarter of the keys
+	}
+	if p.ComparerName != c.Name || p.PrefixFilter != (bloom && c.Split != nil) || p.NumDataBlocks < minBlocks {
 		t.Fatalf("properties: comparer %q, prefix filter %v, %d data blocks", p.ComparerName, p.PrefixFilter, p.NumDataBlocks)
 	}
 	for _, fwd := range []bool{true, false} {
@@ -226,8 +230,8 @@ func checkGetCmp(t *testing.T, r *Reader, points []kv, ukey []byte, snap uint64)
 // either side, in the reader's order: >= the block's last key, < the next
 // block's first key, and when its user key is not the last key's, strictly
 // between the two user keys (what Get relies on). Under a comparer whose
-// Separator shortens (the default, Versioned) some separators must be
-// shorter than the keys they separate; under one without (Reverse) each is
+// Separator shortens (the default, Versioned, reverseSep) some of ten or
+// more separators must be shortened; under one without (Reverse) each is
 // its block's last key.
 func checkSeparators(t *testing.T, r *Reader) {
 	t.Helper()
@@ -276,8 +280,8 @@ func checkSeparators(t *testing.T, r *Reader) {
 	switch {
 	case c.Name == testcmp.Reverse.Name && shortened != 0:
 		t.Fatalf("%d separators shortened by a comparer without Separator", shortened)
-	case c.Name != testcmp.Reverse.Name && shortened == 0:
-		t.Fatal("no separator shortened")
+	case c.Name != testcmp.Reverse.Name && shortened == 0 && r.index.len() >= 10:
+		t.Fatalf("no separator of %d shortened", r.index.len())
 	}
 }
 
