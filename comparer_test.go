@@ -168,6 +168,23 @@ func TestPrefixIteration(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// The tables hold a third of the prefixes each: their filters
+			// kept the scans above out of most of them, and Gets of absent
+			// keys out of all.
+			f := db.Metrics().Filter
+			if f.PrefixChecked == 0 || f.PrefixUseful == 0 || f.PrefixUseful > f.PrefixChecked {
+				t.Fatalf("prefix scans: filter checked %d tables, excluded %d", f.PrefixChecked, f.PrefixUseful)
+			}
+			for p := 0; p < 40; p++ {
+				if _, err := db.Get(key(p, 99)); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("Get(%q): %v", key(p, 99), err)
+				}
+			}
+			g := db.Metrics().Filter
+			if g.Checked == 0 || g.Useful == 0 || g.Useful > g.Checked {
+				t.Fatalf("Gets: filter checked %d tables, excluded %d", g.Checked, g.Useful)
+			}
+			t.Logf("filters: prefix scans %d of %d tables skipped; absent Gets %d of %d", f.PrefixUseful, f.PrefixChecked, g.Useful, g.Checked)
 			// SeekPrefixGE without IterOptions.Prefix stays in the key's prefix.
 			it, err := db.NewIter(nil)
 			if err != nil {

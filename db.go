@@ -66,7 +66,8 @@ type DB struct {
 	// cmp is Options.Comparer, resolved: the order of every key.
 	cmp *base.Comparer
 	// userReads are the table reads' options of Get and the user's
-	// iterators (Options.SkipReadChecksums).
+	// iterators (Options.SkipReadChecksums); their Filter counts into
+	// Metrics.Filter.
 	userReads sst.ReadOptions
 	// session is random per Open: with the DB's id and a file number it
 	// makes the identity of every table this Open writes (see

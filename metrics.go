@@ -213,6 +213,9 @@ func (d *DB) Metrics() *Metrics {
 	s := &d.stats
 	m.MemTable.Corruptions = s.memCorruptions.Load()
 	m.BatchCorruptions = s.batchCorruptions.Load()
+	if f := d.userReads.Filter; f != nil {
+		m.Filter.Checked, m.Filter.Useful, m.Filter.PrefixChecked, m.Filter.PrefixUseful = f.Totals()
+	}
 	m.WAL.BytesWritten = d.wal.bytes.Load()
 	m.WAL.Records = d.wal.records.Load()
 	m.WAL.Syncs += d.wal.closedSyncs.Load()

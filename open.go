@@ -78,7 +78,7 @@ func newDB(dir string, opts *Options) *DB {
 		fs:           opts.FS,
 		cksum:        opts.ChecksumType.Resolve(),
 		cmp:          opts.Comparer.Resolve(),
-		userReads:    sst.ReadOptions{SkipChecksums: opts.SkipReadChecksums},
+		userReads:    sst.ReadOptions{SkipChecksums: opts.SkipReadChecksums, Filter: new(sst.FilterStats)},
 		session:      base.NewRandomID(),
 		flushPending: make(chan struct{}, 1),
 		compactKick:  make(chan struct{}, 1),

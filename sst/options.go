@@ -233,6 +233,9 @@ type ReadOptions struct {
 	// scan of one prefix skip most tables; otherwise the iterator is the
 	// usual one, keys of other prefixes included. Get ignores it.
 	Prefix []byte
+	// Filter, if not nil, counts the bloom filter probes of these reads
+	// (Get's and a prefix iterator's; see FilterStats).
+	Filter *FilterStats
 }
 
 // ReaderOptions configure a Reader.

@@ -716,11 +716,16 @@ func (r *Reader) GetRef(userKey []byte, snapSeq uint64) (value []byte, seq uint6
 func (r *Reader) GetRefWithOptions(userKey []byte, snapSeq uint64, o ReadOptions) (value []byte, seq uint64, kind Kind, found bool, ref CacheHandle, err error) {
 	if r.hasFilter {
 		// (MayContain, spelt out: one call fewer for a whole-key filter.)
+		var may bool
 		if r.props.PrefixFilter {
-			if !r.prefixOfMayContain(userKey) {
-				return nil, 0, 0, false, CacheHandle{}, nil
-			}
-		} else if !r.filter.mayContain(filterHash(userKey)) {
+			may = r.prefixOfMayContain(userKey)
+		} else {
+			may = r.filter.mayContain(filterHash(userKey))
+		}
+		if o.Filter != nil {
+			o.Filter.point(!may)
+		}
+		if !may {
 			return nil, 0, 0, false, CacheHandle{}, nil
 		}
 	}

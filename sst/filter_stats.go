@@ -1,0 +1,62 @@
+package sst
+
+import (
+	"math/rand/v2"
+	"sync/atomic"
+)
+
+// FilterStats counts what the bloom filters of the tables read with it
+// (ReadOptions.Filter) answered: point reads that asked a table's filter
+// and those it answered "absent" (the table was not read), and the same
+// for prefix scans (ReadOptions.Prefix). A DB keeps one for its users'
+// reads (vigil.Metrics.Filter).
+//
+// Concurrency: safe for concurrent use. The counts are spread over shards,
+// each on a cache line of its own, picked at random per count, so that
+// readers on different processors do not take turns owning one line (a
+// single atomic counter cost 2-thread Gets a cache miss per table probed).
+type FilterStats struct {
+	shards [filterShards]filterShard
+}
+
+const filterShards = 8
+
+type filterShard struct {
+	checked, useful, prefixChecked, prefixUseful atomic.Int64
+	_                                            [32]byte // to 64 bytes
+}
+
+func (s *FilterStats) shard() *filterShard { return &s.shards[rand.Uint32()%filterShards] }
+
+// point counts one point read's filter probe; useful if it excluded the
+// table.
+func (s *FilterStats) point(useful bool) {
+	sh := s.shard()
+	sh.checked.Add(1)
+	if useful {
+		sh.useful.Add(1)
+	}
+}
+
+// prefix counts one prefix scan's filter probe; useful if it excluded the
+// table.
+func (s *FilterStats) prefix(useful bool) {
+	sh := s.shard()
+	sh.prefixChecked.Add(1)
+	if useful {
+		sh.prefixUseful.Add(1)
+	}
+}
+
+// Totals returns the counts so far: point probes and those that excluded
+// a table, prefix probes and those that excluded a table.
+func (s *FilterStats) Totals() (checked, useful, prefixChecked, prefixUseful int64) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		checked += sh.checked.Load()
+		useful += sh.useful.Load()
+		prefixChecked += sh.prefixChecked.Load()
+		prefixUseful += sh.prefixUseful.Load()
+	}
+	return checked, useful, prefixChecked, prefixUseful
+}
