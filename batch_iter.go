@@ -61,7 +61,7 @@ func (b *Batch) NewIter(o *IterOptions) (*Iterator, error) {
 	db.deferMergeErr = true // the batch may hide a key whose operands fail
 	x.merge(b.data)
 	ov := &batchOverlay{db: db, data: b.data, run: x.sorted, frags: x.tombFragments(b.data), lower: db.lower, upper: db.upper}
-	it := &Iterator{d: x.db, cmp: x.db.cmp, ov: ov, lower: db.lower, upper: db.upper}
+	it := &Iterator{d: x.db, cmp: x.db.cmp, custom: customCompare(x.db.cmp), ov: ov, lower: db.lower, upper: db.upper}
 	ov.out = it
 	return it, nil
 }

@@ -1,6 +1,7 @@
 package vigil
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/vigildb/vigil/internal/base"
@@ -34,13 +35,17 @@ type Iterator struct {
 	// prefix's keys: Last and SeekLT find them by scanning forward.
 	prefix     []byte
 	prefixScan bool
-	rs         *readState
-	snap       uint64
-	iter       base.InternalIterator
-	lower      []byte
-	upper      []byte
-	tombs      rangedel.Set
-	paranoid   bool
+	// custom is cmp.Compare when the order is not bytewise, nil when it
+	// is: the per-entry compares then call bytes.Compare inline (see
+	// compare).
+	custom   func(a, b []byte) int
+	rs       *readState
+	snap     uint64
+	iter     base.InternalIterator
+	lower    []byte
+	upper    []byte
+	tombs    rangedel.Set
+	paranoid bool
 	// ov, for an indexed batch's iterator, does the iterating (see
 	// batchOverlay); the fields above are then unused but d.
 	ov *batchOverlay
@@ -87,7 +92,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 	if snap == readLatest {
 		snap = d.visibleSeq.Load() // after the state: see readLatest
 	}
-	it := &Iterator{d: d, cmp: d.cmp, rs: rs, snap: snap, paranoid: d.opts.ParanoidMemoryChecks}
+	it := &Iterator{d: d, cmp: d.cmp, custom: customCompare(d.cmp), rs: rs, snap: snap, paranoid: d.opts.ParanoidMemoryChecks}
 	if o != nil {
 		it.lower = cloneOrNil(o.LowerBound)
 		it.upper = cloneOrNil(o.UpperBound)
@@ -340,7 +345,12 @@ func (it *Iterator) findNextEntry(skip []byte) bool {
 	for ok := iter.Valid(); ok; {
 		k := iter.Key()
 		if skip != nil {
-			c := it.cmp.Cmp(skip, k.UserKey)
+			var c int
+			if it.custom == nil { // bytes.Compare inline: see compare
+				c = bytes.Compare(skip, k.UserKey)
+			} else {
+				c = it.custom(skip, k.UserKey)
+			}
 			if c == 0 {
 				ok = iter.Next()
 				continue
@@ -351,7 +361,7 @@ func (it *Iterator) findNextEntry(skip []byte) bool {
 			}
 			skip = nil
 		}
-		if it.upper != nil && it.cmp.Cmp(k.UserKey, it.upper) >= 0 {
+		if it.upper != nil && it.compare(k.UserKey, it.upper) >= 0 {
 			break
 		}
 		seq := k.SeqNum()
@@ -447,12 +457,12 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 	for iter.Valid() {
 		k := iter.Key()
 		if prev != nil {
-			if c := it.cmp.Cmp(k.UserKey, prev); c >= 0 && it.paranoid {
+			if c := it.compare(k.UserKey, prev); c >= 0 && it.paranoid {
 				return it.fail(base.CorruptionErrorf("iterator: keys out of order going backward: %s then %s",
 					base.HexKey(prev), base.HexKey(k.UserKey)))
 			}
 		}
-		if it.lower != nil && it.cmp.Cmp(k.UserKey, it.lower) < 0 {
+		if it.lower != nil && it.compare(k.UserKey, it.lower) < 0 {
 			break
 		}
 		// Collect the group of this user key.
@@ -471,7 +481,12 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 				break
 			}
 			k = iter.Key()
-			c := it.cmp.Cmp(k.UserKey, group)
+			var c int
+			if it.custom == nil { // bytes.Compare inline: see compare
+				c = bytes.Compare(k.UserKey, group)
+			} else {
+				c = it.custom(k.UserKey, group)
+			}
 			if c != 0 {
 				if c > 0 && it.paranoid {
 					return it.fail(base.CorruptionErrorf("iterator: keys out of order going backward: %s then %s",
@@ -547,6 +562,25 @@ func (it *Iterator) prevVersion(ch *prevChain, key []byte, kind base.Kind, seq u
 	default:
 		*ch = prevChain{}
 	}
+}
+
+// compare orders two user keys: bytes.Compare for a bytewise order, else
+// the comparer's. (It is a call, as base.Comparer.Cmp is: the per-entry
+// same-key compares of findNextEntry and findPrevEntry spell it out so
+// that the bytewise order keeps its inline bytes.Compare.)
+func (it *Iterator) compare(a, b []byte) int {
+	if it.custom == nil {
+		return bytes.Compare(a, b)
+	}
+	return it.custom(a, b)
+}
+
+// customCompare returns c.Compare if c's order is not bytewise, else nil.
+func customCompare(c *base.Comparer) func(a, b []byte) int {
+	if c.IsBytewise() {
+		return nil
+	}
+	return c.Compare
 }
 
 // usable reports whether the iterator may move: not closed, and its DB not

@@ -16,6 +16,7 @@ import (
 // Not safe for concurrent use.
 type mergingIter struct {
 	cmp      *base.Comparer // the order of the children's user keys
+	bytewise bool           // cmp.IsBytewise()
 	children []base.InternalIterator
 	// heap holds indexes of valid children; keys caches each child's key so
 	// heap comparisons make no interface calls.
@@ -49,6 +50,7 @@ type userKeyFilter interface {
 func newMergingIter(cmp *base.Comparer, children []base.InternalIterator) *mergingIter {
 	m := &mergingIter{
 		cmp:      cmp,
+		bytewise: cmp.IsBytewise(),
 		children: children,
 		heap:     make([]int, 0, len(children)),
 		keys:     make([]base.InternalKey, len(children)),
@@ -63,8 +65,14 @@ func newMergingIter(cmp *base.Comparer, children []base.InternalIterator) *mergi
 }
 
 // less orders heap entries: by internal key, reversed going backward.
+// The bytewise order takes base.CompareInternal, a direct call.
 func (m *mergingIter) less(a, b int) bool {
-	c := m.cmp.CompareInternal(m.keys[a], m.keys[b])
+	var c int
+	if m.bytewise {
+		c = base.CompareInternal(m.keys[a], m.keys[b])
+	} else {
+		c = m.cmp.CompareInternal(m.keys[a], m.keys[b])
+	}
 	if m.forward {
 		return c < 0
 	}
