@@ -94,7 +94,7 @@ func (e *Engine) copyTable(src, dst string, t *manifest.FileMetadata, propsOff u
 	if pd != nil && pd.Sum64() != t.FileChecksum {
 		return fail(fmt.Errorf("%w: copying table %s: whole-file checksum %#016x, the MANIFEST recorded %#016x", vigil.ErrCorruption, src, pd.Sum64(), t.FileChecksum))
 	}
-	end, _, err := tableChecksumEnd(e.fs, dst, t)
+	end, _, err := tableChecksumEnd(e.fs, dst, t, e.cmp)
 	if err != nil {
 		return fail(fmt.Errorf("re-reading the copy of %s: %w", src, err))
 	}
@@ -109,9 +109,9 @@ func (e *Engine) copyTable(src, dst string, t *manifest.FileMetadata, propsOff u
 // checks its size, identity, checksum type and stored whole-file checksum
 // against the MANIFEST's entry t; it returns the offset of its properties
 // block (where the range of the whole-file checksum ends) and its footer's
-// context value.
-func tableChecksumEnd(fs vfs.FS, name string, t *manifest.FileMetadata) (propsOff uint64, ctx uint32, err error) {
-	r, err := sst.OpenFile(fs, name, sst.ReaderOptions{FileNum: t.FileNum, Expect: t.Expected()})
+// context value. cmp is the DB's comparer (nil: the default).
+func tableChecksumEnd(fs vfs.FS, name string, t *manifest.FileMetadata, cmp *vigil.Comparer) (propsOff uint64, ctx uint32, err error) {
+	r, err := sst.OpenFile(fs, name, sst.ReaderOptions{FileNum: t.FileNum, Expect: t.Expected(), Comparer: cmp})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -142,9 +142,10 @@ func readTables(fs vfs.FS, dir string) ([]*manifest.FileMetadata, error) {
 
 // dbDigest opens the DB in dir read-only (with the strictest WAL recovery
 // mode: a restored or staged DB has no torn tail) and returns its visible
-// sequence number and the digest of all its live pairs.
-func dbDigest(fs vfs.FS, dir string) (uint64, vigil.RangeDigest, error) {
-	db, err := vigil.Open(dir, &vigil.Options{FS: fs, ReadOnly: true, BlockCacheSize: -1, WALRecoveryMode: vigil.WALAbsoluteConsistency})
+// sequence number and the digest of all its live pairs. cmp is its
+// comparer (nil: the default).
+func dbDigest(fs vfs.FS, dir string, cmp *vigil.Comparer) (uint64, vigil.RangeDigest, error) {
+	db, err := vigil.Open(dir, &vigil.Options{FS: fs, ReadOnly: true, BlockCacheSize: -1, WALRecoveryMode: vigil.WALAbsoluteConsistency, Comparer: cmp})
 	if err != nil {
 		return 0, vigil.RangeDigest{}, err
 	}

@@ -47,6 +47,10 @@ type Options struct {
 	// inside the backup directory, so for Create it must also be the file
 	// system the DB was opened with.
 	FS vfs.FS
+	// Comparer is the Options.Comparer of the DBs backed up (nil: the
+	// default): Create and Verify open the tables and the DB, and Restore
+	// the restored DB, with it, and refuse a DB of another order.
+	Comparer *vigil.Comparer
 }
 
 // Engine manages one backup directory. It holds the directory's LOCK from
@@ -55,6 +59,7 @@ type Options struct {
 type Engine struct {
 	fs   vfs.FS
 	dir  string
+	cmp  *vigil.Comparer
 	lock *lockfile.Lock
 
 	mu     sync.Mutex
@@ -115,7 +120,7 @@ func Open(dir string, opts *Options) (*Engine, error) {
 		}
 		return nil, fmt.Errorf("backup: locking %s: %w", dir, err)
 	}
-	e := &Engine{fs: fs, dir: dir, lock: lock, buf: make([]byte, 256<<10), dig: checksum.NewDigest(fileChecksumType)}
+	e := &Engine{fs: fs, dir: dir, cmp: o.Comparer, lock: lock, buf: make([]byte, 256<<10), dig: checksum.NewDigest(fileChecksumType)}
 	for _, sub := range []string{sharedDir, privateDir, metaDir} {
 		if err := fs.MkdirAll(e.path(sub), 0o755); err != nil {
 			lock.Close()
@@ -218,7 +223,7 @@ func (e *Engine) create(db *vigil.DB) (Info, CreateStats, error) {
 	// What the checkpoint holds: its sequence number and digest (from a
 	// read-only open, which checks its MANIFEST, WAL and every table
 	// block), its tables with their MANIFEST checksums, its other files.
-	seq, digest, err := dbDigest(e.fs, ckpt)
+	seq, digest, err := dbDigest(e.fs, ckpt, e.cmp)
 	if err != nil {
 		return Info{}, st, fmt.Errorf("reading the checkpoint: %w", err)
 	}
@@ -254,7 +259,7 @@ func (e *Engine) copyShared(ds *dirState, ckpt string, tables []*manifest.FileMe
 	copied := 0
 	for _, t := range tables {
 		src := e.fs.PathJoin(ckpt, fmt.Sprintf("%06d.sst", t.FileNum))
-		propsOff, ctx, err := tableChecksumEnd(e.fs, src, t)
+		propsOff, ctx, err := tableChecksumEnd(e.fs, src, t, e.cmp)
 		if err != nil {
 			return err
 		}
@@ -672,7 +677,7 @@ func (e *Engine) restore(id uint64, target string) error {
 	if err := vfsutil.SyncDir(fs, tmp); err != nil {
 		return err
 	}
-	seq, digest, err := dbDigest(fs, tmp)
+	seq, digest, err := dbDigest(fs, tmp, e.cmp)
 	if err != nil {
 		return fmt.Errorf("opening the restored DB: %w", err)
 	}

@@ -21,7 +21,8 @@ import (
 // way, in every process that opens the DB.
 type Comparer struct {
 	// Compare returns -1, 0 or +1 as a sorts before, equal to or after b.
-	// It must be a total order. Required.
+	// It must be a total order, and keys that compare equal must be the
+	// same bytes (bloom filters hash keys' bytes). Required.
 	Compare func(a, b []byte) int
 	// Equal reports whether a and b are the same key; it must agree with
 	// Compare(a, b) == 0. Nil: Compare(a, b) == 0.
