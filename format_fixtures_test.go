@@ -29,8 +29,13 @@ import (
 // them (only for a new format version, into a new directory) with
 //
 //	go test -run TestFormatFixtures -write-format-fixtures .
+//
+// or add one to the newest version's directory with -format-fixture=NAME.
 
-var writeFormatFixtures = flag.Bool("write-format-fixtures", false, "write the format fixtures of FormatVersionNewest into testdata")
+var (
+	writeFormatFixtures = flag.Bool("write-format-fixtures", false, "write the format fixtures of FormatVersionNewest into testdata")
+	onlyFormatFixture   = flag.String("format-fixture", "", "with -write-format-fixtures: write only the fixture of this name")
+)
 
 type formatFixture struct {
 	name string
@@ -45,8 +50,19 @@ func formatFixtures() []formatFixture {
 	out = append(out,
 		formatFixture{name: "xxh3-none", opts: Options{Compression: NoCompression}},
 		formatFixture{name: "xxh3-zstd", opts: Options{Compression: ZstdCompression, ZstdLevel: 3}},
-		formatFixture{name: "levels-none-zstd", opts: Options{Levels: []LevelOptions{{Compression: NoCompression}, {Compression: ZstdCompression}}}})
+		formatFixture{name: "levels-none-zstd", opts: Options{Levels: []LevelOptions{{Compression: NoCompression}, {Compression: ZstdCompression}}}},
+		formatFixture{name: "fixedprefix4-snappy", opts: Options{Comparer: fixtureComparer("fixedprefix4-snappy")}})
 	return out
+}
+
+// fixtureComparer returns the comparer the fixture of this name was
+// written with (nil: the default). Its name is recorded in the fixture, so
+// it must never change.
+func fixtureComparer(name string) *Comparer {
+	if strings.HasPrefix(name, "fixedprefix4-") {
+		return FixedPrefixComparer(4) // a prefix filter, the comparator property
+	}
+	return nil
 }
 
 // buildFixture writes the fixture's DB into dir on fs and returns its
@@ -108,7 +124,7 @@ func buildFixture(t *testing.T, fs vfs.FS, dir string, o Options) map[string]str
 	if err := db.Flush(); err != nil { // an L0 table above the compacted ones
 		t.Fatal(err)
 	}
-	w, err := NewExternalWriter(fs, "ext.sst", &ExternalWriterOptions{ChecksumType: o.ChecksumType, Compression: o.Compression})
+	w, err := NewExternalWriter(fs, "ext.sst", &ExternalWriterOptions{ChecksumType: o.ChecksumType, Compression: o.Compression, Comparer: o.Comparer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +190,9 @@ func TestFormatFixtures(t *testing.T) {
 	root := filepath.Join("testdata", fmt.Sprintf("format-%d", FormatVersionNewest))
 	if *writeFormatFixtures {
 		for _, fx := range formatFixtures() {
+			if *onlyFormatFixture != "" && fx.name != *onlyFormatFixture {
+				continue
+			}
 			fs := vfs.NewMem()
 			model := buildFixture(t, fs, "db", fx.opts)
 			dst := filepath.Join(root, fx.name)
@@ -249,7 +268,8 @@ func checkFormatFixture(t *testing.T, dir string) {
 	// checksum type and compression.
 	// With a Merger: a fixture of format 1 (no operands) is raised to the
 	// newest version, and one of format 2 holds operands of AppendMerger.
-	db, err := Open("db", &Options{FS: fs, ChecksumType: checksum.CRC32c, WALRecoveryMode: WALAbsoluteConsistency, Merger: AppendMerger})
+	db, err := Open("db", &Options{FS: fs, ChecksumType: checksum.CRC32c, WALRecoveryMode: WALAbsoluteConsistency, Merger: AppendMerger,
+		Comparer: fixtureComparer(filepath.Base(dir))})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
