@@ -113,7 +113,12 @@ func (s KeyShape) nominalLen(keySize int) int {
 type KeyGen struct {
 	shape   KeyShape
 	keySize int
-	buf     []byte
+	// prefixSize, keysPerPrefix and numKeys lay out KeyDBBench's keys as
+	// db_bench's --prefix_size and --keys_per_prefix do (SetPrefixes).
+	prefixSize    int
+	keysPerPrefix int64
+	numKeys       int64
+	buf           []byte
 }
 
 // NewKeyGen returns a generator of shape's keys; keySize is --key_size
@@ -127,10 +132,31 @@ func NewKeyGen(shape KeyShape, keySize int) *KeyGen {
 // Shape returns the generator's shape.
 func (g *KeyGen) Shape() KeyShape { return g.shape }
 
+// SetPrefixes lays out KeyDBBench's keys as db_bench's GenerateKeyFromInt
+// does under --prefix_size=prefixSize and --keys_per_prefix=keysPerPrefix
+// when both are positive: the key of index v starts with prefixSize bytes
+// naming prefix v mod (numKeys/keysPerPrefix) (its low min(prefixSize, 8)
+// bytes big-endian, then '0's), so that about keysPerPrefix of numKeys
+// keys share each prefix, and goes on as db_bench's key of v does in the
+// bytes left (the low bytes of v big-endian, at most 8, then '0's).
+// numKeys is the size of the key space, --num (the merge benchmarks pass
+// their own to KeyIn). prefixSize is capped at the key size; the other
+// shapes ignore it all.
+func (g *KeyGen) SetPrefixes(prefixSize int, keysPerPrefix, numKeys int64) {
+	g.prefixSize = min(max(prefixSize, 0), g.keySize)
+	g.keysPerPrefix = max(keysPerPrefix, 0)
+	g.numKeys = numKeys
+}
+
 // Key returns the key of index v (0..num-1): distinct indexes give
 // distinct keys (KeyDBBench's only while v < 2^(8·keySize), as in
-// db_bench).
-func (g *KeyGen) Key(v uint64) []byte {
+// db_bench, and without SetPrefixes).
+func (g *KeyGen) Key(v uint64) []byte { return g.KeyIn(v, g.numKeys) }
+
+// KeyIn returns the key of index v in a key space of numKeys keys: Key's,
+// but with numKeys for SetPrefixes' (db_bench's merge benchmarks number
+// their prefixes by --merge_keys).
+func (g *KeyGen) KeyIn(v uint64, numKeys int64) []byte {
 	b := g.buf[:cap(g.buf)]
 	switch g.shape {
 	case KeyDecimal:
@@ -150,19 +176,35 @@ func (g *KeyGen) Key(v uint64) []byte {
 	case KeyVarlen:
 		return b[:putVarlen(b, v)]
 	}
-	return MakeKey(b[:g.keySize], v)
+	return g.dbBenchKey(b[:g.keySize], v, numKeys)
 }
 
-// Missing returns a key that no index has, made from v's: v's key with
-// one more byte, '0' for KeyDBBench (db_bench's readmissing pads with one
-// more '0', a key longer than any written) and '.' for the others (their
-// keys have a fixed length or, varlen's, end in a letter or '_').
-func (g *KeyGen) Missing(v uint64) []byte {
-	k := g.Key(v)
-	if g.shape == KeyDBBench {
-		return append(k, '0')
+// dbBenchKey writes db_bench's key of index v into dst, all of it: the
+// prefix SetPrefixes asks for, then MakeKey's layout in the bytes left.
+func (g *KeyGen) dbBenchKey(dst []byte, v uint64, numKeys int64) []byte {
+	pos := 0
+	if g.keysPerPrefix > 0 && g.prefixSize > 0 {
+		// db_bench divides by zero when keysPerPrefix exceeds numKeys; the
+		// CLI refuses that, and here all keys then share prefix 0.
+		prefix := v % uint64(max(numKeys/g.keysPerPrefix, 1))
+		MakeKey(dst[:g.prefixSize], prefix)
+		pos = g.prefixSize
 	}
-	return append(k, '.')
+	MakeKey(dst[pos:], v)
+	return dst
+}
+
+// Missing returns a key that no index has, made from v's. KeyDBBench's is
+// db_bench's readmissing key: v's key laid out for --key_size+1 bytes (so
+// one more '0', or, for keys whose index part is shorter than 8 bytes,
+// one more byte of v), longer than any written. The other shapes append
+// '.' to v's key (their keys have a fixed length or, varlen's, end in a
+// letter or '_').
+func (g *KeyGen) Missing(v uint64) []byte {
+	if g.shape == KeyDBBench {
+		return g.dbBenchKey(g.buf[:g.keySize+1], v, g.numKeys)
+	}
+	return append(g.Key(v), '.')
 }
 
 // mix64 is splitmix64's output function (Steele, Lea and Flood 2014) of
