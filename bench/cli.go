@@ -458,18 +458,16 @@ func (c *CLI) fromEnv() error {
 }
 
 // Notices returns one Notice per flag whose value Vigil cannot honour, in
-// flag-table order. Flags left at db_bench's default, flags that only
-// shape output, and flags of the tools linked into db_bench are never
-// reported.
+// flag-table order. Flags left at db_bench's default are not reported
+// unless another flag makes that default one Vigil cannot honour
+// (--whole_key_filtering under --prefix_size); flags that only shape
+// output, and flags of the tools linked into db_bench, never are.
 func (c *CLI) Notices() []Notice {
 	var out []Notice
 	for _, name := range c.order {
 		v := c.vals[name]
-		if !v.set {
-			continue
-		}
 		r := ruleFor(v.f)
-		if r.instead == nil {
+		if r.instead == nil || !v.set && (r.atDefault == nil || !r.atDefault(c)) {
 			continue
 		}
 		if r.honoured != nil {
@@ -479,8 +477,12 @@ func (c *CLI) Notices() []Notice {
 		} else if v.equals(v.f.def) {
 			continue
 		}
+		flag := fmt.Sprintf("--%s=%s", name, v.raw)
+		if !v.set {
+			flag += " (db_bench's default)"
+		}
 		out = append(out, Notice{
-			Flag:       fmt.Sprintf("--%s=%s", name, v.raw),
+			Flag:       flag,
 			Instead:    r.instead(c, v),
 			RootOption: r.rootOption,
 		})
@@ -517,6 +519,7 @@ func (c *CLI) Config() (Config, error) {
 	cfg := c.workload(bad)
 	checkWorkload(&cfg, bad)
 	eo := c.engineOptions(&cfg, bad)
+	checkPrefixes(&cfg, eo.PrefixSize, bad)
 	if len(problems) > 0 {
 		return cfg, usagef("%s", strings.Join(problems, "; "))
 	}
@@ -559,6 +562,11 @@ func (c *CLI) workload(bad func(string, ...any)) Config {
 	cfg.MergeKeys = c.intFlag("merge_keys")
 	cfg.SeekNexts = int(c.intFlag("seek_nexts"))
 	cfg.ReverseIterator = c.boolFlag("reverse_iterator")
+	cfg.KeysPerPrefix = c.intFlag("keys_per_prefix")
+	cfg.TotalOrderSeek = c.boolFlag("total_order_seek")
+	cfg.PrefixSameAsStart = c.boolFlag("prefix_same_as_start")
+	cfg.AutoPrefixMode = c.boolFlag("auto_prefix_mode")
+	cfg.SeekMissingPrefix = c.boolFlag("seek_missing_prefix")
 	cfg.WriteRateLimit = int64(c.uintFlag("benchmark_write_rate_limit"))
 	cfg.ReadRateLimit = int64(c.uintFlag("benchmark_read_rate_limit"))
 	cfg.OpsBetweenDurationChecks = c.intFlag("ops_between_duration_checks")
@@ -620,6 +628,39 @@ func checkWorkload(cfg *Config, bad func(string, ...any)) {
 	}
 }
 
+// maxPrefixSize bounds --prefix_size, as db_bench's flag validator does.
+const maxPrefixSize = 2000000000
+
+// checkPrefixes reports the prefix flags' values db_bench refuses too
+// (--prefix_size out of range or longer than the keys, --seek_missing_prefix
+// without a prefix of more than 8 bytes) and a --keys_per_prefix larger
+// than the key space, where db_bench divides by zero prefixes.
+func checkPrefixes(cfg *Config, prefixSize int, bad func(string, ...any)) {
+	if prefixSize < 0 || prefixSize >= maxPrefixSize {
+		bad("--prefix_size must be in [0, %d)", maxPrefixSize)
+	}
+	if _, maxLen := cfg.KeyShape.KeyLen(cfg.KeySize); prefixSize > maxLen {
+		bad("--prefix_size=%d is larger than the key size (%d bytes)", prefixSize, maxLen)
+	}
+	if cfg.SeekMissingPrefix && prefixSize <= 8 {
+		bad("--seek_missing_prefix needs --prefix_size > 8, as in db_bench")
+	}
+	kpp := cfg.KeysPerPrefix
+	if kpp <= 0 || cfg.KeyShape != KeyDBBench {
+		return
+	}
+	if cfg.Num > 0 && kpp > cfg.Num {
+		bad("--keys_per_prefix=%d is more than --num=%d: no whole prefix (db_bench divides by zero)", kpp, cfg.Num)
+	}
+	specs, _ := ParseSpecs(cfg.Benchmarks)
+	for _, s := range specs {
+		if isMergeBenchmark(s.Name) && cfg.MergeKeys > 0 && kpp > cfg.MergeKeys {
+			bad("--keys_per_prefix=%d is more than --merge_keys=%d: no whole prefix (db_bench divides by zero)", kpp, cfg.MergeKeys)
+			return
+		}
+	}
+}
+
 // engineOptions maps the DB-option flags onto Vigil's engine options.
 func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions {
 	eo := EngineOptions{
@@ -633,6 +674,7 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 		BlockRestartInterval:          int(c.intFlag("block_restart_interval")),
 		CacheSize:                     c.intFlag("cache_size"),
 		BloomBits:                     int(c.intFlag("bloom_bits")),
+		PrefixSize:                    int(c.intFlag("prefix_size")),
 		DisableWAL:                    c.boolFlag("disable_wal"),
 		DisableAutomaticCompactions:   c.boolFlag("disable_auto_compactions"),
 		ReadOnly:                      c.boolFlag("readonly"),

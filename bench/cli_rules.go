@@ -43,6 +43,10 @@ type flagRule struct {
 	// honouredValues is --help's note on what values are honoured, for
 	// not-applicable flags with a honoured value other than the default.
 	honouredValues string
+	// atDefault reports whether the flag, left at db_bench's default,
+	// still needs its notice: another flag made that default one Vigil
+	// cannot honour. nil: never.
+	atDefault func(c *CLI) bool
 }
 
 func strp(s string) *string { return &s }
@@ -107,6 +111,21 @@ var flagRules = map[string]flagRule{
 	"sync":                        {group: groupWorkload, usage: "fsync every write"},
 	"disable_wal":                 {group: groupWorkload, usage: "write without a WAL"},
 
+	// Prefixes: db_bench's keys and read options under --prefix_size.
+	"keys_per_prefix": {group: groupWorkload, usage: "with --prefix_size, about this many keys share each prefix, laid out as db_bench's (--key_shape=dbbench only); 0: keys as without it",
+		honoured: func(c *CLI, v *cliValue) bool { return v.i <= 0 || c.strFlag("key_shape") == KeyDBBench.String() },
+		instead: func(c *CLI, _ *cliValue) string {
+			return fmt.Sprintf("it lays out db_bench's keys only; --key_shape=%s's keys ran", c.strFlag("key_shape"))
+		}},
+	"total_order_seek":     {group: groupWorkload, usage: "with --prefix_size: seeks in total order, asking no prefix filter (db_bench's default false: prefix seeks, vigil.Iterator.SeekPrefixGE)"},
+	"prefix_same_as_start": {group: groupWorkload, usage: "with --prefix_size: iterators end with the prefix they start in (vigil.IterOptions.Prefix)"},
+	"auto_prefix_mode":     {group: groupWorkload, usage: "with --prefix_size: seekrandom's forward seeks end at the next prefix, as db_bench bounds them (vigil.IterOptions.Prefix)"},
+	"seek_missing_prefix": {group: groupWorkload, usage: "seekrandom seeks keys of prefixes no key has (byte 8 set to '1'; needs --prefix_size > 8)",
+		honoured: func(c *CLI, v *cliValue) bool { return !v.b || c.strFlag("key_shape") == KeyDBBench.String() },
+		instead: func(c *CLI, _ *cliValue) string {
+			return fmt.Sprintf("--key_shape=%s's keys have no padding to mark; seekrandom sought its keys unchanged", c.strFlag("key_shape"))
+		}},
+
 	// DB options.
 	"write_buffer_size": {group: groupDB, usage: "memtable size in bytes"},
 	"max_write_buffer_number": {group: groupDB, def: strp("3"), usage: "memtables in memory, the mutable one included (Vigil's default 3; db_bench's 2)",
@@ -119,6 +138,19 @@ var flagRules = map[string]flagRule{
 	"block_restart_interval":               {group: groupDB, usage: "keys between restart points in SST blocks"},
 	"cache_size":                           {group: groupDB, def: strp("67108864"), usage: "block cache bytes, 0 disables (Vigil's default 64 MiB; db_bench's 8 MiB)"},
 	"bloom_bits":                           {group: groupDB, def: strp("10"), usage: "bloom filter bits per key, <= 0 disables (Vigil's default 10; db_bench's -1)"},
+	"prefix_size": {group: groupDB, usage: "keys' prefixes are their first N bytes (vigil.FixedPrefixComparer, RocksDB's NewFixedPrefixTransform): " +
+		"bloom filters hold prefixes and seeks are prefix seeks (see --total_order_seek); 0: no prefixes"},
+	"whole_key_filtering": {honouredValues: "true without --prefix_size, false with it",
+		honoured: func(c *CLI, v *cliValue) bool {
+			return v.b == (c.intFlag("prefix_size") <= 0) || c.intFlag("bloom_bits") <= 0
+		},
+		atDefault: func(c *CLI) bool { return c.intFlag("prefix_size") > 0 && c.intFlag("bloom_bits") > 0 },
+		instead: func(c *CLI, _ *cliValue) string {
+			if c.intFlag("prefix_size") > 0 {
+				return "with --prefix_size Vigil's bloom filters hold prefixes only; Get asked them about each key's prefix"
+			}
+			return "without --prefix_size Vigil's bloom filters hold whole keys; whole keys ran"
+		}},
 	"compression_type": {group: groupDB, usage: "none, snappy or zstd; zlib, bzip2, lz4, lz4hc and xpress are accepted and run as snappy",
 		honoured: func(_ *CLI, v *cliValue) bool { _, runs := parseCompression(v.s); return runs && v.s != "" },
 		instead:  fixed("Vigil compresses with snappy, zstd or not at all; snappy ran")},
@@ -171,8 +203,6 @@ var flagRules = map[string]flagRule{
 		rootOption: "MemoryBudget"},
 	"target_file_size_multiplier":  {instead: fixed("Vigil splits compaction outputs at --target_file_size_base at every level")},
 	"value_size_distribution_type": {honouredValues: "fixed", instead: fixed("values ran at --value_size")},
-	"keys_per_prefix":              {instead: fixed("Vigil has no prefix extractor; whole keys ran without prefixes")},
-	"prefix_size":                  {instead: fixed("Vigil has no prefix extractor; whole keys ran")},
 	"user_timestamp_size":          {instead: fixed("Vigil has no user-defined timestamps; keys ran without them")},
 	"use_uint64_comparator":        {instead: fixed("Vigil orders keys bytewise; the bytewise order ran")},
 	"max_scan_distance":            {instead: fixed("seekrandom ran without an iterator bound")},
@@ -294,7 +324,6 @@ var prefixNotes = []struct{ prefix, note string }{
 	{"format_version", "Vigil writes its own SST format"},
 	{"bloom_locality", "Vigil's bloom filter is one block per table"},
 	{"use_ribbon_filter", "Vigil's filter is a bloom filter"},
-	{"whole_key_filtering", "Vigil's bloom filter always holds whole keys"},
 	{"optimize_filters_", "Vigil builds a filter for every table"},
 	{"read_amp_bytes_per_bit", "Vigil does not estimate read amplification"},
 	{"enable_index_compression", "Vigil's SST index has one form"},
@@ -359,10 +388,6 @@ var prefixNotes = []struct{ prefix, note string }{
 	{"writes_per_range_tombstone", "kvbench writes no range tombstones in fills"},
 	{"writes_before_delete_range", "kvbench writes no range tombstones in fills"},
 	{"expand_range_tombstones", "kvbench writes no range tombstones in fills"},
-	{"total_order_seek", "Vigil has no prefix seek: seeks are always total order"},
-	{"prefix_same_as_start", "Vigil has no prefix seek: seeks are always total order"},
-	{"auto_prefix_mode", "Vigil has no prefix seek: seeks are always total order"},
-	{"seek_missing_prefix", "Vigil has no prefix seek: seeks are always total order"},
 	{"options_file", "kvbench takes options as flags only"},
 	{"use_keep_filter", "Vigil has no compaction filter"},
 	{"read_with_latest_user_timestamp", "Vigil has no user-defined timestamps"},

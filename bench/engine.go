@@ -48,6 +48,27 @@ type ReverseSeeker interface {
 	SeekLT(key []byte) bool
 }
 
+// PrefixSeeker is an Iter of a PrefixEngine that can seek within the
+// prefix of the key sought: to the first key >= key of that prefix (false
+// if there is none), skipping tables whose prefix filter excludes it, as
+// RocksDB's Seek does in prefix mode (total_order_seek=false). Where
+// iteration goes on from there is the engine's choice, as it is RocksDB's.
+// kvbench uses it on a PrefixEngine's iterators only; others seek with
+// SeekGE and find no key outside the prefix.
+type PrefixSeeker interface {
+	SeekPrefixGE(key []byte) bool
+}
+
+// PrefixEngine is an Engine that honours EngineOptions.PrefixSize (a
+// prefix extractor) and makes iterators limited to the keys of one
+// prefix, which skip tables whose prefix filter excludes it: RocksDB's
+// iterators under prefix_same_as_start, or bounded at the prefix's end
+// under auto_prefix_mode. Engines without it get total-order iterators,
+// which kvbench stops at the prefix's edge.
+type PrefixEngine interface {
+	NewPrefixIter(prefix []byte) (Iter, error)
+}
+
 // BatchEngine is an Engine that commits several writes atomically, as
 // db_bench's WriteBatch does for --batch_size > 1 and fillbatch. Engines
 // without it get the writes one by one.
@@ -130,6 +151,10 @@ type EngineOptions struct {
 	// for none (merges fail). RocksDB's other names for the two
 	// (UInt64AddOperator, PutOperator, put_v1) are taken too.
 	MergeOperator string
+	// PrefixSize is --prefix_size: keys' prefixes are their first
+	// PrefixSize bytes (RocksDB's NewFixedPrefixTransform), and bloom
+	// filters hold prefixes; 0: no prefix extractor.
+	PrefixSize int
 }
 
 // Opener opens an engine.

@@ -112,7 +112,7 @@ func mergeRandom(r *Runner, e Engine, t *threadState) error {
 	var start time.Time
 	for !lim.done(1) {
 		t.rng.Next()
-		k := t.keys.Key(t.rng.Next() % n)
+		k := t.keys.KeyIn(t.rng.Next()%n, int64(n))
 		v := r.mergeOperand(t)
 		if timing {
 			start = time.Now()
@@ -145,7 +145,7 @@ func readRandomMergeRandom(r *Runner, e Engine, t *threadState) error {
 	var start time.Time
 	for !lim.done(1) {
 		t.rng.Next()
-		k := t.keys.Key(t.rng.Next() % n)
+		k := t.keys.KeyIn(t.rng.Next()%n, int64(n))
 		merge := int(t.rng.Next()%100) < r.cfg.MergeReadPercent
 		if timing {
 			start = time.Now()

@@ -47,6 +47,19 @@ type Config struct {
 	ReverseIterator  bool          // --reverse_iterator (seekrandom)
 	WriteRateLimit   int64         // --benchmark_write_rate_limit: bytes/s of all writer threads together
 	ReadRateLimit    int64         // --benchmark_read_rate_limit: reads (and seeks)/s of all threads together
+	// KeysPerPrefix is --keys_per_prefix: with Engine.PrefixSize, about
+	// this many keys share each prefix (KeyGen.SetPrefixes; KeyDBBench
+	// only); <= 0: keys as without it.
+	KeysPerPrefix int64
+	// The read options of db_bench's iterators under a prefix extractor
+	// (Engine.PrefixSize; see seekMode): --total_order_seek,
+	// --prefix_same_as_start, --auto_prefix_mode, and
+	// --seek_missing_prefix (seekrandom seeks keys whose byte 8 is '1', a
+	// prefix no key has; KeyDBBench with PrefixSize > 8 only).
+	TotalOrderSeek    bool
+	PrefixSameAsStart bool
+	AutoPrefixMode    bool
+	SeekMissingPrefix bool
 	// OpsBetweenDurationChecks is --ops_between_duration_checks: 0 = 1000.
 	OpsBetweenDurationChecks int64
 	Sync                     bool   // --sync
@@ -540,6 +553,8 @@ func (r *Runner) printHeader() {
 	fmt.Fprintf(w, "Keys:       %s (+ 0 bytes user-defined timestamp)\n", keysHeader(c.KeyShape, c.KeySize))
 	fmt.Fprintf(w, "Values:     %d bytes each (%d bytes after compression)\n", c.ValueSize, int(float64(c.ValueSize)*c.CompressionRatio+0.5))
 	fmt.Fprintf(w, "Entries:    %d\n", c.Num)
+	fmt.Fprintf(w, "Prefix:    %d bytes\n", c.Engine.PrefixSize)
+	fmt.Fprintf(w, "Keys per prefix:    %d\n", c.KeysPerPrefix)
 	fmt.Fprintf(w, "RawSize:    %.1f MB (estimated)\n", raw)
 	fmt.Fprintf(w, "FileSize:   %.1f MB (estimated)\n", file)
 	fmt.Fprintf(w, "Compression: %s\n", c.Engine.Compression)

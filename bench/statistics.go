@@ -132,6 +132,8 @@ func (s *opStats) merge(o *opStats) {
 var tickerOrder = []string{
 	"rocksdb.block.cache.miss",
 	"rocksdb.block.cache.hit",
+	"rocksdb.bloom.filter.useful",
+	"rocksdb.bloom.filter.full.positive",
 	"rocksdb.number.keys.written",
 	"rocksdb.number.keys.read",
 	"rocksdb.bytes.written",
@@ -145,6 +147,8 @@ var tickerOrder = []string{
 	"rocksdb.db.iter.bytes.read",
 	"rocksdb.no.file.opens",
 	"rocksdb.stall.micros",
+	"rocksdb.bloom.filter.prefix.checked",
+	"rocksdb.bloom.filter.prefix.useful",
 	"rocksdb.wal.bytes",
 	"rocksdb.write.wal",
 	"rocksdb.compact.read.bytes",

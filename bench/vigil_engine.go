@@ -63,6 +63,9 @@ func VigilOptions(o EngineOptions) (*vigil.Options, error) {
 	if o.MaxOpenFiles < 0 {
 		opts.MaxOpenFiles = unlimitedOpenFiles
 	}
+	if o.PrefixSize > 0 {
+		opts.Comparer = vigil.FixedPrefixComparer(o.PrefixSize)
+	}
 	if o.CacheSize <= 0 {
 		opts.BlockCacheSize = -1
 	}
@@ -194,7 +197,14 @@ func (e *vigilEngine) Get(key []byte, buf *[]byte) (bool, int, error) {
 	return true, len(v), nil
 }
 
+// NewIter returns a *vigil.Iterator, a ReverseSeeker and (under a prefix
+// extractor) a PrefixSeeker.
 func (e *vigilEngine) NewIter() (Iter, error) { return e.db.NewIter(nil) }
+
+// NewPrefixIter implements PrefixEngine with IterOptions.Prefix.
+func (e *vigilEngine) NewPrefixIter(prefix []byte) (Iter, error) {
+	return e.db.NewIter(&vigil.IterOptions{Prefix: prefix})
+}
 
 func (e *vigilEngine) Flush() error { return e.db.Flush() }
 
@@ -226,14 +236,20 @@ func (b *vigilBatch) Commit(sync bool) error {
 func (e *vigilEngine) Tickers() map[string]int64 {
 	m := e.db.Metrics()
 	return map[string]int64{
-		"rocksdb.block.cache.miss":    m.BlockCache.Misses,
-		"rocksdb.block.cache.hit":     m.BlockCache.Hits,
-		"rocksdb.no.file.opens":       m.TableCache.Misses,
-		"rocksdb.stall.micros":        m.Stall.Duration.Microseconds(),
-		"rocksdb.wal.bytes":           m.WAL.BytesWritten,
-		"rocksdb.write.wal":           m.WAL.Records,
-		"rocksdb.compact.read.bytes":  m.Compact.ReadBytes,
-		"rocksdb.compact.write.bytes": m.Compact.WriteBytes,
-		"rocksdb.flush.write.bytes":   m.Flush.Bytes,
+		"rocksdb.block.cache.miss": m.BlockCache.Misses,
+		"rocksdb.block.cache.hit":  m.BlockCache.Hits,
+		// RocksDB counts a point read's filter check as useful when the
+		// filter answers "absent" and as full.positive otherwise.
+		"rocksdb.bloom.filter.useful":         m.Filter.Useful,
+		"rocksdb.bloom.filter.full.positive":  m.Filter.Checked - m.Filter.Useful,
+		"rocksdb.bloom.filter.prefix.checked": m.Filter.PrefixChecked,
+		"rocksdb.bloom.filter.prefix.useful":  m.Filter.PrefixUseful,
+		"rocksdb.no.file.opens":               m.TableCache.Misses,
+		"rocksdb.stall.micros":                m.Stall.Duration.Microseconds(),
+		"rocksdb.wal.bytes":                   m.WAL.BytesWritten,
+		"rocksdb.write.wal":                   m.WAL.Records,
+		"rocksdb.compact.read.bytes":          m.Compact.ReadBytes,
+		"rocksdb.compact.write.bytes":         m.Compact.WriteBytes,
+		"rocksdb.flush.write.bytes":           m.Flush.Bytes,
 	}
 }

@@ -49,6 +49,8 @@ type threadState struct {
 	keys     *KeyGen
 	values   *ValueGenerator
 	valBuf   []byte // reused by Get
+	target   []byte // seekrandom's scratch for SeekForPrev's target
+	inPrefix inPrefixIter
 	batch    WriteBatch
 	progress func(n int64)
 	pending  int64
@@ -405,27 +407,29 @@ func doRead(r *Runner, e Engine, t *threadState, keyRange int64, missing, pickDB
 // seekRandom is db_bench's SeekRandom: a new iterator per seek (db_bench
 // without --use_tailing_iterator), one draw per seek; a seek is found when
 // it lands on the key sought; --seek_nexts steps follow, and only they
-// count bytes.
+// count bytes. Under a prefix extractor the seeks are db_bench's read
+// options' (seekMode), and --seek_missing_prefix seeks keys of prefixes
+// no key has.
 func seekRandom(r *Runner, e Engine, t *threadState) error {
 	lim := r.newLimiter(r.reads(), true)
 	n := uint64(max(r.cfg.Num, 1))
 	timing := t.timing() || t.st != nil
+	mode := r.cfg.seekMode()
+	missingPrefix := r.seekMissingPrefix()
 	var start time.Time
-	var target []byte
 	for !lim.done(1) {
 		k := t.keys.Key(t.rng.Next() % n)
+		if missingPrefix {
+			// db_bench's GenerateKeyFromIntForSeek: byte 8 is a '0' of
+			// the prefix's padding in every key; '1' is no key's.
+			k[8] = '1'
+		}
 		if timing {
 			start = time.Now()
 		}
-		it, err := e.NewIter()
+		it, valid, err := r.openSeek(e, k, mode, t)
 		if err != nil {
 			return err
-		}
-		var valid bool
-		if r.cfg.ReverseIterator {
-			valid, target = seekForPrev(it, k, target)
-		} else {
-			valid = it.SeekGE(k)
 		}
 		t.st.seeked(valid, it, start)
 		if valid && bytes.Equal(it.Key(), k) {
@@ -473,7 +477,8 @@ func seekForPrev(it Iter, k, buf []byte) (bool, []byte) {
 func readSeq(r *Runner, e Engine, t *threadState) error     { return scan(r, e, t, true) }
 func readReverse(r *Runner, e Engine, t *threadState) error { return scan(r, e, t, false) }
 
-// scan reads min(--reads, entries) entries in order from one iterator.
+// scan reads min(--reads, entries) entries in order from one iterator
+// (under --prefix_same_as_start, of the first key's prefix: scanInPrefix).
 func scan(r *Runner, e Engine, t *threadState, forward bool) error {
 	it, err := e.NewIter()
 	if err != nil {
@@ -491,6 +496,11 @@ func scan(r *Runner, e Engine, t *threadState, forward bool) error {
 		valid = it.Last()
 	}
 	t.st.seeked(valid, it, start)
+	if valid && r.cfg.scanInPrefix() {
+		// prefix_same_as_start: the first key's prefix is the iterator's.
+		n := r.cfg.Engine.PrefixSize
+		it = t.inPrefix.wrap(it, prefixOf(it.Key(), n), n)
+	}
 	reads := r.reads()
 	var n, nbytes int64
 	for valid && n < reads {
@@ -729,7 +739,7 @@ func (r *Runner) newThreadStates(b dbBench, readers int, bar *progress) []*threa
 		st := &threadState{
 			id:     i,
 			rng:    newRandom64(r.seed + r.threadSeq),
-			keys:   NewKeyGen(r.cfg.KeyShape, r.cfg.KeySize),
+			keys:   r.newKeyGen(),
 			valBuf: paddedBuf(0, r.cfg.ValueSize),
 			values: NewValueGenerator(r.cfg.CompressionRatio, r.valueBufferSize()),
 			wlimit: wlimit,

@@ -48,6 +48,7 @@ func TestFailLoudly(t *testing.T) {
 		{[]string{"db", "get", "--db"}, 2, `vigil db get: flag needs an argument: --db`},
 		{[]string{"--bogus"}, 2, `vigil: unknown flag: --bogus`},
 		{[]string{"kvbench", "--bogus"}, 2, `vigil kvbench: unknown flag --bogus...`},
+		{[]string{"kvbench", "--prefix_size=17"}, 2, `vigil kvbench: --prefix_size=17 is larger than the key size (16 bytes)`},
 		{[]string{"kvbench", "--benchmarks=mergerandom"}, 1, `vigil: kvbench: mergerandom: --merge_operator must be specified (uint64add or put), as db_bench requires`},
 		{[]string{"db", "get", "--db", missing, "k"}, 1, `vigil: invalid argument: DB ` + missing + ` does not exist...`},
 		{[]string{"sst", "verify", missing}, 1, `vigil: open ` + missing + `: no such file or directory`},
