@@ -190,8 +190,12 @@ func TestPrefixIteration(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			before := db.Metrics().Filter
 			if it.SeekPrefixGE(key(40, 0)) {
 				t.Fatalf("SeekPrefixGE of an absent prefix at %q", it.Key())
+			}
+			if after := db.Metrics().Filter; after.PrefixUseful == before.PrefixUseful {
+				t.Fatalf("SeekPrefixGE of an absent prefix: no table skipped by its filter (%+v)", after)
 			}
 			if !it.SeekPrefixGE(key(5, 3)) || rc.Compare(rc.Prefix(it.Key()), rc.Prefix(key(5, 0))) != 0 {
 				t.Fatalf("SeekPrefixGE(%q) at %q", key(5, 3), it.Key())

@@ -164,6 +164,15 @@ func checkIterCmp(t *testing.T, c *Comparer, key func(*rand.Rand, int) []byte, i
 				t.Fatalf("%s: stepping after SeekGE(%s): valid=%v key=%q want %q (err %v)", what, k, it.Valid(), it.Key(), want[pos], it.Error())
 			}
 		}
+		if c.Split != nil {
+			// SeekPrefixGE: the first key >= k of k's prefix, if any (the
+			// sources whose filters exclude the prefix stay unread).
+			i := search(k)
+			want1 := i < len(want) && c.Equal(c.Prefix([]byte(want[i])), c.Prefix(k))
+			if it.SeekPrefixGE(k) != want1 || (want1 && string(it.Key()) != want[i]) {
+				t.Fatalf("%s: SeekPrefixGE(%x): valid=%v key=%x, want %v (err %v)", what, k, it.Valid(), it.Key(), want1, it.Error())
+			}
+		}
 		lt := search(k) - 1
 		if it.SeekLT(k) != (lt >= 0) || (lt >= 0 && string(it.Key()) != want[lt]) {
 			t.Fatalf("%s: SeekLT(%s): valid=%v key=%q, want index %d", what, k, it.Valid(), it.Key(), lt)

@@ -164,7 +164,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 				if err != nil {
 					return fail(err)
 				}
-				children = append(children, &tableIter{InternalIterator: h.reader.NewIterWithOptions(it.lower, it.upper, ro), h: h})
+				children = append(children, &tableIter{InternalIterator: h.reader.NewIterWithOptions(it.lower, it.upper, ro), h: h, filter: ro.Filter})
 			}
 			continue
 		}
@@ -184,14 +184,26 @@ func cloneOrNil(b []byte) []byte {
 }
 
 // tableIter is a table's iterator holding its table cache reference.
+// filter counts its prefix probes (nil: none).
 type tableIter struct {
 	base.InternalIterator
-	h *tableEntry
+	h      *tableEntry
+	filter *sst.FilterStats
 }
 
 // mayHoldUserKey reports whether the table's filter may contain userKey
 // (see mergingIter.SeekGE).
 func (t *tableIter) mayHoldUserKey(userKey []byte) bool { return t.h.reader.MayContain(userKey) }
+
+// mayHoldPrefix reports whether the table's prefix filter may hold a key
+// of prefix (see mergingIter.SeekPrefixGE).
+func (t *tableIter) mayHoldPrefix(prefix, _ []byte) bool {
+	may := t.h.reader.MayContainPrefix(prefix)
+	if t.h.reader.Properties().PrefixFilter {
+		t.filter.CountPrefix(!may)
+	}
+	return may
+}
 
 func (t *tableIter) Close() error {
 	err := t.InternalIterator.Close()

@@ -103,7 +103,7 @@ func (it *Iterator) SeekPrefixGE(key []byte) bool {
 		it.valid = false
 		return false
 	}
-	if !it.SeekGE(key) {
+	if !it.seekPrefixGE(p, key) {
 		return false
 	}
 	if !c.Eq(c.Prefix(it.key), p) {
@@ -111,4 +111,25 @@ func (it *Iterator) SeekPrefixGE(key []byte) bool {
 		return false
 	}
 	return true
+}
+
+// seekPrefixGE is SeekGE for SeekPrefixGE: over several sources it lets
+// the sources whose filters exclude prefix p stay unread
+// (mergingIter.SeekPrefixGE).
+func (it *Iterator) seekPrefixGE(p, key []byte) bool {
+	m, ok := it.iter.(*mergingIter)
+	if !ok || it.ov != nil {
+		return it.SeekGE(key)
+	}
+	it.err = nil
+	it.forward = true
+	if it.lower != nil && it.cmp.Cmp(key, it.lower) < 0 {
+		key = it.lower
+	}
+	if it.upper != nil && it.cmp.Cmp(key, it.upper) >= 0 {
+		it.valid = false
+		return false
+	}
+	m.SeekPrefixGE(p, key)
+	return it.inPrefix(it.findNextEntry(nil))
 }

@@ -142,6 +142,35 @@ func (l *levelIter) mayHoldUserKey(userKey []byte) bool {
 	return l.h.reader.MayContain(userKey)
 }
 
+// mayHoldPrefix reports whether the level may hold an entry at or after
+// key (a key of prefix) with that prefix: only the file that can hold key
+// can, unless the prefix's keys run on past its end (then it cannot say
+// no), and only if its prefix filter may hold prefix. See
+// mergingIter.SeekPrefixGE.
+func (l *levelIter) mayHoldPrefix(prefix, key []byte) bool {
+	c := l.tables.cmp
+	i := manifest.FindFile(c, l.files, key)
+	if i == len(l.files) {
+		return false
+	}
+	if c.Eq(c.Prefix(l.files[i].Largest.UserKey), prefix) {
+		return true // the prefix may go on in the next file
+	}
+	if c.Cmp(c.Prefix(l.files[i].Smallest.UserKey), prefix) > 0 {
+		return false // the file starts past the prefix
+	}
+	if !l.open(i) {
+		l.err = nil
+		return true
+	}
+	r := l.h.reader
+	may := r.MayContainPrefix(prefix)
+	if r.Properties().PrefixFilter {
+		l.ro.Filter.CountPrefix(!may)
+	}
+	return may
+}
+
 func (l *levelIter) SeekGE(key []byte) bool {
 	l.err = nil
 	return l.forwardFrom(manifest.FindFile(l.tables.cmp, l.files, key), func(it base.InternalIterator) bool { return it.SeekGE(key) })

@@ -45,6 +45,9 @@ type mergingIter struct {
 // user key: table iterators (L0) and level iterators.
 type userKeyFilter interface {
 	mayHoldUserKey(userKey []byte) bool
+	// mayHoldPrefix reports whether the child may hold an entry at or
+	// after key (a key of prefix) with that prefix.
+	mayHoldPrefix(prefix, key []byte) bool
 }
 
 func newMergingIter(cmp *base.Comparer, children []base.InternalIterator) *mergingIter {
@@ -165,6 +168,33 @@ func (m *mergingIter) SeekGE(key []byte) bool {
 		return true
 	}
 	return m.unpark()
+}
+
+// SeekPrefixGE is SeekGE for a seek that wants only keys of prefix, key's
+// prefix: the children whose filters say they hold no entry of the prefix
+// at or after key stay parked even when no other child holds one (every
+// entry they hold at or after key then sorts after the prefix's, so the
+// caller's first entry past the prefix ends its seek). The next move
+// unparks them, as after SeekGE.
+func (m *mergingIter) SeekPrefixGE(prefix, key []byte) bool {
+	if len(m.children) == 1 {
+		return m.SeekGE(key)
+	}
+	m.err = nil
+	m.clearParked()
+	for i, c := range m.children {
+		if f := m.filters[i]; f != nil && !f.mayHoldPrefix(prefix, key) {
+			m.parked[i] = true
+			m.nParked++
+			continue
+		}
+		c.SeekGE(key)
+	}
+	ok := m.rebuild(true)
+	if m.nParked > 0 && m.err == nil {
+		m.deferKey = append(m.deferKey[:0], key...)
+	}
+	return ok
 }
 
 // unpark seeks the parked children to deferKey and rebuilds the heap with

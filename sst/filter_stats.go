@@ -28,6 +28,15 @@ type filterShard struct {
 
 func (s *FilterStats) shard() *filterShard { return &s.shards[rand.Uint32()%filterShards] }
 
+// CountPrefix counts a prefix probe made outside this package (a DB's
+// prefix seek asking Reader.MayContainPrefix); useful if it excluded the
+// table. A nil s counts nothing.
+func (s *FilterStats) CountPrefix(useful bool) {
+	if s != nil {
+		s.prefix(useful)
+	}
+}
+
 // point counts one point read's filter probe; useful if it excluded the
 // table.
 func (s *FilterStats) point(useful bool) {
