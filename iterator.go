@@ -468,8 +468,8 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 	iter := it.iter
 	for iter.Valid() {
 		k := iter.Key()
-		if prev != nil {
-			if c := it.compare(k.UserKey, prev); c >= 0 && it.paranoid {
+		if prev != nil && it.paranoid {
+			if c := it.compare(k.UserKey, prev); c >= 0 {
 				return it.fail(base.CorruptionErrorf("iterator: keys out of order going backward: %s then %s",
 					base.HexKey(prev), base.HexKey(k.UserKey)))
 			}

@@ -60,10 +60,20 @@ func prefixEnd(p []byte) []byte {
 }
 
 // inPrefix ends a positioning step that landed on a key of another prefix
-// than the iterator's: ok, unless it did.
+// than the iterator's: ok, unless it did. Every step of every iterator
+// calls it, so it stays small enough to be inlined; the check is
+// checkPrefix.
 func (it *Iterator) inPrefix(ok bool) bool {
-	if !ok || it.prefix == nil || it.cmp.Eq(it.cmp.Prefix(it.key), it.prefix) {
+	if !ok || it.prefix == nil {
 		return ok
+	}
+	return it.checkPrefix()
+}
+
+// checkPrefix is inPrefix's check for a valid prefix iterator.
+func (it *Iterator) checkPrefix() bool {
+	if it.cmp.Eq(it.cmp.Prefix(it.key), it.prefix) {
+		return true
 	}
 	it.valid = false
 	return false
