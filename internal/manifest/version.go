@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -174,6 +175,14 @@ func (v *Version) Overlaps(level int, start, end []byte) []*FileMetadata {
 // FindFile returns the index of the first file in a sorted level (L1+) whose
 // largest bound is >= key under c, i.e. the only file that can contain key.
 func FindFile(c *base.Comparer, files []*FileMetadata, key []byte) int {
+	if c.IsBytewise() {
+		// Every Get searches every level: bytes.Compare inline
+		// (Comparer.Cmp is a call).
+		return sort.Search(len(files), func(i int) bool {
+			r := bytes.Compare(files[i].Largest.UserKey, key)
+			return r > 0 || (r == 0 && !files[i].LargestIsExclusive())
+		})
+	}
 	return sort.Search(len(files), func(i int) bool {
 		r := c.Cmp(files[i].Largest.UserKey, key)
 		return r > 0 || (r == 0 && !files[i].LargestIsExclusive())
