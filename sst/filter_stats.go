@@ -12,9 +12,10 @@ import (
 // reads (vigil.Metrics.Filter).
 //
 // Concurrency: safe for concurrent use. The counts are spread over shards,
-// each on a cache line of its own, picked at random per count, so that
-// readers on different processors do not take turns owning one line (a
-// single atomic counter cost 2-thread Gets a cache miss per table probed).
+// each on a cache line of its own, picked by the table's number (at random
+// for CountPrefix), so that readers of different tables on different
+// processors do not take turns owning one line (a single atomic counter
+// cost 2-thread Gets a cache miss per table probed).
 type FilterStats struct {
 	shards [filterShards]filterShard
 }
@@ -26,31 +27,31 @@ type filterShard struct {
 	_                                            [32]byte // to 64 bytes
 }
 
-func (s *FilterStats) shard() *filterShard { return &s.shards[rand.Uint32()%filterShards] }
+func (s *FilterStats) shard(k uint64) *filterShard { return &s.shards[k%filterShards] }
 
 // CountPrefix counts a prefix probe made outside this package (a DB's
 // prefix seek asking Reader.MayContainPrefix); useful if it excluded the
 // table. A nil s counts nothing.
 func (s *FilterStats) CountPrefix(useful bool) {
 	if s != nil {
-		s.prefix(useful)
+		s.prefix(uint64(rand.Uint32()), useful)
 	}
 }
 
-// point counts one point read's filter probe; useful if it excluded the
-// table.
-func (s *FilterStats) point(useful bool) {
-	sh := s.shard()
+// point counts one point read's filter probe of table k; useful if it
+// excluded the table.
+func (s *FilterStats) point(k uint64, useful bool) {
+	sh := s.shard(k)
 	sh.checked.Add(1)
 	if useful {
 		sh.useful.Add(1)
 	}
 }
 
-// prefix counts one prefix scan's filter probe; useful if it excluded the
-// table.
-func (s *FilterStats) prefix(useful bool) {
-	sh := s.shard()
+// prefix counts one prefix scan's filter probe of table k; useful if it
+// excluded the table.
+func (s *FilterStats) prefix(k uint64, useful bool) {
+	sh := s.shard(k)
 	sh.prefixChecked.Add(1)
 	if useful {
 		sh.prefixUseful.Add(1)

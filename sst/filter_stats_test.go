@@ -14,8 +14,8 @@ func TestFilterStatsTotals(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 1000; i++ {
-				s.point(i%4 == 0)
-				s.prefix(i%2 == 0)
+				s.point(uint64(i), i%4 == 0)
+				s.prefix(uint64(i), i%2 == 0)
 			}
 		}()
 	}

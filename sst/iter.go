@@ -82,7 +82,7 @@ func (r *Reader) NewIterWithOptions(lower, upper []byte, o ReadOptions) Internal
 	if o.Prefix != nil && r.hasFilter && r.props.PrefixFilter {
 		may := r.filter.mayContain(filterHash(o.Prefix))
 		if o.Filter != nil {
-			o.Filter.prefix(!may)
+			o.Filter.prefix(r.fid.num, !may)
 		}
 		if !may {
 			return emptyIter{}

@@ -723,7 +723,7 @@ func (r *Reader) GetRefWithOptions(userKey []byte, snapSeq uint64, o ReadOptions
 			may = r.filter.mayContain(filterHash(userKey))
 		}
 		if o.Filter != nil {
-			o.Filter.point(!may)
+			o.Filter.point(r.fid.num, !may)
 		}
 		if !may {
 			return nil, 0, 0, false, CacheHandle{}, nil

@@ -79,6 +79,19 @@ func (m *FileMetadata) LargestIsExclusive() bool {
 // OverlapsUserRange reports whether the file may hold keys in [start, end]
 // (end inclusive; nil = unbounded) under c, the DB's (resolved) comparer.
 func (m *FileMetadata) OverlapsUserRange(c *base.Comparer, start, end []byte) bool {
+	if c.IsBytewise() {
+		// Every Get asks every level: bytes.Compare inline.
+		if end != nil && bytes.Compare(m.Smallest.UserKey, end) > 0 {
+			return false
+		}
+		if start != nil {
+			r := bytes.Compare(m.Largest.UserKey, start)
+			if r < 0 || (r == 0 && m.LargestIsExclusive()) {
+				return false
+			}
+		}
+		return true
+	}
 	if end != nil && c.Cmp(m.Smallest.UserKey, end) > 0 {
 		return false
 	}
