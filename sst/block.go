@@ -364,21 +364,10 @@ func compareIKey(k, ukey []byte, trailer uint64) int {
 // Writer's, Verify's, Salvage's, the range-del decoder's): for the default
 // comparer they cost what they did before comparers.
 func compareEncoded(cmp *base.Comparer, a, b []byte) int {
-	na, nb := len(a)-base.TrailerLen, len(b)-base.TrailerLen
-	if !cmp.IsBytewise() || na < 0 || nb < 0 {
-		return cmp.CompareEncoded(a, b)
+	if cmp.IsBytewise() {
+		return base.CompareEncoded(a, b)
 	}
-	if c := bytes.Compare(a[:na], b[:nb]); c != 0 {
-		return c
-	}
-	ta, tb := binary.LittleEndian.Uint64(a[na:]), binary.LittleEndian.Uint64(b[nb:])
-	switch {
-	case ta > tb:
-		return -1
-	case ta < tb:
-		return 1
-	}
-	return 0
+	return cmp.CompareEncoded(a, b)
 }
 
 // compareIKeyFunc is compareIKey with user keys ordered by compare.

@@ -153,13 +153,7 @@ func (c *Comparer) CompareInternal(a, b InternalKey) int {
 	if r := c.Cmp(a.UserKey, b.UserKey); r != 0 {
 		return r
 	}
-	switch {
-	case a.Trailer > b.Trailer:
-		return -1
-	case a.Trailer < b.Trailer:
-		return 1
-	}
-	return 0
+	return CompareTrailers(a.Trailer, b.Trailer)
 }
 
 // CompareEncoded orders two encoded internal keys like CompareInternal.
@@ -174,14 +168,7 @@ func (c *Comparer) CompareEncoded(a, b []byte) int {
 	if r := c.Cmp(a[:na], b[:nb]); r != 0 {
 		return r
 	}
-	ta, tb := binary.LittleEndian.Uint64(a[na:]), binary.LittleEndian.Uint64(b[nb:])
-	switch {
-	case ta > tb:
-		return -1
-	case ta < tb:
-		return 1
-	}
-	return 0
+	return CompareTrailers(binary.LittleEndian.Uint64(a[na:]), binary.LittleEndian.Uint64(b[nb:]))
 }
 
 // BytewiseAbbreviatedKey is the bytewise order's abbreviation: the key's

@@ -135,10 +135,16 @@ func CompareInternal(a, b InternalKey) int {
 	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
 		return c
 	}
+	return CompareTrailers(a.Trailer, b.Trailer)
+}
+
+// CompareTrailers orders the trailers of two versions of one user key:
+// descending, the newest (largest seqnum, then kind) first.
+func CompareTrailers(a, b uint64) int {
 	switch {
-	case a.Trailer > b.Trailer:
+	case a > b:
 		return -1
-	case a.Trailer < b.Trailer:
+	case a < b:
 		return 1
 	}
 	return 0
@@ -155,12 +161,5 @@ func CompareEncoded(a, b []byte) int {
 	if c := bytes.Compare(a[:na], b[:nb]); c != 0 {
 		return c
 	}
-	ta, tb := binary.LittleEndian.Uint64(a[na:]), binary.LittleEndian.Uint64(b[nb:])
-	switch {
-	case ta > tb:
-		return -1
-	case ta < tb:
-		return 1
-	}
-	return 0
+	return CompareTrailers(binary.LittleEndian.Uint64(a[na:]), binary.LittleEndian.Uint64(b[nb:]))
 }
