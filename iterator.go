@@ -198,11 +198,7 @@ func (t *tableIter) mayHoldUserKey(userKey []byte) bool { return t.h.reader.MayC
 // mayHoldPrefix reports whether the table's prefix filter may hold a key
 // of prefix (see mergingIter.SeekPrefixGE).
 func (t *tableIter) mayHoldPrefix(prefix, _ []byte) bool {
-	may := t.h.reader.MayContainPrefix(prefix)
-	if t.h.reader.Properties().PrefixFilter {
-		t.filter.CountPrefix(!may)
-	}
-	return may
+	return t.h.reader.MayContainPrefixCounted(prefix, t.filter)
 }
 
 func (t *tableIter) Close() error {

@@ -163,12 +163,7 @@ func (l *levelIter) mayHoldPrefix(prefix, key []byte) bool {
 		l.err = nil
 		return true
 	}
-	r := l.h.reader
-	may := r.MayContainPrefix(prefix)
-	if r.Properties().PrefixFilter {
-		l.ro.Filter.CountPrefix(!may)
-	}
-	return may
+	return l.h.reader.MayContainPrefixCounted(prefix, l.ro.Filter)
 }
 
 func (l *levelIter) SeekGE(key []byte) bool {

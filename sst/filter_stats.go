@@ -1,9 +1,6 @@
 package sst
 
-import (
-	"math/rand/v2"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // FilterStats counts what the bloom filters of the tables read with it
 // (ReadOptions.Filter) answered: point reads that asked a table's filter
@@ -12,8 +9,7 @@ import (
 // reads (vigil.Metrics.Filter).
 //
 // Concurrency: safe for concurrent use. The counts are spread over shards,
-// each on a cache line of its own, picked by the table's number (at random
-// for CountPrefix), so that readers of different tables on different
+// each on a cache line of its own, picked by the table's number, so that readers of different tables on different
 // processors do not take turns owning one line (a single atomic counter
 // cost 2-thread Gets a cache miss per table probed).
 type FilterStats struct {
@@ -28,15 +24,6 @@ type filterShard struct {
 }
 
 func (s *FilterStats) shard(k uint64) *filterShard { return &s.shards[k%filterShards] }
-
-// CountPrefix counts a prefix probe made outside this package (a DB's
-// prefix seek asking Reader.MayContainPrefix); useful if it excluded the
-// table. A nil s counts nothing.
-func (s *FilterStats) CountPrefix(useful bool) {
-	if s != nil {
-		s.prefix(uint64(rand.Uint32()), useful)
-	}
-}
 
 // point counts one point read's filter probe of table k; useful if it
 // excluded the table.

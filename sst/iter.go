@@ -79,14 +79,8 @@ func (r *Reader) NewIter(lower, upper []byte) InternalIterator {
 // a table whose prefix filter excludes the prefix gives an empty iterator
 // that reads nothing (see ReadOptions.Prefix).
 func (r *Reader) NewIterWithOptions(lower, upper []byte, o ReadOptions) InternalIterator {
-	if o.Prefix != nil && r.hasFilter && r.props.PrefixFilter {
-		may := r.filter.mayContain(filterHash(o.Prefix))
-		if o.Filter != nil {
-			o.Filter.prefix(r.fid.num, !may)
-		}
-		if !may {
-			return emptyIter{}
-		}
+	if o.Prefix != nil && !r.MayContainPrefixCounted(o.Prefix, o.Filter) {
+		return emptyIter{}
 	}
 	i := iterPool.Get().(*tableIter)
 	raw, dec, bi := i.raw, i.dec, i.bi

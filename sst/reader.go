@@ -675,11 +675,20 @@ func (r *Reader) prefixOfMayContain(userKey []byte) bool {
 // prefix filter: false is certain, so a scan of that prefix can skip the
 // table (see ReadOptions.Prefix). Without a filter, or with one of whole
 // keys, which cannot answer for a prefix, it is true.
-func (r *Reader) MayContainPrefix(prefix []byte) bool {
+func (r *Reader) MayContainPrefix(prefix []byte) bool { return r.MayContainPrefixCounted(prefix, nil) }
+
+// MayContainPrefixCounted is MayContainPrefix counting the probe in stats
+// (nil: not counted) when the table has a prefix filter: the one probe of a
+// prefix scan (ReadOptions.Prefix) and of a DB's prefix seek.
+func (r *Reader) MayContainPrefixCounted(prefix []byte, stats *FilterStats) bool {
 	if !r.hasFilter || !r.props.PrefixFilter {
 		return true
 	}
-	return r.filter.mayContain(filterHash(prefix))
+	may := r.filter.mayContain(filterHash(prefix))
+	if stats != nil {
+		stats.prefix(r.fid.num, !may)
+	}
+	return may
 }
 
 // Get returns the newest point entry of userKey with seqnum <= snapSeq: its
