@@ -55,7 +55,7 @@ func (o *Options) validateComparer(add func(format string, args ...any)) {
 		add("%s", p)
 		return
 	}
-	if c.Name == base.BytewiseComparerName && !c.Resolve().IsBytewise() || c.Name == base.BytewiseComparerName && c.Split != nil {
+	if c.Name == base.BytewiseComparerName && (c.Split != nil || !c.Resolve().IsBytewise()) {
 		add("Comparer named %q is not DefaultComparer: that name is the default order's, and a DB recording it opens without a Comparer; give yours a name of its own", c.Name)
 	}
 }

@@ -86,7 +86,7 @@ func NewExternalWriter(fs vfs.FS, path string, opts *ExternalWriterOptions) (*Ex
 	if err != nil {
 		return nil, fmt.Errorf("vigil: creating external table %s: %w", path, err)
 	}
-	return &ExternalWriter{fs: fs, path: path, cmp: o.Comparer.Resolve(), w: sst.NewWriter(f, wo)}, nil
+	return &ExternalWriter{fs: fs, path: path, cmp: wo.Comparer, w: sst.NewWriter(f, wo)}, nil
 }
 
 // sstOptions applies the DB's defaults to o, validates it with the DB's

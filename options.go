@@ -1,6 +1,7 @@
 package vigil
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -548,7 +549,7 @@ func (o *Options) String() string {
 	p("compression", o.Compression)
 	p("zstd_level", o.ZstdLevel)
 	p("format_version", o.FormatVersion)
-	p("comparator", o.Comparer.Resolve().Name)
+	p("comparator", cmp.Or(o.Comparer, DefaultComparer).Name)
 	if o.Merger != nil {
 		p("merge_operator", o.Merger.Name)
 	}

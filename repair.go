@@ -166,8 +166,10 @@ func (lr LostRange) Contains(k []byte) bool { return lr.ContainsUnder(nil, k) }
 // ContainsUnder reports whether user key k lies in the range in c's order
 // (nil: DefaultComparer), the DB's Options.Comparer.
 func (lr LostRange) ContainsUnder(c *Comparer, k []byte) bool {
-	c = c.Resolve()
-	return (lr.First == nil || c.Cmp(k, lr.First) >= 0) && (lr.Last == nil || c.Cmp(k, lr.Last) <= 0)
+	if c == nil {
+		c = DefaultComparer
+	}
+	return (lr.First == nil || c.Compare(k, lr.First) >= 0) && (lr.Last == nil || c.Compare(k, lr.Last) <= 0)
 }
 
 // String renders the range with its bounds in hex.
