@@ -158,7 +158,7 @@ func (d *DB) apply(b *Batch, o *WriteOptions, check func() error) error {
 	seq := d.sequence(n)
 	b.setSeqNum(seq)
 	mem.lastSeq.Store(seq + n - 1)
-	slot, err := d.logCommit(seq, n, b.data)
+	slot, err := d.logCommit(seq, n, b.data, syncWAL)
 	if err != nil {
 		d.commitMu.Unlock()
 		return d.walFailed(err)
@@ -410,13 +410,21 @@ func (d *DB) sequence(n uint64) uint64 {
 // is held since sequence, so WAL order is seqnum order and tickets follow
 // both. On a WAL write failure nothing is enqueued and the WAL's error is
 // returned: the caller makes the DB read-only with walFailed (or
-// walFailedLocked, holding d.mu).
-func (d *DB) logCommit(seq, n uint64, rec []byte) (commitSlot, error) {
+// walFailedLocked, holding d.mu). toSync says the caller waits for the
+// record to be durable right after releasing commitMu (Apply with
+// WriteOptions.Sync), so the WAL's flusher is left for that sync to spare
+// (wal.Writer.WriteRecordToSync).
+func (d *DB) logCommit(seq, n uint64, rec []byte, toSync bool) (commitSlot, error) {
 	s := commitSlot{seq: seq}
 	if !d.opts.DisableWAL {
 		s.walW = d.wal.live
 		var err error
-		if s.walEnd, err = s.walW.WriteRecord(rec); err != nil {
+		if toSync {
+			s.walEnd, err = s.walW.WriteRecordToSync(rec)
+		} else {
+			s.walEnd, err = s.walW.WriteRecord(rec)
+		}
+		if err != nil {
 			return commitSlot{}, err
 		}
 		d.wal.bytes.Add(int64(len(rec)))
@@ -562,7 +570,7 @@ func (d *DB) queueFlushable(b *Batch, fb *flushableBatch, need int) (commitSlot,
 	seq := d.sequence(uint64(b.count))
 	b.setSeqNum(seq)
 	fb.setSeq(seq)
-	slot, err := d.logCommit(seq, uint64(b.count), b.data)
+	slot, err := d.logCommit(seq, uint64(b.count), b.data, false)
 	if err == nil && !d.opts.DisableWAL {
 		if memLog, err = d.switchWALLocked(); err != nil {
 			d.pub.fail(slot.ticket) // never visible: its WAL did not close

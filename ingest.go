@@ -639,7 +639,7 @@ func (d *DB) ingestTakeSeqnums(spans []keySpan, n uint64) (slot commitSlot, wait
 	defer d.mu.Unlock()
 	seq := d.sequence(n)
 	d.mem.lastSeq.Store(seq + n - 1)
-	slot, err = d.logCommit(seq, n, encodeWALIngest(seq, seq+n-1))
+	slot, err = d.logCommit(seq, n, encodeWALIngest(seq, seq+n-1), false)
 	if err != nil {
 		return commitSlot{}, nil, d.walFailedLocked(err)
 	}

@@ -81,9 +81,13 @@ func TestReserveAhead(t *testing.T) {
 	}
 }
 
-// TestSyncToAfter: the work runs once, while the sync it waits for is in
-// progress, and also when there is nothing to sync or the writer failed.
+// TestSyncToAfter: when the flusher makes the round, the work runs once,
+// while the sync it waits for is in progress, and also when there is
+// nothing to sync or the writer failed. (The caller's own rounds:
+// TestSyncDirect.)
 func TestSyncToAfter(t *testing.T) {
+	defer func(v bool) { directRounds = v }(directRounds)
+	directRounds = false
 	fs := vfs.NewMem()
 	f, _ := fs.Create("log")
 	cf := &countingFile{File: f, gate: make(chan struct{}), inSync: make(chan struct{}, 1)}
