@@ -53,6 +53,7 @@ type tableIter struct {
 	ikey         InternalKey
 	err          error
 	raw, dec     []byte // scratch block buffers when there is no cache
+	ra           readahead
 	// blockRef holds the cached block loaded in bi (the zero Handle when
 	// the block is in raw/dec, or none is loaded).
 	blockRef CacheHandle
@@ -83,8 +84,9 @@ func (r *Reader) NewIterWithOptions(lower, upper []byte, o ReadOptions) Internal
 		return emptyIter{}
 	}
 	i := iterPool.Get().(*tableIter)
-	raw, dec, bi := i.raw, i.dec, i.bi
-	*i = tableIter{r: r, cmp: r.cmp, lower: lower, upper: upper, blockIdx: -1, raw: raw, dec: dec, seqBits: r.globalSeq << 8, skipChecksums: o.SkipChecksums}
+	raw, dec, bi, ra := i.raw, i.dec, i.bi, i.ra
+	*i = tableIter{r: r, cmp: r.cmp, lower: lower, upper: upper, blockIdx: -1, raw: raw, dec: dec, ra: ra, seqBits: r.globalSeq << 8, skipChecksums: o.SkipChecksums}
+	i.ra.reset(lower, upper)
 	if !r.cmp.IsBytewise() {
 		i.compare = r.cmp.Compare
 	}
@@ -127,10 +129,15 @@ func (i *tableIter) loadBlock(idx int) bool {
 	var data []byte
 	var ref CacheHandle
 	var err error
+	dir := i.ra.note(idx)
 	if i.noCache {
-		data, err = r.readBlock(h, BlockKindData, &i.raw, &i.dec)
+		var b []byte
+		var c Compression
+		if b, c, err = r.readRawAhead(idx, h, &i.ra, dir, &i.raw, true); err == nil {
+			data, err = r.decompress(b, c, h, BlockKindData, &i.dec)
+		}
 	} else {
-		data, ref, err = r.dataBlock(h, &i.raw, &i.dec, i.skipChecksums)
+		data, ref, err = r.dataBlockAhead(idx, h, &i.ra, dir, &i.raw, &i.dec, i.skipChecksums)
 	}
 	// Nothing reads the previous block any more: bi moves to the new one,
 	// or is reset on failure.
@@ -416,12 +423,16 @@ func (i *tableIter) Close() error {
 	if cap(i.dec) > maxPooledBuf {
 		i.dec = nil
 	}
+	if cap(i.ra.buf) > maxPooledBuf {
+		i.ra.buf = nil
+	}
 	// (cachedEntry is 20 bytes.)
 	if cap(i.bi.keyBuf) > maxPooledBuf || cap(i.bi.cacheBuf) > maxPooledBuf || cap(i.bi.cached) > maxPooledBuf/20 {
 		i.bi.keyBuf, i.bi.cacheBuf, i.bi.cached = nil, nil, nil
 	}
 	i.releaseBlock()
 	i.r, i.cmp, i.compare, i.lower, i.upper = nil, nil, nil, nil, nil
+	i.ra.lower, i.ra.upper = nil, nil
 	i.ikey = InternalKey{}
 	i.valid = false
 	iterPool.Put(i)

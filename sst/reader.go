@@ -447,8 +447,8 @@ func (r *fileReader) readBlockVerify(h handle, kind BlockKind, raw, dec *[]byte,
 // are checked either way: an unverified block may be wrong, never out of
 // range.
 func (r *fileReader) readRawVerify(h handle, kind BlockKind, raw *[]byte, verify bool) ([]byte, Compression, error) {
-	if h.size > MaxBlockSize || h.offset > r.size || h.end() > r.size {
-		return nil, 0, blockCorruptf(r.fid, kind, h.offset, "block of size %d extends past the end of the file (%d bytes)", h.size, r.size)
+	if err := r.checkBounds(h, kind); err != nil {
+		return nil, 0, err
 	}
 	n := int(h.size)
 	var buf []byte
@@ -463,6 +463,42 @@ func (r *fileReader) readRawVerify(h handle, kind BlockKind, raw *[]byte, verify
 	if err := r.readAt(buf, h.offset, kind); err != nil {
 		return nil, 0, err
 	}
+	return r.checkRaw(buf, h, kind, verify)
+}
+
+// checkBounds refuses a handle that reaches past the end of the file or
+// names a block larger than any the format allows.
+func (r *fileReader) checkBounds(h handle, kind BlockKind) error {
+	if h.size > MaxBlockSize || h.offset > r.size || h.end() > r.size {
+		return blockCorruptf(r.fid, kind, h.offset, "block of size %d extends past the end of the file (%d bytes)", h.size, r.size)
+	}
+	return nil
+}
+
+// readRawAhead is readRawVerify for data block idx (handle h) of an
+// iterator that reads ahead in direction dir (ra.note's answer; 0: it does
+// not, and the block is read alone): the block is taken from the bytes
+// read ahead, which are read first if they do not hold it.
+func (r *Reader) readRawAhead(idx int, h handle, ra *readahead, dir int, raw *[]byte, verify bool) ([]byte, Compression, error) {
+	if dir == 0 {
+		return r.readRawVerify(h, BlockKindData, raw, verify)
+	}
+	if err := r.checkBounds(h, BlockKindData); err != nil {
+		return nil, 0, err
+	}
+	if !ra.covers(h) {
+		if err := r.fillReadahead(ra, &r.index, idx, h, dir); err != nil {
+			return nil, 0, err
+		}
+	}
+	return r.checkRaw(ra.buf[h.offset-ra.off:h.end()-ra.off], h, BlockKindData, verify)
+}
+
+// checkRaw checks buf, block h's bytes and trailer as read from the file:
+// its checksum if verify, and its compression byte. It returns the block
+// as stored and its compression.
+func (r *fileReader) checkRaw(buf []byte, h handle, kind BlockKind, verify bool) ([]byte, Compression, error) {
+	n := int(h.size)
 	stored := binary.LittleEndian.Uint32(buf[n+1:]) - checksum.ContextModifier(r.base, h.offset)
 	if computed := trailerChecksum(r.t, buf[:n+1]); verify && stored != computed {
 		return nil, 0, base.CorruptionErrorf("sst: block checksum mismatch: stored(context removed) = %s, computed = %s, type = %s in %s offset %d size %d, block kind = %s",
@@ -566,8 +602,19 @@ func (r *fileReader) decodeInto(dst, b []byte, c Compression, h handle, kind Blo
 // reach a reader that asked for checks. A skipping read takes a verified
 // cached block first.
 func (r *Reader) dataBlock(h handle, raw, dec *[]byte, skip bool) ([]byte, CacheHandle, error) {
+	return r.dataBlockAhead(-1, h, nil, 0, raw, dec, skip)
+}
+
+// dataBlockAhead is dataBlock for data block idx of an iterator reading
+// ahead in direction dir (see readRawAhead; dir 0: no readahead, and idx
+// and ra are not used).
+func (r *Reader) dataBlockAhead(idx int, h handle, ra *readahead, dir int, raw, dec *[]byte, skip bool) ([]byte, CacheHandle, error) {
 	if r.cache == nil {
-		b, err := r.readBlockVerify(h, BlockKindData, raw, dec, !skip)
+		b, c, err := r.readRawAhead(idx, h, ra, dir, raw, !skip)
+		if err != nil {
+			return nil, CacheHandle{}, err
+		}
+		b, err = r.decompress(b, c, h, BlockKindData, dec)
 		return b, CacheHandle{}, err
 	}
 	if data, ch, ok, err := r.cachedBlock(h, h.offset); ok || err != nil {
@@ -590,7 +637,7 @@ func (r *Reader) dataBlock(h handle, raw, dec *[]byte, skip bool) ([]byte, Cache
 		}()
 		raw = p
 	}
-	b, c, err := r.readRawVerify(h, BlockKindData, raw, !skip)
+	b, c, err := r.readRawAhead(idx, h, ra, dir, raw, !skip)
 	if err != nil {
 		return nil, CacheHandle{}, err
 	}
