@@ -198,8 +198,10 @@ func inBoundsCmp(c *base.Comparer, k, lower, upper []byte) bool {
 func collect(t testing.TB, it base.InternalIterator, forward bool) []kv {
 	t.Helper()
 	var out []kv
-	ok := it.First()
-	if !forward {
+	var ok bool
+	if forward {
+		ok = it.First()
+	} else {
 		ok = it.Last()
 	}
 	for ; ok; ok = step(it, forward) {

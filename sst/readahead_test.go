@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,7 +82,7 @@ func TestReadaheadScans(t *testing.T) {
 				} else {
 					it = r.NewIter(nil, nil)
 				}
-				got := scanAll(t, it, forward)
+				got := collect(t, it, forward)
 				_ = it.Close()
 				if err := equalKVs(got, points); err != nil {
 					t.Fatalf("%s: %v", name, err)
@@ -97,7 +96,7 @@ func TestReadaheadScans(t *testing.T) {
 				// A second scan through the cache reads nothing.
 				if mode == "cache" {
 					it = r.NewIter(nil, nil)
-					scanAll(t, it, !forward)
+					collect(t, it, !forward)
 					_ = it.Close()
 					if again, _ := f.counts(); again != reads0+reads {
 						t.Fatalf("%s: a scan of cached blocks read %d times", name, again-reads0-reads)
@@ -178,29 +177,6 @@ func TestReadaheadCorruption(t *testing.T) {
 	}
 }
 
-// scanAll is collect without its First before a backward scan: a scan
-// from one end to the other, nothing else read.
-func scanAll(t *testing.T, it InternalIterator, forward bool) []kv {
-	t.Helper()
-	var out []kv
-	ok := false
-	if forward {
-		ok = it.First()
-	} else {
-		ok = it.Last()
-	}
-	for ; ok; ok = step(it, forward) {
-		out = append(out, kv{it.Key().Clone(), slices.Clone(it.Value())})
-	}
-	if err := it.Error(); err != nil {
-		t.Fatalf("scan: %v", err)
-	}
-	if !forward {
-		slices.Reverse(out)
-	}
-	return out
-}
-
 // TestReadaheadNote: the direction note gives a load, after a run of
 // adjacent loads, and how a jump or a turn ends the run.
 func TestReadaheadNote(t *testing.T) {
@@ -241,7 +217,7 @@ func TestReadaheadBounds(t *testing.T) {
 		}
 		reads0, bytes0 := f.counts()
 		it := r.NewIter(lowerKey, upperKey)
-		got := scanAll(t, it, forward)
+		got := collect(t, it, forward)
 		_ = it.Close()
 		var want []kv
 		for _, p := range points {
