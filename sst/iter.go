@@ -129,15 +129,11 @@ func (i *tableIter) loadBlock(idx int) bool {
 	var data []byte
 	var ref CacheHandle
 	var err error
-	dir := i.ra.note(idx)
+	i.ra.note(idx)
 	if i.noCache {
-		var b []byte
-		var c Compression
-		if b, c, err = r.readRawAhead(idx, h, &i.ra, dir, &i.raw, true); err == nil {
-			data, err = r.decompress(b, c, h, BlockKindData, &i.dec)
-		}
+		data, err = r.readDataBlock(h, &i.ra, &i.raw, &i.dec, true)
 	} else {
-		data, ref, err = r.dataBlockAhead(idx, h, &i.ra, dir, &i.raw, &i.dec, i.skipChecksums)
+		data, ref, err = r.dataBlock(h, &i.ra, &i.raw, &i.dec, i.skipChecksums)
 	}
 	// Nothing reads the previous block any more: bi moves to the new one,
 	// or is reset on failure.

@@ -427,17 +427,21 @@ func (r *fileReader) readAt(p []byte, off uint64, kind BlockKind) error {
 // goes into *raw and the decompressed block into *dec when they are given
 // (they are grown as needed), else into fresh buffers.
 func (r *fileReader) readBlock(h handle, kind BlockKind, raw, dec *[]byte) ([]byte, error) {
-	return r.readBlockVerify(h, kind, raw, dec, true)
-}
-
-// readBlockVerify is readBlock that checks the trailer checksum only if
-// verify (see readRawVerify).
-func (r *fileReader) readBlockVerify(h handle, kind BlockKind, raw, dec *[]byte, verify bool) ([]byte, error) {
-	b, c, err := r.readRawVerify(h, kind, raw, verify)
+	b, c, err := r.readRawVerify(h, kind, raw, true)
 	if err != nil {
 		return nil, err
 	}
 	return r.decompress(b, c, h, kind, dec)
+}
+
+// readDataBlock is readBlock for data block h, read through ra (see
+// readRawAhead; nil: alone), its checksum checked only if verify.
+func (r *Reader) readDataBlock(h handle, ra *readahead, raw, dec *[]byte, verify bool) ([]byte, error) {
+	b, c, err := r.readRawAhead(h, ra, raw, verify)
+	if err != nil {
+		return nil, err
+	}
+	return r.decompress(b, c, h, BlockKindData, dec)
 }
 
 // readRawVerify reads block h of the given kind and its trailer from the
@@ -475,19 +479,19 @@ func (r *fileReader) checkBounds(h handle, kind BlockKind) error {
 	return nil
 }
 
-// readRawAhead is readRawVerify for data block idx (handle h) of an
-// iterator that reads ahead in direction dir (ra.note's answer; 0: it does
-// not, and the block is read alone): the block is taken from the bytes
-// read ahead, which are read first if they do not hold it.
-func (r *Reader) readRawAhead(idx int, h handle, ra *readahead, dir int, raw *[]byte, verify bool) ([]byte, Compression, error) {
-	if dir == 0 {
+// readRawAhead is readRawVerify for data block h, the block an iterator's
+// readahead ra has just noted (ra.note): while ra reads ahead (ra.dir !=
+// 0) the block is taken from the bytes read ahead, which are read first if
+// they do not hold it; otherwise (or with a nil ra) it is read alone.
+func (r *Reader) readRawAhead(h handle, ra *readahead, raw *[]byte, verify bool) ([]byte, Compression, error) {
+	if ra == nil || ra.dir == 0 {
 		return r.readRawVerify(h, BlockKindData, raw, verify)
 	}
 	if err := r.checkBounds(h, BlockKindData); err != nil {
 		return nil, 0, err
 	}
 	if !ra.covers(h) {
-		if err := r.fillReadahead(ra, &r.index, idx, h, dir); err != nil {
+		if err := r.fillReadahead(ra, &r.index, h); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -601,20 +605,12 @@ func (r *fileReader) decodeInto(dst, b []byte, c Compression, h handle, kind Blo
 // verifying read never finds it there, so a block nobody checked cannot
 // reach a reader that asked for checks. A skipping read takes a verified
 // cached block first.
-func (r *Reader) dataBlock(h handle, raw, dec *[]byte, skip bool) ([]byte, CacheHandle, error) {
-	return r.dataBlockAhead(-1, h, nil, 0, raw, dec, skip)
-}
-
-// dataBlockAhead is dataBlock for data block idx of an iterator reading
-// ahead in direction dir (see readRawAhead; dir 0: no readahead, and idx
-// and ra are not used).
-func (r *Reader) dataBlockAhead(idx int, h handle, ra *readahead, dir int, raw, dec *[]byte, skip bool) ([]byte, CacheHandle, error) {
+//
+// A miss reads through ra, an iterator's readahead (nil: none; see
+// readRawAhead).
+func (r *Reader) dataBlock(h handle, ra *readahead, raw, dec *[]byte, skip bool) ([]byte, CacheHandle, error) {
 	if r.cache == nil {
-		b, c, err := r.readRawAhead(idx, h, ra, dir, raw, !skip)
-		if err != nil {
-			return nil, CacheHandle{}, err
-		}
-		b, err = r.decompress(b, c, h, BlockKindData, dec)
+		b, err := r.readDataBlock(h, ra, raw, dec, !skip)
 		return b, CacheHandle{}, err
 	}
 	if data, ch, ok, err := r.cachedBlock(h, h.offset); ok || err != nil {
@@ -637,7 +633,7 @@ func (r *Reader) dataBlockAhead(idx int, h handle, ra *readahead, dir int, raw, 
 		}()
 		raw = p
 	}
-	b, c, err := r.readRawAhead(idx, h, ra, dir, raw, !skip)
+	b, c, err := r.readRawAhead(h, ra, raw, !skip)
 	if err != nil {
 		return nil, CacheHandle{}, err
 	}
@@ -796,7 +792,7 @@ func (r *Reader) GetRefWithOptions(userKey []byte, snapSeq uint64, o ReadOptions
 		return nil, 0, 0, false, CacheHandle{}, nil
 	}
 	h := r.index.handle(idx)
-	data, ref, err := r.dataBlock(h, nil, nil, o.SkipChecksums)
+	data, ref, err := r.dataBlock(h, nil, nil, nil, o.SkipChecksums)
 	if err != nil {
 		return nil, 0, 0, false, CacheHandle{}, err
 	}
