@@ -493,15 +493,6 @@ func (w *Writer) flushLoop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var r flushRound
-	// A failed round's blocks are in r.batch alone: queue them again, for
-	// Close to free with the rest.
-	defer func() {
-		for _, b := range r.batch {
-			if b != nil {
-				w.full = append(w.full, b)
-			}
-		}
-	}()
 	for {
 		if !w.awaitWork() {
 			// Failed, or closing with nothing left to do.
@@ -509,40 +500,54 @@ func (w *Writer) flushLoop() {
 			return
 		}
 		w.planRound(&r)
-		w.mu.Unlock()
-		if !r.waited {
-			// Let the appenders the round's Unlock woke run before the
-			// writes (see bgsys.Yield). Not when a writer waits for
-			// this round's sync: the round is then the foreground's
-			// critical path: with the yield, kvbench fillrandom --sync
-			// on 8 threads ran 12.8-16.8k writes/s, without it
-			// 19.3-21.4k (3 alternating pairs).
-			bgsys.Yield()
-		}
-
-		writes, err := w.writeOut(r.batch, r.cur, r.curFrom, r.curTo)
-
-		w.mu.Lock()
-		w.stats.Writes += writes
-		if err == nil {
-			// The bytes are the file's now: the blocks go back to the
-			// free list before the fsync, so that appends during a long
-			// fsync (every bytes-per-sync MiB) reuse them instead of
-			// allocating.
-			w.recycle(r.batch, r.cur, r.curTo, r.target)
-			if r.doSync {
-				err = w.syncRound(&r)
-			}
-		}
-		if r.released > 0 {
-			w.syncTarget, w.lateCovered = 0, 0
-		}
-		if err != nil {
+		if err := w.runRound(&r, nil); err != nil {
 			w.err = err
 			continue
 		}
 		w.doneCond.Broadcast()
 	}
+}
+
+// runRound makes round r, planned (planRound): it hands the round's bytes
+// to the file without mu, runs work (if not nil) after the writes, then
+// recycles the blocks and makes the round's sync (syncRound). The flusher
+// and a caller making its own round (syncDirect) both run rounds this way.
+// On a failed write the round's blocks go back to the front of the queue,
+// for Close to free with the rest. mu is held (and released during the
+// I/O and work).
+func (w *Writer) runRound(r *flushRound, work func()) error {
+	w.mu.Unlock()
+	if !r.waited {
+		// Let the appenders the round's Unlock woke run before the
+		// writes (see bgsys.Yield). Not when a writer waits for this
+		// round's sync: the round is then the foreground's critical
+		// path: with the yield, kvbench fillrandom --sync on 8 threads
+		// ran 12.8-16.8k writes/s, without it 19.3-21.4k (3 alternating
+		// pairs).
+		bgsys.Yield()
+	}
+	writes, err := w.writeOut(r.batch, r.cur, r.curFrom, r.curTo)
+	if work != nil {
+		work()
+	}
+	w.mu.Lock()
+	w.stats.Writes += writes
+	if err != nil {
+		w.full = append(r.batch, w.full...)
+		r.batch = nil
+	} else {
+		// The bytes are the file's now: the blocks go back to the free
+		// list before the fsync, so that appends during a long fsync
+		// (every bytes-per-sync MiB) reuse them instead of allocating.
+		w.recycle(r.batch, r.cur, r.curTo, r.target)
+		if r.doSync {
+			err = w.syncRound(r)
+		}
+	}
+	if r.released > 0 {
+		w.syncTarget, w.lateCovered = 0, 0
+	}
+	return err
 }
 
 // flushRound is one round of the flusher: the blocks it writes out, up to
@@ -682,6 +687,9 @@ func (w *Writer) syncRound(r *flushRound) error {
 	}
 	if foreground {
 		w.stats.WaitedSyncs++
+		if w.direct {
+			w.stats.DirectSyncs++
+		}
 	}
 	w.stats.Reserved += reserved
 	if reserved > 0 {
@@ -1090,28 +1098,11 @@ func (w *Writer) mayRoundDirectly() bool {
 func (w *Writer) syncDirect(end int64, work func()) error {
 	w.direct = true
 	w.gatherWant = 0
-	if end > w.syncWant {
-		w.syncWant = end
-	}
-	r := &w.directRound
-	w.planRound(r) // takes all that is queued (mayRoundDirectly): r.target >= end
-	w.mu.Unlock()
-	writes, err := w.writeOut(r.batch, r.cur, r.curFrom, r.curTo)
-	if work != nil {
-		work()
-	}
-	w.mu.Lock()
-	w.stats.Writes += writes
-	if err == nil {
-		w.recycle(r.batch, r.cur, r.curTo, r.target)
-		w.stats.DirectSyncs++
-		err = w.syncRound(r)
-	} else {
-		// The round's blocks go back to the queue, for Close to free.
-		w.full = append(r.batch, w.full...)
-		r.batch = nil
-	}
-	w.syncTarget, w.lateCovered = 0, 0
+	w.syncWant = max(w.syncWant, end)
+	// All that is queued (mayRoundDirectly), so r.target >= end, and a
+	// sync some caller waits for (r.waited, r.doSync).
+	w.planRound(&w.directRound)
+	err := w.runRound(&w.directRound, work)
 	w.direct = false
 	if err != nil && w.err == nil {
 		w.err = err
