@@ -521,7 +521,7 @@ func (d *DB) applyFlushable(b *Batch, syncWAL bool, check func() error) error {
 			reason = d.stallReasonLocked()
 		case !d.walReadyLocked():
 			// The batch ends its WAL (see below): the next must be ready.
-			d.maybePrepareWALLocked()
+			d.maybePrepareWALLocked(true)
 			reason = stallNoSpareWAL
 		}
 		if reason != "" {
@@ -856,7 +856,7 @@ const stallNoSpareWAL = "waiting for the next WAL to be created"
 // old one. d.mu and commitMu are held.
 func (d *DB) rotateMemtableLocked(memSize int) error {
 	if !d.walReadyLocked() {
-		d.maybePrepareWALLocked()
+		d.maybePrepareWALLocked(true)
 		return errNoSpareWAL
 	}
 	// The memtable first: it can fail (an arena too large), and must do so

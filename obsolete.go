@@ -39,6 +39,7 @@ func (d *DB) deleteObsoleteFiles() {
 	d.obsoleteMu.Unlock()
 	d.mu.Lock()
 	wals := d.wal.takeObsoleteLocked(d.vs.logNumber, d.opts.WALRecycleFiles)
+	d.maybePrepareWALLocked(false) // one may have waited for a WAL to recycle
 	manifests := d.vs.obsoleteManifests
 	d.vs.obsoleteManifests = nil
 	d.mu.Unlock()

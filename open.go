@@ -230,7 +230,7 @@ func (d *DB) startBackground() {
 	}
 	d.mu.Lock()
 	d.maybeScheduleCompactionLocked()
-	d.maybePrepareWALLocked()
+	d.maybePrepareWALLocked(false)
 	d.mu.Unlock()
 }
 

@@ -3,7 +3,9 @@ package vigil
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/wal"
@@ -114,6 +116,13 @@ func TestWALRecycleCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The next WAL is prepared in the background (renamed from an obsolete
+	// one): let it settle before listing the WALs.
+	waitFor(t, "the next WAL", func() bool {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		return !db.wal.preparing
+	})
 	if stale := staleWALBytes(t, fs, "db"); stale == 0 {
 		t.Fatal("the DB holds no recycled WAL with older bytes: the test tests nothing")
 	}
@@ -172,4 +181,90 @@ func staleWALBytes(t *testing.T, fs vfs.FS, dir string) int64 {
 		f.Close()
 	}
 	return stale
+}
+
+// TestWALSpareWaitsForRecyclable: with recycling on, the WAL prepared at a
+// new store's first rotation is not created fresh (and filled with a WAL's
+// worth of zeros ahead): it waits for the flush that frees the first WAL,
+// and writes over that one.
+func TestWALSpareWaitsForRecyclable(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, &Options{WriteBufferSize: minWriteBufferSize, WALRecycleFiles: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	block := make(chan struct{})
+	var unblock sync.Once
+	defer unblock.Do(func() { close(block) }) // before Close, which waits for the flush
+	db.testingHooks = &testingHooks{beforeFlush: func(flushable) { <-block }}
+	first := db.wal.liveNum
+	val := make([]byte, 1000)
+	for i := 0; db.liveWALNum() == first; i++ {
+		if err := db.Put(fmt.Appendf(nil, "k%06d", i), val, Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.mu.Lock()
+	spare, preparing := db.wal.spare, db.wal.preparing
+	db.mu.Unlock()
+	if spare != nil || preparing {
+		t.Fatalf("a spare WAL was made while the first WAL awaited its flush (spare %v, preparing %v)", spare != nil, preparing)
+	}
+	unblock.Do(func() { close(block) })
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the spare WAL", func() bool {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		return db.wal.spare != nil
+	})
+	if n := db.Metrics().WAL.Recycled; n != 1 {
+		t.Fatalf("the spare after the first flush: %d WALs recycled, want 1", n)
+	}
+}
+
+// TestWALSpareWaitNeverStalls: a rotation that finds no spare, because the
+// flush that would free a WAL to recycle has not ended, makes a new WAL
+// rather than waiting for that flush.
+func TestWALSpareWaitNeverStalls(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, &Options{WriteBufferSize: minWriteBufferSize, WALRecycleFiles: 2, MaxImmutableMemtables: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	block := make(chan struct{})
+	defer close(block)
+	db.testingHooks = &testingHooks{beforeFlush: func(flushable) { <-block }}
+	seen := map[uint64]bool{db.liveWALNum(): true}
+	val := make([]byte, 1000)
+	for i := 0; len(seen) < 3; i++ {
+		if err := db.Put(fmt.Appendf(nil, "k%06d", i), val, Sync); err != nil {
+			t.Fatal(err)
+		}
+		seen[db.liveWALNum()] = true
+	}
+	if n := db.Metrics().WAL.Recycled; n != 0 {
+		t.Fatalf("%d WALs recycled with every flush blocked", n)
+	}
+}
+
+// liveWALNum returns the live WAL's number (for tests).
+func (d *DB) liveWALNum() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.wal.liveNum
+}
+
+// waitFor polls cond for up to ten seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

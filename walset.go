@@ -102,7 +102,7 @@ func (d *DB) switchWALLocked() (uint64, error) {
 	d.bgWG.Add(1)
 	go d.closeWAL(oldW, oldNum, newW)
 	d.emitWAL(WALInfo{LogNum: logNum, PrevLogNum: oldNum})
-	d.maybePrepareWALLocked()
+	d.maybePrepareWALLocked(false)
 	return logNum, nil
 }
 
@@ -127,8 +127,17 @@ func (d *DB) closeWAL(w *wal.Writer, num uint64, next *wal.Writer) {
 
 // maybePrepareWALLocked starts creating the next WAL unless one is ready or
 // being created. d.mu is held.
-func (d *DB) maybePrepareWALLocked() {
+//
+// With WAL recycling on (Options.WALRecycleFiles), it waits for an obsolete
+// WAL to write over when none is free yet but an older WAL awaits the flush
+// of its memtable (waitForRecyclable): that flush frees one, and
+// deleteObsoleteFiles calls here again. A WAL that needs the next one now
+// (a rotation, urgent) does not wait.
+func (d *DB) maybePrepareWALLocked(urgent bool) {
 	if d.opts.DisableWAL || d.opts.ReadOnly || d.wal.spare != nil || d.wal.preparing || d.bgErr != nil || d.closed.Load() {
+		return
+	}
+	if !urgent && d.waitForRecyclableLocked() {
 		return
 	}
 	d.wal.preparing = true
@@ -140,6 +149,29 @@ func (d *DB) maybePrepareWALLocked() {
 	}
 	d.bgWG.Add(1)
 	go d.prepareWAL(num, d.wal.ahead, reuse)
+}
+
+// waitForRecyclableLocked reports whether the next WAL should wait for an
+// obsolete one to write over rather than be created now: recycling is on,
+// none is free, and a WAL older than the live one awaits its memtable's
+// flush, after which it is free. Why: a new WAL's first synced appends
+// grow its zero reserve (a full fsync per MiB), or it writes the whole
+// reserve ahead of use (ReserveAhead: tens of MiB of zeros competing with
+// the live WAL's syncs; a 67 ms append was traced at a new store's first
+// rotation), where a recycled WAL's blocks are there already. The flush
+// of the memtable just rotated away from usually ends long before the
+// live WAL fills, and the rotation that finds no spare makes one anyway.
+// d.mu is held.
+func (d *DB) waitForRecyclableLocked() bool {
+	if d.opts.WALRecycleFiles == 0 || len(d.wal.recycle) > 0 {
+		return false
+	}
+	for _, n := range d.wal.all {
+		if n < d.wal.liveNum {
+			return true
+		}
+	}
+	return false
 }
 
 // aheadReserve is the zero reserve to write ahead into the next WAL, given
