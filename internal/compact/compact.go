@@ -66,8 +66,11 @@ type Filter struct {
 	snaps   []uint64
 	settled uint64
 	stacks  []rangedel.Stack
-	bottom  func(start, end []byte) bool
-	merge   MergeFunc
+	// at is the first of stacks that ends after the last key covered
+	// looked up (see covered).
+	at     int
+	bottom func(start, end []byte) bool
+	merge  MergeFunc
 
 	prevKey    []byte
 	havePrev   bool
@@ -155,11 +158,30 @@ func (f *Filter) Add(k base.InternalKey, v []byte, emit func(base.InternalKey, [
 	return f.head(k, v, s, emit)
 }
 
+// covered reports whether a range tombstone of its snapshot stripe
+// deletes the version (key, seq): rangedel.CoveredInStripe, with a cursor
+// for its binary search, since Add takes keys in ascending order. Why: a
+// flush of a raft log's memtable looks up some 180k keys among a few
+// dozen stacks, and the search's compares were a fifth of its time.
+// The cursor only moves forward, to the first stack ending after key, so a
+// key below an earlier one (which Add's order rules out) is judged by that
+// stack alone: it may be kept where an earlier stack covers it, and is
+// never left out where none does.
+func (f *Filter) covered(key []byte, seq uint64) bool {
+	for f.at < len(f.stacks) && f.cmp.Cmp(f.stacks[f.at].End, key) <= 0 {
+		f.at++
+	}
+	if f.at == len(f.stacks) || f.cmp.Cmp(f.stacks[f.at].Start, key) > 0 {
+		return false
+	}
+	return f.stacks[f.at].CoversInStripe(seq, f.stripe)
+}
+
 // head handles k, the newest version of its key in stripe s.
 func (f *Filter) head(k base.InternalKey, v []byte, s int, emit func(base.InternalKey, []byte) error) error {
 	f.prevStripe = s
 	switch {
-	case rangedel.CoveredInStripe(f.cmp, f.stacks, k.UserKey, k.SeqNum(), f.stripe):
+	case f.covered(k.UserKey, k.SeqNum()):
 		f.dropped++
 		return nil
 	case k.Kind() == base.KindDelete && s == 0 && f.bottom(k.UserKey, k.UserKey):
@@ -183,7 +205,7 @@ func (f *Filter) head(k base.InternalKey, v []byte, s int, emit func(base.Intern
 func (f *Filter) absorb(k base.InternalKey, v []byte, s int, emit func(base.InternalKey, []byte) error) error {
 	var below []byte
 	operand := false
-	if !rangedel.CoveredInStripe(f.cmp, f.stacks, k.UserKey, k.SeqNum(), f.stripe) && k.Kind() != base.KindDelete {
+	if !f.covered(k.UserKey, k.SeqNum()) && k.Kind() != base.KindDelete {
 		below, operand = base.NonNil(v), k.Kind() == base.KindMerge
 	}
 	if !f.mergeInto(below) {

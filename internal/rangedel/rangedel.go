@@ -346,8 +346,15 @@ func CoveredInStripe(c *base.Comparer, stacks []Stack, key []byte, seq uint64, s
 	if i < 0 || c.Cmp(key, stacks[i].End) >= 0 {
 		return false
 	}
+	return stacks[i].CoversInStripe(seq, stripe)
+}
+
+// CoversInStripe reports whether a tombstone of st in the same snapshot
+// stripe as seq is newer than seq: a version at seq of a key within st's
+// bounds is deleted for every snapshot that sees it.
+func (st *Stack) CoversInStripe(seq uint64, stripe func(uint64) int) bool {
 	s := stripe(seq)
-	for _, t := range stacks[i].Seqs {
+	for _, t := range st.Seqs {
 		if t > seq && stripe(t) == s {
 			return true
 		}
