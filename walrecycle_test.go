@@ -225,6 +225,37 @@ func TestWALSpareWaitsForRecyclable(t *testing.T) {
 	}
 }
 
+// TestWALSpareNoWaitUnsynced: after unsynced writes a new WAL writes no
+// zeros ahead, so the next WAL is made at the rotation as without
+// recycling, whether or not a flush has freed a WAL to write over.
+func TestWALSpareNoWaitUnsynced(t *testing.T) {
+	dir := t.TempDir()
+	// 1 MiB: a WAL of minWriteBufferSize counts Open's one sync as synced
+	// writes throughout (aheadReserve).
+	db, err := Open(dir, &Options{WriteBufferSize: 1 << 20, WALRecycleFiles: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	block := make(chan struct{})
+	var unblock sync.Once
+	defer unblock.Do(func() { close(block) })
+	db.testingHooks = &testingHooks{beforeFlush: func(flushable) { <-block }}
+	first := db.liveWALNum()
+	val := make([]byte, 1000)
+	for i := 0; db.liveWALNum() == first; i++ {
+		if err := db.Put(fmt.Appendf(nil, "k%06d", i), val, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.mu.Lock()
+	made := db.wal.spare != nil || db.wal.preparing
+	db.mu.Unlock()
+	if !made {
+		t.Fatal("after unsynced writes the next WAL waited for a flush to free one")
+	}
+}
+
 // TestWALSpareWaitNeverStalls: a rotation that finds no spare, because the
 // flush that would free a WAL to recycle has not ended, makes a new WAL
 // rather than waiting for that flush.

@@ -128,17 +128,21 @@ func (d *DB) closeWAL(w *wal.Writer, num uint64, next *wal.Writer) {
 // maybePrepareWALLocked starts creating the next WAL unless one is ready or
 // being created. d.mu is held.
 //
-// With WAL recycling on (Options.WALRecycleFiles), it waits for an obsolete
-// WAL to write over when none is free yet but an older WAL awaits the flush
-// of its memtable (waitForRecyclable): that flush frees one, and
-// deleteObsoleteFiles calls here again. A WAL that needs the next one now
-// (a rotation, urgent) does not wait.
+// With WAL recycling on (Options.WALRecycleFiles), it may wait for an
+// obsolete WAL to write over (waitForRecyclableLocked): the flush that
+// frees one calls here again from deleteObsoleteFiles. A rotation that
+// needs the next WAL now (urgent) does not wait, and reserves no zeros
+// ahead in a new one, which it would wait for.
 func (d *DB) maybePrepareWALLocked(urgent bool) {
 	if d.opts.DisableWAL || d.opts.ReadOnly || d.wal.spare != nil || d.wal.preparing || d.bgErr != nil || d.closed.Load() {
 		return
 	}
 	if !urgent && d.waitForRecyclableLocked() {
 		return
+	}
+	ahead := d.wal.ahead
+	if urgent {
+		ahead = 0 // a writer waits for this WAL: its reserve grows as it fills
 	}
 	d.wal.preparing = true
 	num := d.vs.allocFileNum()
@@ -148,22 +152,22 @@ func (d *DB) maybePrepareWALLocked(urgent bool) {
 		reuse, d.wal.recycle = d.wal.recycle[0], d.wal.recycle[1:]
 	}
 	d.bgWG.Add(1)
-	go d.prepareWAL(num, d.wal.ahead, reuse)
+	go d.prepareWAL(num, ahead, reuse)
 }
 
 // waitForRecyclableLocked reports whether the next WAL should wait for an
 // obsolete one to write over rather than be created now: recycling is on,
-// none is free, and a WAL older than the live one awaits its memtable's
-// flush, after which it is free. Why: a new WAL's first synced appends
-// grow its zero reserve (a full fsync per MiB), or it writes the whole
-// reserve ahead of use (ReserveAhead: tens of MiB of zeros competing with
-// the live WAL's syncs; a 67 ms append was traced at a new store's first
-// rotation), where a recycled WAL's blocks are there already. The flush
-// of the memtable just rotated away from usually ends long before the
-// live WAL fills, and the rotation that finds no spare makes one anyway.
-// d.mu is held.
+// none is free, a new WAL would write zeros ahead (synced writes filled
+// the last one: see aheadReserve), and a WAL older than the live one
+// awaits its memtable's flush, after which it is free. Why: such a WAL
+// writes its whole reserve ahead of use (ReserveAhead: tens of MiB of
+// zeros competing with the live WAL's syncs; a 67 ms append was traced at
+// a new store's first rotation), where a recycled WAL's blocks are there
+// already. The flush of the memtable just rotated away from usually ends
+// long before the live WAL fills; a rotation that finds no spare makes
+// one at once, with no zeros ahead. d.mu is held.
 func (d *DB) waitForRecyclableLocked() bool {
-	if d.opts.WALRecycleFiles == 0 || len(d.wal.recycle) > 0 {
+	if d.opts.WALRecycleFiles == 0 || len(d.wal.recycle) > 0 || d.wal.ahead == 0 {
 		return false
 	}
 	for _, n := range d.wal.all {
