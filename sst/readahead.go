@@ -33,7 +33,6 @@ const (
 type readahead struct {
 	last int    // the block loaded last; -1 if none
 	run  int    // adjacent loads ending at last: > 0 forward, < 0 backward
-	dir  int    // note's answer for last: +1, -1, or 0 (not reading ahead)
 	size int    // the bytes the next read ahead asks for (0: minReadahead)
 	off  uint64 // file offset of buf[0]
 	buf  []byte
@@ -45,12 +44,12 @@ type readahead struct {
 // reset starts over for an iterator with bounds [lower, upper): no run,
 // nothing read ahead (the buffer is kept).
 func (ra *readahead) reset(lower, upper []byte) {
-	ra.last, ra.run, ra.dir, ra.size, ra.off, ra.buf = -1, 0, 0, 0, 0, ra.buf[:0]
+	ra.last, ra.run, ra.size, ra.off, ra.buf = -1, 0, 0, 0, ra.buf[:0]
 	ra.lower, ra.upper = lower, upper
 }
 
-// note records a load of block idx and sets (and returns) the direction
-// in which to read ahead for it: +1, -1, or 0 (not in a run long enough).
+// note records a load of block idx and returns the direction in which to
+// read ahead for it (dir).
 func (ra *readahead) note(idx int) int {
 	switch {
 	case ra.last >= 0 && idx == ra.last+1:
@@ -61,15 +60,19 @@ func (ra *readahead) note(idx int) int {
 		ra.run, ra.size = 0, 0
 	}
 	ra.last = idx
+	return ra.dir()
+}
+
+// dir is the direction in which to read ahead from the block noted last:
+// +1, -1, or 0 (not in a run long enough).
+func (ra *readahead) dir() int {
 	switch {
 	case ra.run >= readaheadAfter:
-		ra.dir = 1
+		return 1
 	case ra.run <= -readaheadAfter:
-		ra.dir = -1
-	default:
-		ra.dir = 0
+		return -1
 	}
-	return ra.dir
+	return 0
 }
 
 // covers reports whether the bytes of block h are in buf.
@@ -78,7 +81,7 @@ func (ra *readahead) covers(h handle) bool {
 }
 
 // fillReadahead reads ahead from data block ra.last of index x (handle h,
-// its bounds checked against the file) in direction ra.dir: the whole
+// its bounds checked against the file) in direction ra.dir(): the whole
 // blocks from h on that fit in ra.size bytes, h itself at least, and none
 // wholly outside the iterator's bounds (ra.lower, ra.upper), which it would
 // never load. The index's handles tile the data blocks (decodeIndex checked
@@ -90,7 +93,7 @@ func (r *fileReader) fillReadahead(ra *readahead, x *indexBlock, h handle) error
 		size = minReadahead
 	}
 	lo, hi := h.offset, h.end()
-	if ra.dir > 0 {
+	if ra.dir() > 0 {
 		// Block j's keys are above separator j-1.
 		for j := idx + 1; j < x.len() && (upper == nil || r.cmp.Cmp(x.sepUser(j-1), upper) < 0); j++ {
 			e := x.handle(j).end()

@@ -480,11 +480,11 @@ func (r *fileReader) checkBounds(h handle, kind BlockKind) error {
 }
 
 // readRawAhead is readRawVerify for data block h, the block an iterator's
-// readahead ra has just noted (ra.note): while ra reads ahead (ra.dir !=
-// 0) the block is taken from the bytes read ahead, which are read first if
-// they do not hold it; otherwise (or with a nil ra) it is read alone.
+// readahead ra has just noted (ra.note): while ra reads ahead (ra.dir() !=
+// 0) the block is taken from the bytes read ahead, which are read first
+// if they do not hold it; otherwise (or with a nil ra) it is read alone.
 func (r *Reader) readRawAhead(h handle, ra *readahead, raw *[]byte, verify bool) ([]byte, Compression, error) {
-	if ra == nil || ra.dir == 0 {
+	if ra == nil || ra.dir() == 0 {
 		return r.readRawVerify(h, BlockKindData, raw, verify)
 	}
 	if err := r.checkBounds(h, BlockKindData); err != nil {
