@@ -170,12 +170,7 @@ func (d *DB) waitForRecyclableLocked() bool {
 	if d.opts.WALRecycleFiles == 0 || len(d.wal.recycle) > 0 || d.wal.ahead == 0 {
 		return false
 	}
-	for _, n := range d.wal.all {
-		if n < d.wal.liveNum {
-			return true
-		}
-	}
-	return false
+	return d.wal.all[0] < d.wal.liveNum // oldest first, liveNum among them
 }
 
 // aheadReserve is the zero reserve to write ahead into the next WAL, given
