@@ -66,8 +66,8 @@ type Filter struct {
 	snaps   []uint64
 	settled uint64
 	stacks  []rangedel.Stack
-	// at is the first of stacks that ends after the last key covered
-	// looked up (see covered).
+	// at is the first of stacks ending after the last key covered was
+	// asked about: keys come in ascending order (see covered).
 	at     int
 	bottom func(start, end []byte) bool
 	merge  MergeFunc
