@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,12 +15,13 @@ import (
 
 // Key layout under Options.Prefix (P):
 //
-//	P "l" <index: 8 bytes big-endian>   a log entry (AppendLog's encoding)
+//	P "l" <index: 8 bytes big-endian>   a chunk of log entries up to index (logchunk.go)
 //	P "s" <key>                         a stable-store value
 //
 // Big-endian indexes sort numerically, so the log is one key range in
-// index order: FirstIndex and LastIndex are its first and last keys, and a
-// DeleteRange of indexes is a Vigil DeleteRange of keys.
+// index order, and the chunk holding entry i is the first key at or above
+// i. Chunks never overlap: a write that cuts one rewrites what is left of
+// it in the same batch.
 const (
 	logTag    = 'l'
 	logEndTag = logTag + 1
@@ -54,10 +56,11 @@ type Options struct {
 //
 // Every write is synced before it returns: StoreLogs is one Vigil batch
 // applied with Sync (all the entries or, after a crash, none of them),
-// DeleteRange one synced range deletion, Set and SetUint64 one synced put.
-// GetLog returns raft.ErrLogNotFound for a missing entry, Get and GetUint64
-// return ErrKeyNotFound for a missing key; a value that does not decode is
-// an error wrapping vigil.ErrCorruption.
+// DeleteRange one synced batch (the range deletion, and the rewrite of a
+// chunk it cuts), Set and SetUint64 one synced put. GetLog returns
+// raft.ErrLogNotFound for a missing entry, Get and GetUint64 return
+// ErrKeyNotFound for a missing key; a value that does not decode is an
+// error wrapping vigil.ErrCorruption.
 //
 // Concurrency: every method is safe for concurrent use, as hashicorp/raft
 // needs (it reads the log from its replication goroutines while it
@@ -68,6 +71,15 @@ type Options struct {
 // entry unless a DeleteRange removed it meanwhile. Close must not run
 // concurrently with other methods; after it every method that reads or
 // writes the DB fails with an error wrapping vigil.ErrClosed.
+//
+// GetLog keeps the last chunk of several entries it read when the reads
+// go in order (raft reads a follower's entries so, up to MaxAppendEntries
+// at a time; a chunk is up to 64 KiB, which random reads need not copy). A write
+// that deletes or rewrites stored entries bumps gen after it is applied
+// and before it returns; a cached chunk is used only under the gen that
+// was current before it was read, so no reader sees it once the write has
+// returned. Appends beyond the last index change no stored chunk and leave
+// gen alone.
 type Store struct {
 	db    *vigil.DB
 	owned bool
@@ -81,10 +93,23 @@ type Store struct {
 	batch  *vigil.Batch
 	keyBuf []byte
 	valBuf []byte
+	sizes  []int      // the encoded lengths of the entries StoreLogs writes
+	region logRegion  // scratch for a write that rewrites stored chunks
 	spans  indexSpans // the stored indexes (index 0 is a valid key)
 
 	// first and last publish spans.bounds() to readers.
 	first, last atomic.Uint64
+
+	gen      atomic.Uint64               // bumped by every write that changes stored chunks
+	cache    atomic.Pointer[cachedChunk] // GetLog's last chunk
+	prevRead atomic.Uint64               // the index GetLog read last
+}
+
+// cachedChunk is a chunk GetLog read, with a copy of its value; it is
+// immutable once published.
+type cachedChunk struct {
+	gen uint64
+	c   chunk
 }
 
 var (
@@ -153,7 +178,9 @@ func New(db *vigil.DB, opts *Options) (*Store, error) {
 	}
 	var first, last uint64
 	if it.First() {
-		if first, err = s.indexOf(it.Key()); err == nil && it.Last() {
+		var c chunk
+		if c, err = s.chunkAt(it); err == nil && it.Last() {
+			first = c.first
 			last, err = s.indexOf(it.Key())
 		}
 		// What lies between is not read: the span may have holes, which
@@ -194,6 +221,15 @@ func (s *Store) appendLogKey(dst []byte, index uint64) []byte {
 	return binary.BigEndian.AppendUint64(append(dst, s.logPrefix...), index)
 }
 
+// appendLogKeyAfter appends the key of log entry index+1 to dst, or the
+// log's end if index is the largest.
+func (s *Store) appendLogKeyAfter(dst []byte, index uint64) []byte {
+	if index == math.MaxUint64 {
+		return append(dst, s.logEnd...)
+	}
+	return s.appendLogKey(dst, index+1)
+}
+
 // indexOf returns the index of a log key.
 func (s *Store) indexOf(key []byte) (uint64, error) {
 	if len(key) != len(s.logPrefix)+8 {
@@ -214,24 +250,72 @@ func (s *Store) LastIndex() (uint64, error) { return s.last.Load(), nil }
 // log.Data and log.Extensions share one freshly allocated buffer, which
 // the caller may keep.
 func (s *Store) GetLog(index uint64, log *raft.Log) error {
-	kp := keyPool.Get().(*[]byte)
-	key := s.appendLogKey((*kp)[:0], index)
-	v, err := s.db.Get(key)
-	*kp = key
-	keyPool.Put(kp)
+	gen := s.gen.Load() // before the read: see Store
+	defer s.prevRead.Store(index)
+	if cc := s.cache.Load(); cc != nil && cc.gen == gen && cc.c.covers(index) {
+		return decodeEntry(&cc.c, index, log)
+	}
+	it, err := s.db.NewIter(&vigil.IterOptions{LowerBound: s.logPrefix, UpperBound: s.logEnd})
 	if err != nil {
-		if errors.Is(err, vigil.ErrNotFound) {
-			return raft.ErrLogNotFound
-		}
 		return fmt.Errorf("raftstore: GetLog(%d): %w", index, err)
 	}
-	if err := DecodeLog(v, log); err != nil {
+	c, ok, err := s.chunkFor(it, index)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("raftstore: GetLog(%d): %w", index, err)
+	case !ok || !c.covers(index):
+		err = raft.ErrLogNotFound
+	default:
+		if prev := s.prevRead.Load(); c.n > 1 && index-prev <= 1 {
+			// The same entry or the next one again: a reader going in
+			// order, as raft's replication does, will want the rest.
+			cc := &cachedChunk{gen: gen}
+			cc.c, _ = parseChunk(c.last(), bytes.Clone(it.Value())) // parsed once already
+			s.cache.Store(cc)
+		}
+		err = decodeEntry(&c, index, log)
+	}
+	if cerr := it.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("raftstore: GetLog(%d): %w", index, cerr)
+	}
+	return err
+}
+
+// decodeEntry decodes entry index of c, which covers it, into log, from a
+// copy of its bytes.
+func decodeEntry(c *chunk, index uint64, log *raft.Log) error {
+	if err := DecodeLog(bytes.Clone(c.entry(index)), log); err != nil {
 		return fmt.Errorf("raftstore: GetLog(%d): %w", index, err)
 	}
 	if log.Index != index {
-		return fmt.Errorf("raftstore: GetLog(%d): %w", index, corruptf("the entry stored under index %d says index %d", index, log.Index))
+		return fmt.Errorf("raftstore: GetLog(%d): %w", index, corruptf("the chunk from index %d holds index %d in the place of %d", c.first, log.Index, index))
 	}
 	return nil
+}
+
+// chunkFor positions it (bounded to the log) at the chunk that would
+// hold index (the first log key at or above it) and parses it; the chunk
+// aliases the iterator's value. ok is false if there is none.
+func (s *Store) chunkFor(it *vigil.Iterator, index uint64) (c chunk, ok bool, err error) {
+	kp := keyPool.Get().(*[]byte)
+	key := s.appendLogKey((*kp)[:0], index)
+	ok = it.SeekGE(key)
+	*kp = key
+	keyPool.Put(kp)
+	if !ok {
+		return chunk{}, false, it.Error()
+	}
+	c, err = s.chunkAt(it)
+	return c, err == nil, err
+}
+
+// chunkAt parses the chunk at the iterator's position.
+func (s *Store) chunkAt(it *vigil.Iterator) (chunk, error) {
+	last, err := s.indexOf(it.Key())
+	if err != nil {
+		return chunk{}, err
+	}
+	return parseChunk(last, it.Value())
 }
 
 // StoreLog stores one entry, synced.
@@ -276,14 +360,22 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 		return fmt.Errorf("raftstore: StoreLogs(%d entries, %d..%d): finding the log bounds: %w", len(logs), lo, hi, err)
 	}
 
+	_, last := s.spans.bounds()
+	appending := oneRun && (len(s.spans.s) == 0 || lo > last)
 	b := s.batch
 	b.Reset()
-	for _, l := range logs {
-		s.keyBuf = s.appendLogKey(s.keyBuf[:0], l.Index)
-		s.valBuf = AppendLog(s.valBuf[:0], l)
-		b.Put(s.keyBuf, s.valBuf)
+	if appending {
+		// Raft's case: no stored chunk is touched.
+		s.putChunks(b, logs)
+	} else {
+		err = s.region.rewrite(s, b, logs)
 	}
-	err = s.db.Apply(b, vigil.Sync)
+	if err == nil {
+		err = s.db.Apply(b, vigil.Sync)
+	}
+	if !appending {
+		s.gen.Add(1)
+	}
 	if b.Len() > maxRetainedBatch {
 		s.batch = s.db.NewBatch()
 	}
@@ -303,6 +395,21 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	return nil
 }
 
+// putChunks adds to b the chunks of logs, whose indexes are consecutive.
+func (s *Store) putChunks(b *vigil.Batch, logs []*raft.Log) {
+	s.sizes = s.sizes[:0]
+	for _, l := range logs {
+		s.sizes = append(s.sizes, encodedLogLen(l))
+	}
+	for k := 0; k < len(logs); {
+		j := chunkEnd(s.sizes, k)
+		s.keyBuf = s.appendLogKey(s.keyBuf[:0], logs[j-1].Index)
+		s.valBuf = appendLogChunk(s.valBuf[:0], logs[k:j], s.sizes[k:j])
+		b.Put(s.keyBuf, s.valBuf)
+		k = j
+	}
+}
+
 func (s *Store) publish() {
 	first, last := s.spans.bounds()
 	s.first.Store(first)
@@ -310,11 +417,13 @@ func (s *Store) publish() {
 }
 
 // DeleteRange deletes the entries with indexes in [min, max] with one
-// synced Vigil range deletion, whatever the number of entries. Raft calls
-// it to drop a prefix after a snapshot and a conflicting suffix on a
-// follower. The new bounds come from what the store knows of its indexes,
-// without reading the DB (but for the first cut into the log found at
-// Open, which may have holes: that is one point read).
+// synced Vigil batch: a range deletion, whatever the number of entries,
+// and the rewrite of what lies outside [min, max] of a chunk that straddles
+// either end (one reverse seek at each end finds them). Raft calls it to
+// drop a prefix after a snapshot and a conflicting suffix on a follower.
+// The new bounds come from what the store knows of its indexes (but for
+// the first cut into the log found at Open, which may have holes: that is
+// one more seek).
 func (s *Store) DeleteRange(min, max uint64) error {
 	if min > max {
 		return nil
@@ -325,12 +434,15 @@ func (s *Store) DeleteRange(min, max uint64) error {
 	if err != nil {
 		return fmt.Errorf("raftstore: DeleteRange(%d, %d): finding the log bounds: %w", min, max, err)
 	}
-	start := s.appendLogKey(nil, min)
-	end := s.logEnd
-	if max < math.MaxUint64 {
-		end = s.appendLogKey(nil, max+1)
+	b := s.batch
+	b.Reset()
+	err = s.trimEdges(b, min, max)
+	if err == nil {
+		b.DeleteRange(s.appendLogKey(nil, min), s.appendLogKeyAfter(nil, max))
+		err = s.db.Apply(b, vigil.Sync)
+		s.gen.Add(1)
 	}
-	if err := s.db.DeleteRange(start, end, vigil.Sync); err != nil {
+	if err != nil {
 		return fmt.Errorf("raftstore: DeleteRange(%d, %d): %w", min, max, err)
 	}
 	// Readers may see the old first index until the new one is stored;
@@ -345,39 +457,42 @@ func (s *Store) DeleteRange(min, max uint64) error {
 // <= from (backward). The caller knows one exists (a span end lies that
 // way).
 func (s *Store) seek(from uint64, forward bool) (uint64, error) {
-	key := s.appendLogKey(nil, from)
-	if ok, err := s.db.Has(key); err != nil || ok {
-		return from, err
-	}
-	o := &vigil.IterOptions{LowerBound: key, UpperBound: s.logEnd}
-	if !forward {
-		o = &vigil.IterOptions{LowerBound: s.logPrefix, UpperBound: s.appendLogKey(nil, from+1)}
-	}
-	it, err := s.db.NewIter(o)
+	it, err := s.db.NewIter(&vigil.IterOptions{LowerBound: s.logPrefix, UpperBound: s.logEnd})
 	if err != nil {
 		return 0, err
 	}
-	var ok bool
-	if forward {
-		ok = it.First()
-	} else {
-		ok = it.Last()
-	}
-	var index uint64
-	switch {
-	case ok:
-		index, err = s.indexOf(it.Key())
-	case it.Error() != nil:
-		err = it.Error()
-	case forward:
-		err = corruptf("no log entry from index %d on, but the log's last entry lies there", from)
-	default:
-		err = corruptf("no log entry up to index %d, but the log's first entry lies there", from)
-	}
+	index, err := s.seekIn(it, from, forward)
 	if cerr := it.Close(); err == nil {
 		err = cerr
 	}
 	return index, err
+}
+
+func (s *Store) seekIn(it *vigil.Iterator, from uint64, forward bool) (uint64, error) {
+	c, ok, err := s.chunkFor(it, from)
+	switch {
+	case err != nil:
+		return 0, err
+	case ok && c.covers(from):
+		return from, nil
+	case forward && ok:
+		return c.first, nil
+	case forward:
+		return 0, corruptf("no log entry from index %d on, but the log's last entry lies there", from)
+	}
+	// The last chunk below from ends at the index in its key.
+	kp := keyPool.Get().(*[]byte)
+	key := s.appendLogKey((*kp)[:0], from)
+	ok = it.SeekLT(key)
+	*kp = key
+	keyPool.Put(kp)
+	if !ok {
+		if err := it.Error(); err != nil {
+			return 0, err
+		}
+		return 0, corruptf("no log entry up to index %d, but the log's first entry lies there", from)
+	}
+	return s.indexOf(it.Key())
 }
 
 func (s *Store) stableKey(k []byte) []byte {
