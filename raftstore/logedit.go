@@ -38,7 +38,9 @@ type regionEntry struct {
 // the region from the first chunk that holds one of the new indexes, or
 // from the first new index, to the end of the last such chunk, then every
 // entry of that region, stored or new, in chunks.
-func (r *logRegion) rewrite(s *Store, b *vigil.Batch, logs []*raft.Log) error {
+//
+// Entries below floor are not kept.
+func (r *logRegion) rewrite(s *Store, b *vigil.Batch, logs []*raft.Log, floor uint64) error {
 	r.arena, r.fresh, r.old, r.ents = r.arena[:0], r.fresh[:0], r.old[:0], r.ents[:0]
 	for _, l := range logs {
 		off := len(r.arena)
@@ -57,7 +59,7 @@ func (r *logRegion) rewrite(s *Store, b *vigil.Batch, logs []*raft.Log) error {
 	r.fresh = r.fresh[:k]
 	lo, hi := r.fresh[0].index, r.fresh[len(r.fresh)-1].index
 
-	regionLo, regionHi, err := r.readStored(s, lo, hi)
+	regionLo, regionHi, err := r.readStored(s, lo, hi, floor)
 	if err != nil {
 		return err
 	}
@@ -69,9 +71,10 @@ func (r *logRegion) rewrite(s *Store, b *vigil.Batch, logs []*raft.Log) error {
 	return nil
 }
 
-// readStored copies into r.old every stored entry of the chunks that hold
-// an index in [lo, hi], and returns the region they and [lo, hi] span.
-func (r *logRegion) readStored(s *Store, lo, hi uint64) (regionLo, regionHi uint64, err error) {
+// readStored copies into r.old every stored entry at or above floor of the
+// chunks that hold an index in [lo, hi], and returns the region they and
+// [lo, hi] span.
+func (r *logRegion) readStored(s *Store, lo, hi, floor uint64) (regionLo, regionHi uint64, err error) {
 	it, err := s.db.NewIter(&vigil.IterOptions{LowerBound: s.logPrefix, UpperBound: s.logEnd})
 	if err != nil {
 		return 0, 0, err
@@ -91,7 +94,7 @@ func (r *logRegion) readStored(s *Store, lo, hi uint64) (regionLo, regionHi uint
 			break
 		}
 		regionLo, regionHi = min(regionLo, c.first), max(regionHi, c.last())
-		c.each(c.first, c.last(), func(index uint64, enc []byte) {
+		c.each(max(c.first, floor), c.last(), func(index uint64, enc []byte) {
 			off := len(r.arena)
 			r.arena = append(r.arena, enc...)
 			r.old = append(r.old, regionEntry{index: index, off: off, n: len(enc)})
@@ -153,11 +156,12 @@ func (r *logRegion) putRun(s *Store, b *vigil.Batch, run []regionEntry) {
 }
 
 // trimEdges adds to b what keeps, of a chunk that straddles min or max,
-// its entries outside [min, max]: those below min under the key of min-1,
-// those above max under the chunk's own key (a range deletion from min to
-// max, which the caller adds, removes the chunk's key if it lies there).
-// Each part is a piece of a chunk, so it needs no split.
-func (s *Store) trimEdges(b *vigil.Batch, min, max uint64) (err error) {
+// its entries outside [min, max]: those below min (and at or above floor)
+// under the key of min-1, those above max under the chunk's own key (a
+// range deletion from min to max, which the caller adds, removes the
+// chunk's key if it lies there). Each part is a piece of a chunk, so it
+// needs no split.
+func (s *Store) trimEdges(b *vigil.Batch, min, max, floor uint64) (err error) {
 	it, err := s.db.NewIter(&vigil.IterOptions{LowerBound: s.logPrefix, UpperBound: s.logEnd})
 	if err != nil {
 		return err
@@ -171,8 +175,13 @@ func (s *Store) trimEdges(b *vigil.Batch, min, max uint64) (err error) {
 	if err != nil || !ok {
 		return err
 	}
-	if c.first < min && c.last() >= min {
-		s.putPart(b, &c, c.first, min-1)
+	if lo := c.first; lo < min && c.last() >= min {
+		if lo < floor {
+			lo = floor
+		}
+		if lo < min {
+			s.putPart(b, &c, lo, min-1)
+		}
 	}
 	if c.last() <= max {
 		if c, ok, err = s.chunkFor(it, max); err != nil || !ok {
@@ -183,6 +192,27 @@ func (s *Store) trimEdges(b *vigil.Batch, min, max uint64) (err error) {
 		s.putPart(b, &c, max+1, c.last())
 	}
 	return nil
+}
+
+// dropFloor adds to b what a write below the floor needs first: the
+// visible part of the chunk that straddles the floor, written back, and
+// the floor's deletion.
+func (s *Store) dropFloor(b *vigil.Batch, floor uint64) (err error) {
+	it, err := s.db.NewIter(&vigil.IterOptions{LowerBound: s.logPrefix, UpperBound: s.logEnd})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	c, ok, err := s.chunkFor(it, floor)
+	if ok && c.first < floor {
+		s.putPart(b, &c, floor, c.last())
+	}
+	s.setFloor(b, 0)
+	return err
 }
 
 // putPart adds to b the entries [lo, hi] of c as one chunk.

@@ -15,14 +15,24 @@ import (
 
 // Key layout under Options.Prefix (P):
 //
+//	P "f"                               the log's floor: 8 bytes big-endian (see below)
 //	P "l" <index: 8 bytes big-endian>   a chunk of log entries up to index (logchunk.go)
 //	P "s" <key>                         a stable-store value
 //
 // Big-endian indexes sort numerically, so the log is one key range in
 // index order, and the chunk holding entry i is the first key at or above
-// i. Chunks never overlap: a write that cuts one rewrites what is left of
-// it in the same batch.
+// i. Chunks never overlap.
+//
+// The floor is what spares raft's log compaction any read: a DeleteRange
+// of a prefix of the log deletes the keys in its range, and the chunk that
+// straddles its end keeps the entries below the end, hidden by the floor
+// (entries below it are deleted, whatever a chunk holds). Every key below
+// the floor is deleted, so only that one chunk can hold hidden entries.
+// Any other write that cuts a chunk reads what it cuts and writes back
+// what is left of it, in the same batch; a write below the floor first
+// writes back the straddling chunk's visible part and drops the floor.
 const (
+	floorTag  = 'f'
 	logTag    = 'l'
 	logEndTag = logTag + 1
 	stableTag = 's'
@@ -84,6 +94,7 @@ type Store struct {
 	db    *vigil.DB
 	owned bool
 
+	floorKey     []byte // Prefix "f"
 	logPrefix    []byte // Prefix "l"
 	logEnd       []byte // Prefix "m": the exclusive end of the log
 	stablePrefix []byte // Prefix "s"
@@ -99,6 +110,9 @@ type Store struct {
 
 	// first and last publish spans.bounds() to readers.
 	first, last atomic.Uint64
+	// floor is the log's floor: entries below it are deleted (0: none).
+	// It changes under mu, after the write that stores it is applied.
+	floor atomic.Uint64
 
 	gen      atomic.Uint64               // bumped by every write that changes stored chunks
 	cache    atomic.Pointer[cachedChunk] // GetLog's last chunk
@@ -167,6 +181,7 @@ func New(db *vigil.DB, opts *Options) (*Store, error) {
 	}
 	s := &Store{
 		db:           db,
+		floorKey:     tagged(floorTag),
 		logPrefix:    tagged(logTag),
 		logEnd:       tagged(logEndTag),
 		stablePrefix: tagged(stableTag),
@@ -176,11 +191,16 @@ func New(db *vigil.DB, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: reading the log bounds: %w", err)
 	}
+	floor, err := s.readFloor()
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: reading the log's floor: %w", err)
+	}
+	s.floor.Store(floor)
 	var first, last uint64
 	if it.First() {
 		var c chunk
 		if c, err = s.chunkAt(it); err == nil && it.Last() {
-			first = c.first
+			first = max(c.first, floor)
 			last, err = s.indexOf(it.Key())
 		}
 		// What lies between is not read: the span may have holes, which
@@ -199,6 +219,29 @@ func New(db *vigil.DB, opts *Options) (*Store, error) {
 	s.first.Store(first)
 	s.last.Store(last)
 	return s, nil
+}
+
+// readFloor reads the log's floor (0 if none is stored).
+func (s *Store) readFloor() (uint64, error) {
+	v, err := s.db.Get(s.floorKey)
+	switch {
+	case errors.Is(err, vigil.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case len(v) != 8:
+		return 0, corruptf("the log's floor is %d bytes, want 8", len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// setFloor adds to b the store of floor (0: none).
+func (s *Store) setFloor(b *vigil.Batch, floor uint64) {
+	if floor == 0 {
+		b.Delete(s.floorKey)
+		return
+	}
+	b.Put(s.floorKey, binary.BigEndian.AppendUint64(nil, floor))
 }
 
 // DB returns the Vigil DB the store keeps its data in.
@@ -252,6 +295,9 @@ func (s *Store) LastIndex() (uint64, error) { return s.last.Load(), nil }
 func (s *Store) GetLog(index uint64, log *raft.Log) error {
 	gen := s.gen.Load() // before the read: see Store
 	defer s.prevRead.Store(index)
+	if index < s.floor.Load() {
+		return raft.ErrLogNotFound
+	}
 	if cc := s.cache.Load(); cc != nil && cc.gen == gen && cc.c.covers(index) {
 		return decodeEntry(&cc.c, index, log)
 	}
@@ -362,16 +408,24 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 
 	_, last := s.spans.bounds()
 	appending := oneRun && (len(s.spans.s) == 0 || lo > last)
+	floor := s.floor.Load()
 	b := s.batch
 	b.Reset()
-	if appending {
+	if lo < floor {
+		// Below the floor: the floor goes (see the key layout).
+		err = s.dropFloor(b, floor)
+	}
+	if err == nil && appending {
 		// Raft's case: no stored chunk is touched.
 		s.putChunks(b, logs)
-	} else {
-		err = s.region.rewrite(s, b, logs)
+	} else if err == nil {
+		err = s.region.rewrite(s, b, logs, floor)
 	}
 	if err == nil {
 		err = s.db.Apply(b, vigil.Sync)
+	}
+	if err == nil && lo < floor {
+		s.floor.Store(0)
 	}
 	if !appending {
 		s.gen.Add(1)
@@ -434,9 +488,27 @@ func (s *Store) DeleteRange(min, max uint64) error {
 	if err != nil {
 		return fmt.Errorf("raftstore: DeleteRange(%d, %d): finding the log bounds: %w", min, max, err)
 	}
+	first, last := s.spans.bounds()
+	floor := s.floor.Load()
 	b := s.batch
 	b.Reset()
-	err = s.trimEdges(b, min, max)
+	switch {
+	case len(s.spans.s) == 0 || min > first:
+		// Not a prefix: cut for real.
+		err = s.trimEdges(b, min, max, floor)
+	case max >= last:
+		// The whole log: no chunk is left to hide anything in.
+		floor = 0
+		s.setFloor(b, floor)
+	default:
+		// A compaction: the chunk that straddles max hides its entries
+		// up to max under the floor, without a read. (A floor never
+		// goes down here: what lies below it may still be in a chunk.)
+		if max >= floor {
+			floor = max + 1
+			s.setFloor(b, floor)
+		}
+	}
 	if err == nil {
 		b.DeleteRange(s.appendLogKey(nil, min), s.appendLogKeyAfter(nil, max))
 		err = s.db.Apply(b, vigil.Sync)
@@ -445,6 +517,7 @@ func (s *Store) DeleteRange(min, max uint64) error {
 	if err != nil {
 		return fmt.Errorf("raftstore: DeleteRange(%d, %d): %w", min, max, err)
 	}
+	s.floor.Store(floor)
 	// Readers may see the old first index until the new one is stored;
 	// GetLog of it then says raft.ErrLogNotFound, which raft expects from
 	// a log being compacted.
@@ -469,6 +542,13 @@ func (s *Store) seek(from uint64, forward bool) (uint64, error) {
 }
 
 func (s *Store) seekIn(it *vigil.Iterator, from uint64, forward bool) (uint64, error) {
+	floor := s.floor.Load()
+	if from < floor {
+		if !forward {
+			return 0, corruptf("no log entry up to index %d, below the log's floor %d", from, floor)
+		}
+		from = floor
+	}
 	c, ok, err := s.chunkFor(it, from)
 	switch {
 	case err != nil:
@@ -476,7 +556,7 @@ func (s *Store) seekIn(it *vigil.Iterator, from uint64, forward bool) (uint64, e
 	case ok && c.covers(from):
 		return from, nil
 	case forward && ok:
-		return c.first, nil
+		return max(c.first, floor), nil
 	case forward:
 		return 0, corruptf("no log entry from index %d on, but the log's last entry lies there", from)
 	}

@@ -254,6 +254,16 @@ func TestStoreCorruptValue(t *testing.T) {
 			t.Fatalf("GetLog(%d) = %v, want ErrCorruption", i, err)
 		}
 	}
+	// A floor that is not 8 bytes fails Open.
+	if err := s.DB().Put(s.floorKey, []byte{1, 2, 3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(s.DB(), nil); !errors.Is(err, vigil.ErrCorruption) {
+		t.Fatalf("New over a bad floor = %v, want ErrCorruption", err)
+	}
+	if err := s.DB().Delete(s.floorKey, nil); err != nil {
+		t.Fatal(err)
+	}
 	// A foreign key in the log range fails Open.
 	if err := s.DB().Put([]byte("lshort"), []byte("x"), nil); err != nil {
 		t.Fatal(err)
