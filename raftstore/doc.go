@@ -3,9 +3,10 @@
 // It has three pieces, each usable on its own:
 //
 //   - Store is a raft.LogStore and a raft.StableStore over one Vigil DB. Log
-//     entries live under the key prefix "l" followed by the index as 8 bytes
-//     big-endian, so the log is one ordered key range: StoreLogs is one
-//     synced Vigil batch, DeleteRange is one synced Vigil range deletion, and
+//     entries live in chunks of a run each, under the key prefix "l"
+//     followed by the chunk's last index as 8 bytes big-endian, so the log
+//     is one ordered key range: StoreLogs is one synced Vigil batch,
+//     DeleteRange is one synced batch around a range deletion, and
 //     FirstIndex/LastIndex are answered from a cache that Open fills by
 //     seeking to the first and last log key. Stable keys live under "s".
 //     Entries are encoded by AppendLog (decoded by DecodeLog), a compact
