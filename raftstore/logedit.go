@@ -75,32 +75,26 @@ func (r *logRegion) rewrite(s *Store, b *vigil.Batch, logs []*raft.Log, floor ui
 // chunks that hold an index in [lo, hi], and returns the region they and
 // [lo, hi] span.
 func (r *logRegion) readStored(s *Store, lo, hi, floor uint64) (regionLo, regionHi uint64, err error) {
-	it, err := s.db.NewIter(&vigil.IterOptions{LowerBound: s.logPrefix, UpperBound: s.logEnd})
-	if err != nil {
-		return 0, 0, err
-	}
-	defer func() {
-		if cerr := it.Close(); err == nil {
-			err = cerr
-		}
-	}()
 	regionLo, regionHi = lo, hi
-	for ok := it.SeekGE(s.appendLogKey(nil, lo)); ok; ok = it.Next() {
-		c, err := s.chunkAt(it)
-		if err != nil {
-			return 0, 0, err
+	err = s.withLogIter(func(it *vigil.Iterator) error {
+		for ok := it.SeekGE(s.appendLogKey(nil, lo)); ok; ok = it.Next() {
+			c, err := s.chunkAt(it)
+			if err != nil {
+				return err
+			}
+			if c.first > hi {
+				break
+			}
+			regionLo, regionHi = min(regionLo, c.first), max(regionHi, c.last())
+			c.each(max(c.first, floor), c.last(), func(index uint64, enc []byte) {
+				off := len(r.arena)
+				r.arena = append(r.arena, enc...)
+				r.old = append(r.old, regionEntry{index: index, off: off, n: len(enc)})
+			})
 		}
-		if c.first > hi {
-			break
-		}
-		regionLo, regionHi = min(regionLo, c.first), max(regionHi, c.last())
-		c.each(max(c.first, floor), c.last(), func(index uint64, enc []byte) {
-			off := len(r.arena)
-			r.arena = append(r.arena, enc...)
-			r.old = append(r.old, regionEntry{index: index, off: off, n: len(enc)})
-		})
-	}
-	return regionLo, regionHi, it.Error()
+		return it.Error()
+	})
+	return regionLo, regionHi, err
 }
 
 // merge sets r.ents to r.fresh and r.old merged by index, a fresh entry
@@ -161,16 +155,13 @@ func (r *logRegion) putRun(s *Store, b *vigil.Batch, run []regionEntry) {
 // range deletion from min to max, which the caller adds, removes the
 // chunk's key if it lies there). Each part is a piece of a chunk, so it
 // needs no split.
-func (s *Store) trimEdges(b *vigil.Batch, min, max, floor uint64) (err error) {
-	it, err := s.db.NewIter(&vigil.IterOptions{LowerBound: s.logPrefix, UpperBound: s.logEnd})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := it.Close(); err == nil {
-			err = cerr
-		}
-	}()
+func (s *Store) trimEdges(b *vigil.Batch, min, max, floor uint64) error {
+	return s.withLogIter(func(it *vigil.Iterator) error {
+		return s.trimEdgesIn(it, b, min, max, floor)
+	})
+}
+
+func (s *Store) trimEdgesIn(it *vigil.Iterator, b *vigil.Batch, min, max, floor uint64) error {
 	c, ok, err := s.chunkFor(it, min)
 	if err != nil || !ok {
 		return err
@@ -197,22 +188,15 @@ func (s *Store) trimEdges(b *vigil.Batch, min, max, floor uint64) (err error) {
 // dropFloor adds to b what a write below the floor needs first: the
 // visible part of the chunk that straddles the floor, written back, and
 // the floor's deletion.
-func (s *Store) dropFloor(b *vigil.Batch, floor uint64) (err error) {
-	it, err := s.db.NewIter(&vigil.IterOptions{LowerBound: s.logPrefix, UpperBound: s.logEnd})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := it.Close(); err == nil {
-			err = cerr
+func (s *Store) dropFloor(b *vigil.Batch, floor uint64) error {
+	return s.withLogIter(func(it *vigil.Iterator) error {
+		c, ok, err := s.chunkFor(it, floor)
+		if ok && c.first < floor {
+			s.putPart(b, &c, floor, c.last())
 		}
-	}()
-	c, ok, err := s.chunkFor(it, floor)
-	if ok && c.first < floor {
-		s.putPart(b, &c, floor, c.last())
-	}
-	s.setFloor(b, 0)
-	return err
+		s.setFloor(b, 0)
+		return err
+	})
 }
 
 // putPart adds to b the entries [lo, hi] of c as one chunk.

@@ -529,16 +529,25 @@ func (s *Store) DeleteRange(min, max uint64) error {
 // seek returns the smallest stored index >= from (forward) or the largest
 // <= from (backward). The caller knows one exists (a span end lies that
 // way).
-func (s *Store) seek(from uint64, forward bool) (uint64, error) {
+func (s *Store) seek(from uint64, forward bool) (index uint64, err error) {
+	err = s.withLogIter(func(it *vigil.Iterator) error {
+		index, err = s.seekIn(it, from, forward)
+		return err
+	})
+	return index, err
+}
+
+// withLogIter calls fn with a new iterator over the log, and closes it.
+func (s *Store) withLogIter(fn func(it *vigil.Iterator) error) error {
 	it, err := s.db.NewIter(&vigil.IterOptions{LowerBound: s.logPrefix, UpperBound: s.logEnd})
 	if err != nil {
-		return 0, err
+		return err
 	}
-	index, err := s.seekIn(it, from, forward)
+	err = fn(it)
 	if cerr := it.Close(); err == nil {
 		err = cerr
 	}
-	return index, err
+	return err
 }
 
 func (s *Store) seekIn(it *vigil.Iterator, from uint64, forward bool) (uint64, error) {
