@@ -187,21 +187,24 @@ func New(db *vigil.DB, opts *Options) (*Store, error) {
 		stablePrefix: tagged(stableTag),
 		batch:        db.NewBatch(),
 	}
-	it, err := db.NewIter(&vigil.IterOptions{LowerBound: s.logPrefix, UpperBound: s.logEnd})
-	if err != nil {
-		return nil, fmt.Errorf("raftstore: reading the log bounds: %w", err)
-	}
 	floor, err := s.readFloor()
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: reading the log's floor: %w", err)
 	}
 	s.floor.Store(floor)
+	it, err := db.NewIter(&vigil.IterOptions{LowerBound: s.logPrefix, UpperBound: s.logEnd})
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: reading the log bounds: %w", err)
+	}
 	var first, last uint64
 	if it.First() {
 		var c chunk
 		if c, err = s.chunkAt(it); err == nil && it.Last() {
 			first = max(c.first, floor)
 			last, err = s.indexOf(it.Key())
+		}
+		if err == nil && first > last {
+			err = corruptf("the log's floor %d lies above its last entry %d", floor, last)
 		}
 		// What lies between is not read: the span may have holes, which
 		// the first write that cuts it looks up (see indexSpans).

@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -260,6 +261,13 @@ func TestStoreCorruptValue(t *testing.T) {
 	}
 	if _, err := New(s.DB(), nil); !errors.Is(err, vigil.ErrCorruption) {
 		t.Fatalf("New over a bad floor = %v, want ErrCorruption", err)
+	}
+	// A floor above the last entry (stored entries 1 and 2) fails Open.
+	if err := s.DB().Put(s.floorKey, binary.BigEndian.AppendUint64(nil, 3), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(s.DB(), nil); !errors.Is(err, vigil.ErrCorruption) {
+		t.Fatalf("New under a floor above the log = %v, want ErrCorruption", err)
 	}
 	if err := s.DB().Delete(s.floorKey, nil); err != nil {
 		t.Fatal(err)
