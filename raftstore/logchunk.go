@@ -2,6 +2,8 @@ package raftstore
 
 import (
 	"encoding/binary"
+	"math/bits"
+	"slices"
 
 	"github.com/hashicorp/raft"
 )
@@ -131,72 +133,87 @@ func (c *chunk) each(lo, hi uint64, fn func(index uint64, enc []byte)) {
 	}
 }
 
-// encodedLogLen returns the exact length AppendLog appends for l.
-func encodedLogLen(l *raft.Log) int {
-	n := 3 + uvarintLen(l.Index) + uvarintLen(l.Term)
-	if !l.AppendedAt.IsZero() {
-		sec := l.AppendedAt.Unix()
-		zz := uint64(sec<<1) ^ uint64(sec>>63) // varint's zig-zag
-		n += uvarintLen(zz) + uvarintLen(uint64(l.AppendedAt.Nanosecond()))
-	}
-	if len(l.Extensions) > 0 {
-		n += uvarintLen(uint64(len(l.Extensions))) + len(l.Extensions)
-	}
-	return n + len(l.Data)
+// uvarintLen returns the length of x's uvarint encoding.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+// fits reports whether a chunk of n entries and total bytes of entries
+// takes one more entry of size bytes: the one rule by which both
+// appendLogChunk and chunkEnd split a run.
+func fits(n, total, size int) bool {
+	return n < maxChunkEntries && total+size <= maxChunkBytes
 }
 
-func uvarintLen(x uint64) int {
-	n := 1
-	for ; x >= 0x80; x >>= 7 {
-		n++
-	}
-	return n
-}
-
-// chunkEnd returns the end j of the chunk that starts at logs[k]: at most
-// maxChunkEntries entries and maxChunkBytes of entries, at least one.
-// sizes[i] is the encoded length of logs[i].
+// chunkEnd returns the end j of the chunk that starts at entry k of a run
+// whose encoded lengths are sizes: at least one entry, and as many more as
+// fit.
 func chunkEnd(sizes []int, k int) int {
 	j, total := k+1, sizes[k]
-	for j < len(sizes) && j-k < maxChunkEntries && total+sizes[j] <= maxChunkBytes {
+	for j < len(sizes) && fits(j-k, total, sizes[j]) {
 		total += sizes[j]
 		j++
 	}
 	return j
 }
 
-// appendLogChunk appends the chunk of logs (consecutive indexes, at least
-// one) to dst; sizes[i] is encodedLogLen(logs[i]).
-func appendLogChunk(dst []byte, logs []*raft.Log, sizes []int) []byte {
-	if len(logs) == 1 {
-		return AppendLog(dst, logs[0])
-	}
-	dst = append(dst, chunkFormatV2)
-	dst = binary.AppendUvarint(dst, uint64(len(logs)))
-	for _, n := range sizes {
-		dst = binary.AppendUvarint(dst, uint64(n))
-	}
-	for i, l := range logs {
-		before := len(dst)
-		dst = AppendLog(dst, l)
-		if len(dst)-before != sizes[i] {
-			panic("raftstore: encodedLogLen disagrees with AppendLog")
+// appendLogChunk encodes the first chunk of logs (consecutive indexes, at
+// least one): as many entries as fit, one at least. It returns dst
+// extended, the start of the chunk's value in it (the value runs to the
+// end), and the number of entries taken. sizes is scratch. The entries are
+// encoded once, in place: after room for the largest header they could
+// need, with the header written right before them once their lengths are
+// known (a chunk of one is the entry alone).
+func appendLogChunk(dst []byte, logs []*raft.Log, sizes *[]int) (out []byte, start, n int) {
+	room := 1 + binary.MaxVarintLen64*(1+min(len(logs), maxChunkEntries))
+	base := len(dst)
+	out = slices.Grow(dst, room)[:base+room]
+	*sizes = (*sizes)[:0]
+	total := 0
+	for n < len(logs) && n < maxChunkEntries {
+		before := len(out)
+		out = AppendLog(out, logs[n])
+		size := len(out) - before
+		if n > 0 && !fits(n, total, size) {
+			out = out[:before] // it opens the next chunk
+			break
 		}
+		*sizes = append(*sizes, size)
+		total += size
+		n++
+	}
+	if n == 1 {
+		return out, base + room, 1
+	}
+	hlen := 1 + uvarintLen(uint64(n))
+	for _, size := range *sizes {
+		hlen += uvarintLen(uint64(size))
+	}
+	start = base + room - hlen
+	appendChunkHeader(out[start:start], *sizes)
+	return out, start, n
+}
+
+// appendChunkHeader appends the version-2 header of a chunk whose entries
+// have the encoded lengths sizes (two at least).
+func appendChunkHeader(dst []byte, sizes []int) []byte {
+	dst = append(dst, chunkFormatV2)
+	dst = binary.AppendUvarint(dst, uint64(len(sizes)))
+	for _, size := range sizes {
+		dst = binary.AppendUvarint(dst, uint64(size))
 	}
 	return dst
 }
 
 // appendRawChunk appends the chunk of entries already encoded (consecutive
-// indexes, at least one) to dst.
-func appendRawChunk(dst []byte, encs [][]byte) []byte {
+// indexes, at least one) to dst; sizes is scratch.
+func appendRawChunk(dst []byte, encs [][]byte, sizes *[]int) []byte {
 	if len(encs) == 1 {
 		return append(dst, encs[0]...)
 	}
-	dst = append(dst, chunkFormatV2)
-	dst = binary.AppendUvarint(dst, uint64(len(encs)))
+	*sizes = (*sizes)[:0]
 	for _, e := range encs {
-		dst = binary.AppendUvarint(dst, uint64(len(e)))
+		*sizes = append(*sizes, len(e))
 	}
+	dst = appendChunkHeader(dst, *sizes)
 	for _, e := range encs {
 		dst = append(dst, e...)
 	}

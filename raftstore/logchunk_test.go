@@ -18,25 +18,15 @@ import (
 	"github.com/vigildb/vigil"
 )
 
-// chunkOf encodes logs (consecutive indexes) as one chunk.
+// chunkOf encodes logs (consecutive indexes, few enough for one chunk) as
+// one chunk.
 func chunkOf(logs ...*raft.Log) []byte {
 	var sizes []int
-	for _, l := range logs {
-		sizes = append(sizes, encodedLogLen(l))
+	out, start, n := appendLogChunk([]byte("before"), logs, &sizes)
+	if n != len(logs) || string(out[:6]) != "before" {
+		panic(fmt.Sprintf("appendLogChunk took %d of %d entries, or lost dst", n, len(logs)))
 	}
-	return appendLogChunk(nil, logs, sizes)
-}
-
-func TestEncodedLogLen(t *testing.T) {
-	cases := append([]raft.Log(nil), codecCases...)
-	cases = append(cases,
-		raft.Log{Index: 1 << 35, Term: 1 << 50, AppendedAt: time.Unix(-1<<40, 5)},
-		raft.Log{AppendedAt: time.Unix(1<<33, 999999999), Extensions: make([]byte, 300), Data: make([]byte, 70000)})
-	for i, l := range cases {
-		if got, want := encodedLogLen(&l), len(AppendLog(nil, &l)); got != want {
-			t.Errorf("case %d: encodedLogLen = %d, AppendLog wrote %d", i, got, want)
-		}
-	}
+	return out[start:]
 }
 
 // TestLogChunkGolden pins chunk format version 2 (and that a chunk of one
@@ -54,7 +44,8 @@ func TestLogChunkGolden(t *testing.T) {
 		t.Fatalf("chunk of one\n got %s\nwant %s", got, entryB)
 	}
 	// The raw encoder writes the same bytes.
-	if got := hex.EncodeToString(appendRawChunk(nil, [][]byte{AppendLog(nil, a), AppendLog(nil, b)})); got != want {
+	var scratch []int
+	if got := hex.EncodeToString(appendRawChunk(nil, [][]byte{AppendLog(nil, a), AppendLog(nil, b)}, &scratch)); got != want {
 		t.Fatalf("raw chunk of two\n got %s\nwant %s", got, want)
 	}
 	enc, _ := hex.DecodeString(want)
@@ -68,6 +59,9 @@ func TestLogChunkGolden(t *testing.T) {
 	}
 }
 
+// TestLogChunkSplit: StoreLogs's encoder (appendLogChunk) and the
+// rewrite's (chunkEnd over encoded entries) split a run alike, by count
+// and by bytes, and each chunk parses back to its entries.
 func TestLogChunkSplit(t *testing.T) {
 	var logs []*raft.Log
 	var sizes []int
@@ -75,17 +69,17 @@ func TestLogChunkSplit(t *testing.T) {
 		for range n {
 			l := &raft.Log{Index: uint64(len(logs) + 1), Data: make([]byte, data)}
 			logs = append(logs, l)
-			sizes = append(sizes, encodedLogLen(l))
+			sizes = append(sizes, len(AppendLog(nil, l)))
 		}
 	}
 	add(1500, 4)            // by count: 1,024, then the rest...
 	add(20, 10_000)         // ...with as many of ~10 KiB as fit in 64 KiB
 	add(1, maxChunkBytes*2) // larger than a chunk: alone
 	add(3, 10)
-	var got []int
+	var byEnd, byEncoder []int
 	for k := 0; k < len(logs); {
 		j := chunkEnd(sizes, k)
-		got = append(got, j-k)
+		byEnd = append(byEnd, j-k)
 		total := 0
 		for _, n := range sizes[k:j] {
 			total += n
@@ -95,9 +89,25 @@ func TestLogChunkSplit(t *testing.T) {
 		}
 		k = j
 	}
+	var scratch []int
+	for rest := logs; len(rest) > 0; {
+		out, start, n := appendLogChunk(nil, rest, &scratch)
+		byEncoder = append(byEncoder, n)
+		c, err := parseChunk(rest[n-1].Index, out[start:])
+		if err != nil || c.first != rest[0].Index || c.n != n {
+			t.Fatalf("chunk of %d from %d: parsed %+v, %v", n, rest[0].Index, c, err)
+		}
+		for i := c.first; i <= c.last(); i++ {
+			var l raft.Log
+			if err := DecodeLog(c.entry(i), &l); err != nil || !sameLog(&l, rest[i-c.first]) {
+				t.Fatalf("entry %d: %+v, %v", i, l, err)
+			}
+		}
+		rest = rest[n:]
+	}
 	want := "[1024 482 6 6 2 1 3]" // the 476 small ones left share a chunk with 6 large
-	if fmt.Sprint(got) != want {
-		t.Fatalf("chunks %v, want %s", got, want)
+	if fmt.Sprint(byEnd) != want || fmt.Sprint(byEncoder) != want {
+		t.Fatalf("chunks %v (chunkEnd) and %v (appendLogChunk), want %s", byEnd, byEncoder, want)
 	}
 }
 
@@ -157,7 +167,7 @@ func FuzzParseChunk(f *testing.F) {
 		if len(encs) != c.n {
 			t.Fatalf("each visited %d of %d entries", len(encs), c.n)
 		}
-		if again := appendRawChunk(nil, encs); !bytes.Equal(again, v) {
+		if again := appendRawChunk(nil, encs, new([]int)); !bytes.Equal(again, v) {
 			t.Fatalf("re-encoding differs:\n%x\n%x", again, v)
 		}
 	})

@@ -143,7 +143,7 @@ func (r *logRegion) putRun(s *Store, b *vigil.Batch, run []regionEntry) {
 			r.encs = append(r.encs, r.arena[e.off:e.off+e.n])
 		}
 		s.keyBuf = s.appendLogKey(s.keyBuf[:0], run[j-1].index)
-		s.valBuf = appendRawChunk(s.valBuf[:0], r.encs)
+		s.valBuf = appendRawChunk(s.valBuf[:0], r.encs, &s.sizes)
 		b.Put(s.keyBuf, s.valBuf)
 		k = j
 	}
@@ -205,6 +205,6 @@ func (s *Store) putPart(b *vigil.Batch, c *chunk, lo, hi uint64) {
 	c.each(lo, hi, func(_ uint64, enc []byte) { encs = append(encs, enc) })
 	s.region.encs = encs
 	s.keyBuf = s.appendLogKey(s.keyBuf[:0], hi)
-	s.valBuf = appendRawChunk(s.valBuf[:0], encs)
+	s.valBuf = appendRawChunk(s.valBuf[:0], encs, &s.sizes)
 	b.Put(s.keyBuf, s.valBuf)
 }

@@ -104,7 +104,7 @@ type Store struct {
 	batch  *vigil.Batch
 	keyBuf []byte
 	valBuf []byte
-	sizes  []int      // the encoded lengths of the entries StoreLogs writes
+	sizes  []int      // scratch: the encoded lengths of a chunk's entries
 	region logRegion  // scratch for a write that rewrites stored chunks
 	spans  indexSpans // the stored indexes (index 0 is a valid key)
 
@@ -454,16 +454,12 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 
 // putChunks adds to b the chunks of logs, whose indexes are consecutive.
 func (s *Store) putChunks(b *vigil.Batch, logs []*raft.Log) {
-	s.sizes = s.sizes[:0]
-	for _, l := range logs {
-		s.sizes = append(s.sizes, encodedLogLen(l))
-	}
-	for k := 0; k < len(logs); {
-		j := chunkEnd(s.sizes, k)
-		s.keyBuf = s.appendLogKey(s.keyBuf[:0], logs[j-1].Index)
-		s.valBuf = appendLogChunk(s.valBuf[:0], logs[k:j], s.sizes[k:j])
-		b.Put(s.keyBuf, s.valBuf)
-		k = j
+	for len(logs) > 0 {
+		var start, n int
+		s.valBuf, start, n = appendLogChunk(s.valBuf[:0], logs, &s.sizes)
+		s.keyBuf = s.appendLogKey(s.keyBuf[:0], logs[n-1].Index)
+		b.Put(s.keyBuf, s.valBuf[start:])
+		logs = logs[n:]
 	}
 }
 
