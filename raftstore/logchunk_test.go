@@ -340,3 +340,56 @@ func TestGetLogConcurrent(t *testing.T) {
 	close(done)
 	wg.Wait()
 }
+
+// TestGetLogCacheAfterWrites: a chunk GetLog keeps for in-order reads is
+// not used once a write that changes it has returned: a suffix cut, a
+// cut in the middle and an overwrite of cached entries.
+func TestGetLogCacheAfterWrites(t *testing.T) {
+	s := openTestStore(t, vfs.NewMem(), "")
+	defer s.Close()
+	entry := func(i, term uint64) *raft.Log { return &raft.Log{Index: i, Term: term} }
+	var logs []*raft.Log
+	for i := uint64(1); i <= 64; i++ {
+		logs = append(logs, entry(i, 1))
+	}
+	if err := s.StoreLogs(logs); err != nil {
+		t.Fatal(err)
+	}
+	readInOrder := func(lo, hi uint64) {
+		t.Helper()
+		for i := lo; i <= hi; i++ {
+			var l raft.Log
+			if err := s.GetLog(i, &l); err != nil {
+				t.Fatalf("GetLog(%d): %v", i, err)
+			}
+		}
+		if cc := s.cache.Load(); cc == nil || !cc.c.covers(hi) {
+			t.Fatalf("in-order reads up to %d left no chunk holding it cached", hi)
+		}
+	}
+	gone := func(i uint64, what string) {
+		t.Helper()
+		var l raft.Log
+		if err := s.GetLog(i, &l); err != raft.ErrLogNotFound {
+			t.Fatalf("GetLog(%d) after %s = %+v, %v, want raft.ErrLogNotFound", i, what, l, err)
+		}
+	}
+	readInOrder(10, 20)
+	if err := s.DeleteRange(50, 64); err != nil { // a suffix
+		t.Fatal(err)
+	}
+	gone(55, "a suffix cut")
+	readInOrder(10, 20)
+	if err := s.DeleteRange(30, 40); err != nil { // the middle
+		t.Fatal(err)
+	}
+	gone(35, "a cut in the middle")
+	readInOrder(10, 20)
+	if err := s.StoreLogs([]*raft.Log{entry(15, 2), entry(16, 2)}); err != nil { // an overwrite
+		t.Fatal(err)
+	}
+	var l raft.Log
+	if err := s.GetLog(15, &l); err != nil || l.Term != 2 {
+		t.Fatalf("GetLog(15) after its overwrite = term %d, %v, want term 2", l.Term, err)
+	}
+}

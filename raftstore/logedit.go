@@ -191,11 +191,14 @@ func (s *Store) trimEdgesIn(it *vigil.Iterator, b *vigil.Batch, min, max, floor 
 func (s *Store) dropFloor(b *vigil.Batch, floor uint64) error {
 	return s.withLogIter(func(it *vigil.Iterator) error {
 		c, ok, err := s.chunkFor(it, floor)
+		if err != nil {
+			return err
+		}
 		if ok && c.first < floor {
 			s.putPart(b, &c, floor, c.last())
 		}
 		s.setFloor(b, 0)
-		return err
+		return nil
 	})
 }
 

@@ -66,8 +66,8 @@ type Options struct {
 //
 // Every write is synced before it returns: StoreLogs is one Vigil batch
 // applied with Sync (all the entries or, after a crash, none of them),
-// DeleteRange one synced batch (the range deletion, and the rewrite of a
-// chunk it cuts), Set and SetUint64 one synced put. GetLog returns
+// DeleteRange one synced batch (the range deletion, with the log's floor
+// or the rewrite of a chunk it cuts), Set and SetUint64 one synced put. GetLog returns
 // raft.ErrLogNotFound for a missing entry, Get and GetUint64 return
 // ErrKeyNotFound for a missing key; a value that does not decode is an
 // error wrapping vigil.ErrCorruption.
@@ -114,9 +114,9 @@ type Store struct {
 	// It changes under mu, after the write that stores it is applied.
 	floor atomic.Uint64
 
-	gen      atomic.Uint64               // bumped by every write that changes stored chunks
-	cache    atomic.Pointer[cachedChunk] // GetLog's last chunk
-	prevRead atomic.Uint64               // the index GetLog read last
+	gen    atomic.Uint64               // bumped by every write that changes stored chunks
+	cache  atomic.Pointer[cachedChunk] // GetLog's last chunk
+	missed atomic.Uint64               // the index GetLog last found outside it
 }
 
 // cachedChunk is a chunk GetLog read, with a copy of its value; it is
@@ -238,13 +238,14 @@ func (s *Store) readFloor() (uint64, error) {
 	return binary.BigEndian.Uint64(v), nil
 }
 
-// setFloor adds to b the store of floor (0: none).
+// setFloor adds to b the store of floor (0: none). mu is held (valBuf).
 func (s *Store) setFloor(b *vigil.Batch, floor uint64) {
 	if floor == 0 {
 		b.Delete(s.floorKey)
 		return
 	}
-	b.Put(s.floorKey, binary.BigEndian.AppendUint64(nil, floor))
+	s.valBuf = binary.BigEndian.AppendUint64(s.valBuf[:0], floor)
+	b.Put(s.floorKey, s.valBuf)
 }
 
 // DB returns the Vigil DB the store keeps its data in.
@@ -297,11 +298,11 @@ func (s *Store) LastIndex() (uint64, error) { return s.last.Load(), nil }
 // the caller may keep.
 func (s *Store) GetLog(index uint64, log *raft.Log) error {
 	gen := s.gen.Load() // before the read: see Store
-	defer s.prevRead.Store(index)
 	if index < s.floor.Load() {
 		return raft.ErrLogNotFound
 	}
-	if cc := s.cache.Load(); cc != nil && cc.gen == gen && cc.c.covers(index) {
+	cc := s.cache.Load()
+	if cc != nil && cc.gen == gen && cc.c.covers(index) {
 		return decodeEntry(&cc.c, index, log)
 	}
 	it, err := s.db.NewIter(&vigil.IterOptions{LowerBound: s.logPrefix, UpperBound: s.logEnd})
@@ -315,12 +316,15 @@ func (s *Store) GetLog(index uint64, log *raft.Log) error {
 	case !ok || !c.covers(index):
 		err = raft.ErrLogNotFound
 	default:
-		if prev := s.prevRead.Load(); c.n > 1 && index-prev <= 1 {
-			// The same entry or the next one again: a reader going in
-			// order, as raft's replication does, will want the rest.
-			cc := &cachedChunk{gen: gen}
-			cc.c, _ = parseChunk(c.last(), bytes.Clone(it.Value())) // parsed once already
-			s.cache.Store(cc)
+		// A read of the entry missed last, or of the one after it or
+		// after the cached chunk, is a reader going in order, as raft's
+		// replication does: it will want the rest of this chunk.
+		inOrder := index-s.missed.Load() <= 1 || (cc != nil && cc.c.last()+1 == index)
+		s.missed.Store(index)
+		if c.n > 1 && inOrder {
+			next := &cachedChunk{gen: gen}
+			next.c, _ = parseChunk(c.last(), bytes.Clone(it.Value())) // parsed once already
+			s.cache.Store(next)
 		}
 		err = decodeEntry(&c, index, log)
 	}
@@ -470,10 +474,12 @@ func (s *Store) publish() {
 }
 
 // DeleteRange deletes the entries with indexes in [min, max] with one
-// synced Vigil batch: a range deletion, whatever the number of entries,
-// and the rewrite of what lies outside [min, max] of a chunk that straddles
-// either end (one reverse seek at each end finds them). Raft calls it to
-// drop a prefix after a snapshot and a conflicting suffix on a follower.
+// synced Vigil batch around a range deletion, whatever the number of
+// entries. A prefix of the log (raft's compaction after a snapshot) reads
+// nothing: the batch raises the log's floor over what the chunk that
+// straddles max keeps. Elsewhere (a follower's conflicting suffix) one
+// seek at each end finds a chunk that straddles it, and the batch writes
+// back its entries outside [min, max].
 // The new bounds come from what the store knows of its indexes (but for
 // the first cut into the log found at Open, which may have holes: that is
 // one more seek).
