@@ -204,16 +204,12 @@ func appendChunkHeader(dst []byte, sizes []int) []byte {
 }
 
 // appendRawChunk appends the chunk of entries already encoded (consecutive
-// indexes, at least one) to dst; sizes is scratch.
-func appendRawChunk(dst []byte, encs [][]byte, sizes *[]int) []byte {
+// indexes, at least one) to dst; sizes[i] is len(encs[i]).
+func appendRawChunk(dst []byte, encs [][]byte, sizes []int) []byte {
 	if len(encs) == 1 {
 		return append(dst, encs[0]...)
 	}
-	*sizes = (*sizes)[:0]
-	for _, e := range encs {
-		*sizes = append(*sizes, len(e))
-	}
-	dst = appendChunkHeader(dst, *sizes)
+	dst = appendChunkHeader(dst, sizes)
 	for _, e := range encs {
 		dst = append(dst, e...)
 	}

@@ -143,44 +143,39 @@ func (r *logRegion) putRun(s *Store, b *vigil.Batch, run []regionEntry) {
 			r.encs = append(r.encs, r.arena[e.off:e.off+e.n])
 		}
 		s.keyBuf = s.appendLogKey(s.keyBuf[:0], run[j-1].index)
-		s.valBuf = appendRawChunk(s.valBuf[:0], r.encs, &s.sizes)
+		s.valBuf = appendRawChunk(s.valBuf[:0], r.encs, r.sizes[k:j])
 		b.Put(s.keyBuf, s.valBuf)
 		k = j
 	}
 }
 
-// trimEdges adds to b what keeps, of a chunk that straddles min or max,
-// its entries outside [min, max]: those below min (and at or above floor)
-// under the key of min-1, those above max under the chunk's own key (a
-// range deletion from min to max, which the caller adds, removes the
-// chunk's key if it lies there). Each part is a piece of a chunk, so it
-// needs no split.
-func (s *Store) trimEdges(b *vigil.Batch, min, max, floor uint64) error {
+// trimEdges adds to b what keeps, of a chunk that straddles from or to,
+// its entries outside [from, to]: those below from (and at or above floor)
+// under the key of from-1, those above to under the chunk's own key (the
+// range deletion of [from, to], which the caller adds, removes the chunk's
+// key if it lies there). Each part is a piece of a chunk, so it needs no
+// split.
+func (s *Store) trimEdges(b *vigil.Batch, from, to, floor uint64) error {
 	return s.withLogIter(func(it *vigil.Iterator) error {
-		return s.trimEdgesIn(it, b, min, max, floor)
+		return s.trimEdgesIn(it, b, from, to, floor)
 	})
 }
 
-func (s *Store) trimEdgesIn(it *vigil.Iterator, b *vigil.Batch, min, max, floor uint64) error {
-	c, ok, err := s.chunkFor(it, min)
+func (s *Store) trimEdgesIn(it *vigil.Iterator, b *vigil.Batch, from, to, floor uint64) error {
+	c, ok, err := s.chunkFor(it, from)
 	if err != nil || !ok {
 		return err
 	}
-	if lo := c.first; lo < min && c.last() >= min {
-		if lo < floor {
-			lo = floor
-		}
-		if lo < min {
-			s.putPart(b, &c, lo, min-1)
-		}
+	if lo := max(c.first, floor); lo < from && c.last() >= from {
+		s.putPart(b, &c, lo, from-1)
 	}
-	if c.last() <= max {
-		if c, ok, err = s.chunkFor(it, max); err != nil || !ok {
+	if c.last() <= to {
+		if c, ok, err = s.chunkFor(it, to); err != nil || !ok {
 			return err
 		}
 	}
-	if c.first <= max && c.last() > max {
-		s.putPart(b, &c, max+1, c.last())
+	if c.first <= to && c.last() > to {
+		s.putPart(b, &c, to+1, c.last())
 	}
 	return nil
 }
@@ -204,10 +199,12 @@ func (s *Store) dropFloor(b *vigil.Batch, floor uint64) error {
 
 // putPart adds to b the entries [lo, hi] of c as one chunk.
 func (s *Store) putPart(b *vigil.Batch, c *chunk, lo, hi uint64) {
-	encs := s.region.encs[:0]
-	c.each(lo, hi, func(_ uint64, enc []byte) { encs = append(encs, enc) })
-	s.region.encs = encs
+	encs, sizes := s.region.encs[:0], s.sizes[:0]
+	c.each(lo, hi, func(_ uint64, enc []byte) {
+		encs, sizes = append(encs, enc), append(sizes, len(enc))
+	})
+	s.region.encs, s.sizes = encs, sizes
 	s.keyBuf = s.appendLogKey(s.keyBuf[:0], hi)
-	s.valBuf = appendRawChunk(s.valBuf[:0], encs, &s.sizes)
+	s.valBuf = appendRawChunk(s.valBuf[:0], encs, sizes)
 	b.Put(s.keyBuf, s.valBuf)
 }
