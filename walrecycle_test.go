@@ -194,30 +194,15 @@ func readStale(fs vfs.FS, path string) (int64, error) {
 // worth of zeros ahead): it waits for the flush that frees the first WAL,
 // and writes over that one.
 func TestWALSpareWaitsForRecyclable(t *testing.T) {
-	dir := t.TempDir()
-	db, err := Open(dir, &Options{WriteBufferSize: minWriteBufferSize, WALRecycleFiles: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	block := make(chan struct{})
-	var unblock sync.Once
-	defer unblock.Do(func() { close(block) }) // before Close, which waits for the flush
-	db.testingHooks = &testingHooks{beforeFlush: func(flushable) { <-block }}
-	first := db.liveWALNum()
-	val := make([]byte, 1000)
-	for i := 0; db.liveWALNum() == first; i++ {
-		if err := db.Put(fmt.Appendf(nil, "k%06d", i), val, Sync); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db, unblock := openFlushBlocked(t, &Options{WriteBufferSize: minWriteBufferSize, WALRecycleFiles: 2})
+	writeUntilRotation(t, db, Sync)
 	db.mu.Lock()
 	spare, preparing := db.wal.spare, db.wal.preparing
 	db.mu.Unlock()
 	if spare != nil || preparing {
 		t.Fatalf("a spare WAL was made while the first WAL awaited its flush (spare %v, preparing %v)", spare != nil, preparing)
 	}
-	unblock.Do(func() { close(block) })
+	unblock()
 	if err := db.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -235,25 +220,10 @@ func TestWALSpareWaitsForRecyclable(t *testing.T) {
 // zeros ahead, so the next WAL is made at the rotation as without
 // recycling, whether or not a flush has freed a WAL to write over.
 func TestWALSpareNoWaitUnsynced(t *testing.T) {
-	dir := t.TempDir()
 	// 1 MiB: a WAL of minWriteBufferSize counts Open's one sync as synced
 	// writes throughout (aheadReserve).
-	db, err := Open(dir, &Options{WriteBufferSize: 1 << 20, WALRecycleFiles: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	block := make(chan struct{})
-	var unblock sync.Once
-	defer unblock.Do(func() { close(block) })
-	db.testingHooks = &testingHooks{beforeFlush: func(flushable) { <-block }}
-	first := db.liveWALNum()
-	val := make([]byte, 1000)
-	for i := 0; db.liveWALNum() == first; i++ {
-		if err := db.Put(fmt.Appendf(nil, "k%06d", i), val, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db, _ := openFlushBlocked(t, &Options{WriteBufferSize: 1 << 20, WALRecycleFiles: 2})
+	writeUntilRotation(t, db, nil)
 	db.mu.Lock()
 	made := db.wal.spare != nil || db.wal.preparing
 	db.mu.Unlock()
@@ -268,15 +238,7 @@ func TestWALSpareNoWaitUnsynced(t *testing.T) {
 // the writes stall until the flushes go on, and the test fails at its
 // deadline instead of hanging.
 func TestWALSpareWaitNeverStalls(t *testing.T) {
-	dir := t.TempDir()
-	db, err := Open(dir, &Options{WriteBufferSize: minWriteBufferSize, WALRecycleFiles: 2, MaxImmutableMemtables: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	block := make(chan struct{})
-	defer close(block) // before Close, and before the writer, if stalled, can end
-	db.testingHooks = &testingHooks{beforeFlush: func(flushable) { <-block }}
+	db, _ := openFlushBlocked(t, &Options{WriteBufferSize: minWriteBufferSize, WALRecycleFiles: 2, MaxImmutableMemtables: 4})
 	done := make(chan error, 1)
 	go func() {
 		seen := map[uint64]bool{db.liveWALNum(): true}
@@ -297,6 +259,38 @@ func TestWALSpareWaitNeverStalls(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("writes stalled at a rotation while the flush that frees a WAL to recycle was blocked")
+	}
+}
+
+// openFlushBlocked opens a DB with o in a new directory, every flush of
+// which waits until unblock is called. The test's cleanup calls unblock,
+// then closes the DB (which waits for its flushes), and a writer stalled
+// behind a blocked flush can end.
+func openFlushBlocked(t *testing.T, o *Options) (db *DB, unblock func()) {
+	t.Helper()
+	db, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make(chan struct{})
+	var once sync.Once
+	unblock = func() { once.Do(func() { close(block) }) }
+	t.Cleanup(func() { db.Close() })
+	t.Cleanup(unblock) // cleanups run last first: before the Close
+	db.testingHooks = &testingHooks{beforeFlush: func(flushable) { <-block }}
+	return db, unblock
+}
+
+// writeUntilRotation puts 1000-byte values with wo until the DB moves to
+// its next WAL.
+func writeUntilRotation(t *testing.T, db *DB, wo *WriteOptions) {
+	t.Helper()
+	first := db.liveWALNum()
+	val := make([]byte, 1000)
+	for i := 0; db.liveWALNum() == first; i++ {
+		if err := db.Put(fmt.Appendf(nil, "k%06d", i), val, wo); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
