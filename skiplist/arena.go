@@ -13,8 +13,9 @@ import (
 const MaxArenaSize = min(1<<32-64, math.MaxInt)
 
 // arenaStart is the first offset handed out. Offset 0 means "no node", so it
-// is never a valid allocation; starting at 8 keeps allocations 4-aligned with
-// room to spare.
+// is never a valid allocation; starting at 8 puts the first allocation (the
+// head sentinel's, tall) at the 8-byte boundary (towerAlign) that 64-bit
+// atomic tower links need.
 const arenaStart = 8
 
 // Arena is a fixed-size byte buffer that Skiplist nodes, keys and values are
@@ -56,11 +57,15 @@ func NewArena(capacity int) (*Arena, error) {
 
 // NewArenaFrom makes an arena of buf, which the caller allocated (outside
 // the Go heap, say) and must keep alive, unmodified but by the arena, for as
-// long as any list in it is used. buf must be all zeros.
+// long as any list in it is used. buf must be all zeros, and start at an
+// 8-byte boundary (tower links are 64-bit atomic words).
 func NewArenaFrom(buf []byte) (*Arena, error) {
 	if len(buf) < MinArenaSize || len(buf) > MaxArenaSize {
 		return nil, fmt.Errorf("%w: arena capacity %d outside [%d, %d]",
 			ErrInvalidArgument, len(buf), MinArenaSize, MaxArenaSize)
+	}
+	if uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%towerAlign != 0 {
+		return nil, fmt.Errorf("%w: arena buffer does not start at an 8-byte boundary", ErrInvalidArgument)
 	}
 	a := &Arena{buf: buf}
 	a.base = unsafe.Pointer(unsafe.SliceData(a.buf))
@@ -98,12 +103,14 @@ func (a *Arena) Capacity() int { return len(a.buf) }
 func (a *Arena) Bytes() []byte { return a.buf[:a.used.Load()] }
 
 // alloc reserves size bytes (a multiple of nodeAlign) and returns the offset of
-// the first. ok is false if the arena cannot hold them; nothing is consumed
-// then.
-func (a *Arena) alloc(size uint32) (off uint32, ok bool) {
+// the first, which is a multiple of align (nodeAlign or towerAlign; the
+// nodeAlign bytes skipped to align are zero and belong to no node). ok is
+// false if the arena cannot hold them; nothing is consumed then.
+func (a *Arena) alloc(size, align uint32) (off uint32, ok bool) {
 	for {
 		old := a.used.Load()
-		n := old + uint64(size)
+		start := (old + uint64(align) - 1) &^ uint64(align-1)
+		n := start + uint64(size)
 		if n > uint64(len(a.buf)) {
 			return 0, false
 		}
@@ -111,7 +118,7 @@ func (a *Arena) alloc(size uint32) (off uint32, ok bool) {
 			if n >= a.growAt.Load() {
 				a.grew(n)
 			}
-			return uint32(old), true
+			return uint32(start), true
 		}
 	}
 }

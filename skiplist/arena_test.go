@@ -19,7 +19,7 @@ func TestArenaOnGrow(t *testing.T) {
 		return used + 1000
 	})
 	for range 1000 {
-		if _, ok := a.alloc(8); !ok {
+		if _, ok := a.alloc(8, nodeAlign); !ok {
 			break
 		}
 	}
@@ -37,7 +37,7 @@ func TestArenaOnGrow(t *testing.T) {
 	}
 	// A failed allocation calls nothing.
 	n := len(calls)
-	if _, ok := a.alloc(1 << 20); ok {
+	if _, ok := a.alloc(1<<20, nodeAlign); ok {
 		t.Fatal("allocation beyond the capacity succeeded")
 	}
 	if len(calls) != n {
@@ -69,7 +69,7 @@ func TestArenaOnGrowConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				if _, ok := a.alloc(16); !ok {
+				if _, ok := a.alloc(16, nodeAlign); !ok {
 					return
 				}
 			}
@@ -80,5 +80,38 @@ func TestArenaOnGrowConcurrent(t *testing.T) {
 	// threshold while a call was running), and at least the first.
 	if max := a.Size()/4096 + 1; calls > max || calls < 1 {
 		t.Fatalf("%d hook calls for %d bytes", calls, a.Size())
+	}
+}
+
+// TestArenaAlign checks aligned allocations: each starts at a multiple of
+// its alignment, skips no more than it must, and a failed one consumes
+// nothing.
+func TestArenaAlign(t *testing.T) {
+	a, err := NewArena(MinArenaSize + 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		size, align uint32
+		want        uint32 // offset, 0: must fail
+	}{
+		{4, nodeAlign, 8},    // from arenaStart
+		{12, towerAlign, 16}, // skips 12..15
+		{4, nodeAlign, 28},
+		{8, towerAlign, 32}, // already aligned: skips nothing
+		{4, towerAlign, 40},
+		{1 << 20, towerAlign, 0},
+	} {
+		used := a.Size()
+		off, ok := a.alloc(c.size, c.align)
+		if c.want == 0 {
+			if ok || a.Size() != used {
+				t.Fatalf("alloc(%d, %d) beyond the capacity: ok %v, used %d -> %d", c.size, c.align, ok, used, a.Size())
+			}
+			continue
+		}
+		if !ok || off != c.want || a.Size() != int(off+c.size) {
+			t.Fatalf("alloc(%d, %d) after %d used = %d, %v (used now %d), want %d", c.size, c.align, used, off, ok, a.Size(), c.want)
+		}
 	}
 }

@@ -41,7 +41,7 @@ func newBenchList(b *testing.B, entries int, validate bool) *Skiplist {
 
 // newListFor is an InternalKeys list with room for entries of user keys up
 // to userKeyLen bytes and benchValue-byte values.
-func newListFor(b *testing.B, entries, userKeyLen int, validate bool) *Skiplist {
+func newListFor(b testing.TB, entries, userKeyLen int, validate bool) *Skiplist {
 	arena, err := NewArena(entries*(MaxNodeSize(userKeyLen+8, benchValue)) + MinArenaSize)
 	if err != nil {
 		b.Fatal(err)

@@ -21,7 +21,9 @@ import (
 // db_bench entries (BenchmarkGet, BenchmarkInsert/random, 3-5 alternating
 // runs): Get 5.07 -> 3.67 us and random insert 1.70 -> 1.39 us against
 // p = 1/4, with 1/e in between. Towers grow from 1.33 to 2 links on
-// average, under 2% of a 140-byte entry.
+// average, under 2% of a 140-byte entry. With link summaries (8-byte upper
+// links) p = 1/4 would save 5 bytes of the 149 a db_bench entry takes, and
+// made BenchmarkGetShapes 27–43% slower on every shape (6 alternating runs).
 func (l *Skiplist) randomHeight() int {
 	h := 1 + bits.TrailingZeros64(rand.Uint64())
 	if h > l.maxHeight {
@@ -60,11 +62,15 @@ func (l *Skiplist) Prepare(keyLen, valueLen int) (Pending, error) {
 		return Pending{}, fmt.Errorf("%w: entry of %d+%d bytes exceeds the arena capacity %d",
 			ErrArenaFull, keyLen, valueLen, len(l.buf))
 	}
-	start, ok := l.arena.alloc(uint32(size))
+	align := uint32(nodeAlign)
+	if h > 1 {
+		align = towerAlign
+	}
+	start, ok := l.arena.alloc(uint32(size), align)
 	if !ok {
 		return Pending{}, ErrArenaFull
 	}
-	off := start + uint32(h-1)*linkSize
+	off := start + uint32(h-1)*towerLink
 	p := unsafe.Add(l.base, off)
 	*(*uint32)(unsafe.Add(p, offKeyLen)) = uint32(keyLen)
 	*(*uint32)(unsafe.Add(p, offValLen)) = uint32(valueLen)
@@ -95,47 +101,90 @@ func (l *Skiplist) Add(key, value []byte) error {
 // Link links a prepared node into the list. See Add for the errors.
 func (l *Skiplist) Link(p Pending) error { return l.link(p, nil) }
 
-type splice struct{ prev, next uint32 }
+// splice is where a probe goes at one level: between prev and next, with
+// nsum the summary the link prev→next holds (levels >= 1; 0 at level 0).
+type splice struct{ prev, next, nsum uint32 }
+
+// probe is what an insert's searches compare nodes with: the new key as
+// prefix and trailer, its abbreviation pa, and the summary ps that searches
+// of levels >= 1 compare link summaries with (noSummary when they must not:
+// validating, or before the list has a summary prefix; see useSummary).
+type probe struct {
+	prefix  []byte
+	trailer uint64
+	pa      uint64
+	ps      uint32
+
+	sp     *summaryPrefix // the list's, when the insert began (nil: none)
+	sum    uint32         // the key's summary under sp, once computed
+	hasSum bool
+}
+
+// summary returns the key's summary under pr.sp (0 without one), which
+// the links to the new node carry. It is computed on first use: an insert
+// that neither searches above level 0 nor links there (most sequential
+// inserts through an Inserter) needs none.
+func (pr *probe) summary() uint32 {
+	if !pr.hasSum {
+		pr.hasSum = true
+		if pr.sp != nil {
+			pr.sum = summaryOf(pr.sp, pr.prefix)
+		}
+	}
+	return pr.sum
+}
+
+// useSummary sets pr.ps for a search of levels >= 1.
+func (pr *probe) useSummary(validate bool) {
+	if pr.sp != nil && !validate {
+		pr.ps = pr.summary()
+	}
+}
 
 // spliceAt walks level lvl forward from start, which must sort before the
 // probe, and returns the adjacent pair (prev, next) with prev < probe <= next.
-// eq reports next == probe. With validate it checks every link it moves
-// along, and bounds. pa is abbrevOf(prefix).
-func (l *Skiplist) spliceAt(prefix []byte, trailer, pa uint64, lvl int, start uint32, validate bool) (prev, next uint32, eq bool, err error) {
+// eq reports next == probe. bound is a node known to sort after the probe
+// (the tail if none): reaching it ends the walk without a comparison. At
+// levels >= 1 a link whose summary exceeds pr.ps ends it too. With validate
+// it checks every link it moves along, and bounds.
+func (l *Skiplist) spliceAt(pr *probe, lvl int, start, bound uint32, validate bool) (sp splice, eq bool, err error) {
 	if l.order == orderUser {
-		return l.spliceAtUser(prefix, trailer, pa, lvl, start, validate)
+		return l.spliceAtUser(pr, lvl, start, validate)
 	}
 	x := start
 	xa := l.abbrevAt(x)
 	for {
-		nx := l.loadNext(x, lvl)
-		if nx == l.tail {
-			return x, nx, false, nil
+		nx, ns := l.loadStep(x, lvl)
+		if ns > pr.ps {
+			return splice{x, nx, ns}, false, nil
 		}
-		if validate && !l.inBounds(nx) {
-			return 0, 0, false, l.linkError(x, nx, lvl)
+		if nx == l.tail || nx == bound {
+			return splice{x, nx, ns}, false, nil
+		}
+		if validate && !l.linkInBounds(nx, lvl) {
+			return splice{}, false, l.linkError(x, nx, lvl)
 		}
 		na := l.abbrevAt(nx)
 		var c int
 		switch {
-		case na < pa:
+		case na < pr.pa:
 			c = 1
-		case na > pa:
+		case na > pr.pa:
 			c = -1
 		default:
 			if validate {
 				if err := l.checkExtent(nx); err != nil {
-					return 0, 0, false, err
+					return splice{}, false, err
 				}
 			}
-			c = l.cmpProbe(prefix, trailer, nx)
+			c = l.cmpProbe(pr.prefix, pr.trailer, nx)
 		}
 		if c <= 0 {
-			return x, nx, c == 0, nil
+			return splice{x, nx, ns}, c == 0, nil
 		}
 		if validate && x != l.head {
 			if err := l.checkPair(x, xa, nx, na, "insert search"); err != nil {
-				return 0, 0, false, err
+				return splice{}, false, err
 			}
 		}
 		x, xa = nx, na
@@ -144,15 +193,16 @@ func (l *Skiplist) spliceAt(prefix []byte, trailer, pa uint64, lvl int, start ui
 
 // findSplice computes the splice of every level from the top. eq reports an
 // equal key in the list.
-func (l *Skiplist) findSplice(prefix []byte, trailer, pa uint64, spl *[MaxHeight]splice, validate bool) (eq bool, err error) {
-	x := l.head
+func (l *Skiplist) findSplice(pr *probe, spl *[MaxHeight]splice, validate bool) (eq bool, err error) {
+	pr.useSummary(validate)
+	x, bound := l.head, l.tail
 	for lvl := int(l.height.Load()) - 1; lvl >= 0; lvl-- {
-		p, n, e, err := l.spliceAt(prefix, trailer, pa, lvl, x, validate)
+		sp, e, err := l.spliceAt(pr, lvl, x, bound, validate)
 		if err != nil || e {
 			return e, err
 		}
-		spl[lvl] = splice{p, n}
-		x = p
+		spl[lvl] = sp
+		x, bound = sp.prev, sp.next
 	}
 	return false, nil
 }
@@ -162,11 +212,21 @@ func (l *Skiplist) findSplice(prefix []byte, trailer, pa uint64, spl *[MaxHeight
 func (l *Skiplist) link(pn Pending, ins *Inserter) error {
 	h := pn.height
 	prefix, trailer, _ := l.splitProbe(pn.Key)
-	pa := l.abbrevOf(prefix)
+	// Field by field, not a composite literal: the compiler builds a literal
+	// in a temporary and copies it with 16-byte loads that stall on the
+	// 8-byte stores just made (store forwarding), ~15 ns on every insert.
+	var pr probe
+	pr.prefix, pr.trailer, pr.ps = prefix, trailer, noSummary
 	if l.order == orderUser {
-		pa = l.userAbbrevOf(prefix) // what spliceAtUser and cmpProbeAbbrev compare
+		pr.pa = l.userAbbrevOf(prefix) // what spliceAtUser and cmpProbeAbbrev compare
+	} else {
+		pr.pa = l.abbrevOf(prefix)
 	}
 	validate := l.validate
+	if pn.off >= l.sumAt && l.sum.Load() == nil {
+		l.pickSummaryPrefix()
+	}
+	pr.sp = l.sum.Load()
 
 	// Raise the list height first so that the search below fills the splice
 	// of every level the new tower will occupy. New levels run head→tail.
@@ -183,9 +243,9 @@ func (l *Skiplist) link(pn Pending, ins *Inserter) error {
 	var err error
 	if ins != nil {
 		spl = &ins.spl
-		eq, err = ins.findSplice(prefix, trailer, pa, validate)
+		eq, err = ins.findSplice(&pr, validate)
 	} else {
-		eq, err = l.findSplice(prefix, trailer, pa, spl, validate)
+		eq, err = l.findSplice(&pr, spl, validate)
 	}
 	if err != nil || eq {
 		if ins != nil {
@@ -197,7 +257,7 @@ func (l *Skiplist) link(pn Pending, ins *Inserter) error {
 		return ErrRecordExists
 	}
 
-	if err := l.linkTower(pn, spl, prefix, trailer, pa, validate); err != nil {
+	if err := l.linkTower(pn, spl, &pr, validate); err != nil {
 		if ins != nil {
 			ins.height = 0
 		}
@@ -228,37 +288,31 @@ func (l *Skiplist) link(pn Pending, ins *Inserter) error {
 //	4. level 0 only: CAS next.prev[0]: prev → nd. Failure is fine: a
 //	   later inserter already helped (step 2 on their side) and moved it
 //	   to nd or to a node after nd.
-func (l *Skiplist) linkTower(pn Pending, spl *[MaxHeight]splice, prefix []byte, trailer, pa uint64, validate bool) error {
+func (l *Skiplist) linkTower(pn Pending, spl *[MaxHeight]splice, pr *probe, validate bool) error {
 	nd, h := pn.off, pn.height
 	for i := 0; i < h; i++ {
-		prev, next := spl[i].prev, spl[i].next
+		sp := spl[i]
 		for {
 			if l.testYield != nil {
 				l.testYield()
 			}
-			*l.nextPtr(nd, i) = next
-			if i == 0 && l.checkNeigh != nil {
-				if err := l.checkNeighbors(prev, next); err != nil {
-					return err
-				}
-			}
 			if i == 0 {
-				*l.prevPtr(nd) = prev
-				np := l.loadPrev(next)
-				if np != prev && l.loadNext(prev, 0) == next {
-					atomic.CompareAndSwapUint32(l.prevPtr(next), np, prev)
-				}
-			}
-			if atomic.CompareAndSwapUint32(l.nextPtr(prev, i), next, nd) {
-				if i == 0 {
-					if l.testYield != nil {
-						l.testYield()
+				if l.checkNeigh != nil {
+					if err := l.checkNeighbors(sp.prev, sp.next); err != nil {
+						return err
 					}
-					atomic.CompareAndSwapUint32(l.prevPtr(next), prev, nd)
 				}
-				break
+				if l.link0(nd, sp.prev, sp.next) {
+					break
+				}
+			} else {
+				// The link to next moves to nd with its summary.
+				*l.towerPtr(nd, i) = linkWord(sp.next, sp.nsum)
+				if atomic.CompareAndSwapUint64(l.towerPtr(sp.prev, i), linkWord(sp.next, sp.nsum), linkWord(nd, pr.summary())) {
+					break
+				}
 			}
-			p, n, e, err := l.spliceAt(prefix, trailer, pa, i, prev, validate)
+			nsp, e, err := l.spliceAt(pr, i, sp.prev, l.tail, validate)
 			if err == nil && e {
 				if i == 0 {
 					err = ErrRecordExists
@@ -273,11 +327,30 @@ func (l *Skiplist) linkTower(pn Pending, spl *[MaxHeight]splice, prefix []byte, 
 			if err != nil {
 				return err
 			}
-			prev, next = p, n
+			sp = nsp
 		}
-		spl[i] = splice{nd, next}
+		spl[i] = splice{nd, sp.next, sp.nsum}
 	}
 	return nil
+}
+
+// link0 tries to link nd between prev and next at level 0, steps 1 to 4
+// of linkTower's comment; false means another node went in between.
+func (l *Skiplist) link0(nd, prev, next uint32) bool {
+	*l.next0Ptr(nd) = next
+	*l.prevPtr(nd) = prev
+	np := l.loadPrev(next)
+	if np != prev && l.loadNext(prev, 0) == next {
+		atomic.CompareAndSwapUint32(l.prevPtr(next), np, prev)
+	}
+	if !atomic.CompareAndSwapUint32(l.next0Ptr(prev), next, nd) {
+		return false
+	}
+	if l.testYield != nil {
+		l.testYield()
+	}
+	atomic.CompareAndSwapUint32(l.prevPtr(next), prev, nd)
+	return true
 }
 
 // checkNeighbors runs Options.CheckNeighbor on the nodes a new node goes
@@ -352,10 +425,10 @@ func (l *Skiplist) cmpProbeAbbrev(prefix []byte, trailer, pa uint64, off uint32)
 // levels below it, and keeps the cached splices above (they bracket the probe
 // too: cached splices are nested, each level's pair enclosing the one below).
 // Otherwise it searches from the top.
-func (ins *Inserter) findSplice(prefix []byte, trailer, pa uint64, validate bool) (eq bool, err error) {
+func (ins *Inserter) findSplice(pr *probe, validate bool) (eq bool, err error) {
 	l := ins.list
 	lh := l.height.Load()
-	start, startLvl := l.head, int(lh)
+	start, bound, startLvl := l.head, l.tail, int(lh)
 	if ins.height == lh {
 		for lvl := 0; lvl < int(lh); lvl++ {
 			s := ins.spl[lvl]
@@ -374,11 +447,11 @@ func (ins *Inserter) findSplice(prefix []byte, trailer, pa uint64, validate bool
 					}
 				}
 			}
-			if s.prev != l.head && l.cmpProbeAbbrev(prefix, trailer, pa, s.prev) <= 0 {
+			if s.prev != l.head && l.cmpProbeAbbrev(pr.prefix, pr.trailer, pr.pa, s.prev) <= 0 {
 				break // probe at or before the splice: full search
 			}
 			if s.next != l.tail {
-				c := l.cmpProbeAbbrev(prefix, trailer, pa, s.next)
+				c := l.cmpProbeAbbrev(pr.prefix, pr.trailer, pr.pa, s.next)
 				if c == 0 {
 					return true, nil
 				}
@@ -386,22 +459,25 @@ func (ins *Inserter) findSplice(prefix []byte, trailer, pa uint64, validate bool
 					break // probe after the splice: full search
 				}
 			}
-			start, startLvl = s.prev, lvl+1
+			start, bound, startLvl = s.prev, s.next, lvl+1
 			// Level lvl itself is still exact.
 			break
 		}
 	}
 	ins.height = lh
 	if startLvl == int(lh) {
-		start = l.head
+		start, bound = l.head, l.tail
+	}
+	if startLvl > 1 {
+		pr.useSummary(validate)
 	}
 	for lvl := startLvl - 1; lvl >= 0; lvl-- {
-		p, n, e, err := l.spliceAt(prefix, trailer, pa, lvl, start, validate)
+		sp, e, err := l.spliceAt(pr, lvl, start, bound, validate)
 		if err != nil || e {
 			return e, err
 		}
-		ins.spl[lvl] = splice{p, n}
-		start = p
+		ins.spl[lvl] = sp
+		start, bound = sp.prev, sp.next
 	}
 	return false, nil
 }

@@ -396,12 +396,18 @@ func (l *Skiplist) find(prefix []byte, trailer uint64) (lt, ge uint32) {
 	if l.order == orderUser {
 		return l.findUser(prefix, trailer)
 	}
-	pa := l.abbrevOf(prefix)
+	pa, ps := l.abbrevOf(prefix), l.probeSummary(prefix)
 	x, nx, bigger := l.head, l.tail, l.tail
-	for lvl := int(l.height.Load()) - 1; lvl >= 0; lvl-- {
+	lvl := int(l.height.Load()) - 1
+	for ; lvl >= 1; lvl-- {
 		for {
-			nx = l.loadNext(x, lvl)
+			w := l.loadLink(x, lvl)
+			nx = uint32(w)
 			if nx == l.tail || nx == bigger {
+				break
+			}
+			if uint32(w>>32) > ps {
+				bigger = nx // known bigger from its summary: not loaded
 				break
 			}
 			na := l.abbrevAt(nx)
@@ -412,6 +418,18 @@ func (l *Skiplist) find(prefix []byte, trailer uint64) (lt, ge uint32) {
 			bigger = nx
 			break
 		}
+	}
+	for {
+		nx = l.loadNext(x, 0)
+		if nx == l.tail || nx == bigger {
+			break
+		}
+		na := l.abbrevAt(nx)
+		if na < pa || (na == pa && l.cmpProbe(prefix, trailer, nx) > 0) {
+			x = nx
+			continue
+		}
+		break
 	}
 	return x, nx
 }
@@ -438,7 +456,7 @@ func (l *Skiplist) findValidated(prefix []byte, trailer uint64) (lt uint32, ltAb
 			if nx == l.tail || nx == bigger {
 				break
 			}
-			if !l.inBounds(nx) {
+			if !l.linkInBounds(nx, lvl) {
 				return 0, 0, 0, 0, l.linkError(x, nx, lvl)
 			}
 			na := l.abbrevAt(nx)

@@ -57,6 +57,8 @@ func runConcurrent(t *testing.T, c *base.Comparer, validate bool, mode string, w
 	if mode == "yield" {
 		l.testYield = runtime.Gosched
 	}
+	// Choose link summaries while the writers run.
+	l.sumAt = min(l.sumAt, l.head+8<<10)
 	key := func(i, w int) []byte {
 		v := uint64(i*writers + w)
 		k := binary.BigEndian.AppendUint32(nil, uint32(v>>3))

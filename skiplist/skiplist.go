@@ -27,6 +27,9 @@
 //     head sentinel to the tail sentinel; equal keys are rejected
 //     (ErrRecordExists).
 //   - Every node linked at level i > 0 is linked at all levels below i.
+//   - The summary in a link of level i > 0 is 0 or its target's summary
+//     under the list's one summary prefix (summary.go); the summaries of
+//     keys never decrease as the keys increase.
 //   - Offsets are uint32 into one Arena; 0 means "no node". The arena is a
 //     hard size cap: when it is full, inserts fail with ErrArenaFull and the
 //     list stays intact and readable.
@@ -36,20 +39,26 @@
 // A node's offset points at its level-0 link; the upper part of its tower
 // grows towards lower addresses, so the level-0 links, the lengths and the
 // first 8 key bytes (everything a level-0 step or a compare touches) lie in 24
-// adjacent bytes whatever the node's height. Only level 0 has a back link:
+// adjacent bytes whatever the node's height. Only level 0 has a back link.
+// A link of level 1 and up is one 64-bit word: the target's offset and a
+// summary of the target's key (see summary.go), so that a search can see
+// that the target lies past its probe without loading it:
 //
-//	                              node offset
-//	                                   |
-//	                                   v
-//	+------------+-----+---------+-----------+-----------+----------+----------+-----------+---------------+
-//	| next[h-1]  | ... | next[1] | next[0]   | prev[0]   | keyLen   | valueLen | key bytes | value bytes   |
-//	| uint32     |     | uint32  | uint32    | uint32    | uint32   | uint32   |           | (pad to >= 8) |
-//	+------------+-----+---------+-----------+-----------+----------+----------+-----------+---------------+
-//	 -4(h-1)            -4        +0          +4          +8         +12        +16
+//	                                             node offset
+//	                                                  |
+//	                                                  v
+//	+---------------+-----+---------------+----------+----------+----------+----------+-----------+---------------+
+//	| link[h-1]     | ... | link[1]       | next[0]  | prev[0]  | keyLen   | valueLen | key bytes | value bytes   |
+//	| off|sum<<32   |     | off|sum<<32   | uint32   | uint32   | uint32   | uint32   |           | (pad to >= 8) |
+//	+---------------+-----+---------------+----------+----------+----------+----------+-----------+---------------+
+//	 -8(h-1)               -8              +0         +4         +8         +12        +16
 //
-// Key and value together are padded to at least 8 bytes (and to a multiple of
-// 4) so that loading the first 8 key bytes never reads past the node. The head
-// sentinel has the maximum height, the tail sentinel height 1.
+// Key and value together are padded to at least 8 bytes and to a multiple of
+// 4, so that loading the first 8 key bytes never reads past the node. A
+// node of height 1 starts at a 4-byte boundary; a taller one at an 8-byte
+// boundary (its allocation skips 4 bytes when needed), so that its 64-bit
+// links are aligned atomic words. The head sentinel has the maximum height,
+// the tail sentinel height 1.
 //
 // # Abbreviated keys
 //
@@ -58,7 +67,8 @@
 // cache line the search has already loaded. The abbreviation is always
 // computed from the key bytes themselves (it is not a second copy that could
 // disagree with them), so a corrupted key byte is seen by the integer compare
-// exactly as by a full compare.
+// exactly as by a full compare. Link summaries are the one copy: only
+// unvalidated searches read them, and Verify checks them against the keys.
 //
 // The built-in orders abbreviate a key by its first 8 bytes, loaded
 // big-endian as one uint64, with no function call: that needs an order that
@@ -98,6 +108,9 @@
 // greater than both); otherwise x < probe <= y already proves x < y.
 // Validated inserts search the same way before linking.
 //
+// Validating searches and inserts never read link summaries: they decide
+// every step by the keys themselves, as if the links had none.
+//
 // Without validation the hot paths contain no validation code at all
 // (separate loops). A corrupted link can then send a read anywhere: wrong
 // results, an endless loop on a cycle, or a crash. Key and value lengths are
@@ -115,6 +128,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"sync/atomic"
 	"unsafe"
@@ -145,11 +159,12 @@ const (
 	// nodes per top-level step, all of them cache-hot.
 	MaxHeight = 20
 
-	linkSize   = 4                          // one uint32 offset
-	nodeHeader = 16                         // next[0], prev[0], keyLen, valueLen
-	minKV      = 8                          // key+value padded to this, see the package doc
-	nodeAlign  = 4                          // every allocation is a multiple of this
-	maxTower   = (MaxHeight - 1) * linkSize // upper tower of a full-height node
+	towerLink  = 8                           // one upper link: uint32 offset + uint32 summary
+	nodeHeader = 16                          // next[0], prev[0], keyLen, valueLen
+	minKV      = 8                           // key+value padded to this, see the package doc
+	nodeAlign  = 4                           // every allocation is a multiple of this
+	towerAlign = 8                           // and a node with upper links starts at a multiple of this
+	maxTower   = (MaxHeight - 1) * towerLink // upper tower of a full-height node
 
 	offNext0  = 0
 	offPrev0  = 4
@@ -173,14 +188,14 @@ func nodeSize(h int, keyLen, valueLen uint64) uint64 {
 		kv = minKV
 	}
 	kv = (kv + nodeAlign - 1) &^ (nodeAlign - 1)
-	return uint64(h-1)*linkSize + nodeHeader + kv
+	return uint64(h-1)*towerLink + nodeHeader + kv
 }
 
 // MaxNodeSize returns the most arena bytes one insert of a key and value of
-// these lengths can consume (a full-height tower). Callers that reserve arena
-// capacity ahead of inserting use it.
+// these lengths can consume (a full-height tower, after the padding that
+// aligns it). Callers that reserve arena capacity ahead of inserting use it.
 func MaxNodeSize(keyLen, valueLen int) int {
-	return int(nodeSize(MaxHeight, uint64(keyLen), uint64(valueLen)))
+	return int(nodeSize(MaxHeight, uint64(keyLen), uint64(valueLen))) + towerAlign - nodeAlign
 }
 
 type order uint8
@@ -254,11 +269,18 @@ type Skiplist struct {
 	tail  uint32
 	// limit is the largest offset a node may have and still own its header
 	// and first 8 key bytes inside the arena; validating reads check links
-	// against [head, limit]. span4 is (limit-head)/4, see inBounds.
+	// against [head, limit]. span4 and span8 are (limit-head)/4 and /8,
+	// see inBounds and inTower.
 	limit uint32
 	span4 uint32
+	span8 uint32
 
 	height atomic.Uint32 // current list height, 1..maxHeight
+
+	// sum is the prefix link summaries are taken after (see summary.go);
+	// nil until inserts pass sumAt, and never changed once set.
+	sum   atomic.Pointer[summaryPrefix]
+	sumAt uint32
 
 	order        order
 	abbrevSuffix int64                 // key bytes after the abbreviated prefix (0, 8, or noAbbrev)
@@ -326,11 +348,11 @@ func New(arena *Arena, o Options) (*Skiplist, error) {
 	default:
 		l.order = orderBytewise
 	}
-	h, ok := arena.alloc(headSize)
+	h, ok := arena.alloc(headSize, towerAlign)
 	if !ok {
 		return nil, fmt.Errorf("%w: no room for the list sentinels", ErrArenaFull)
 	}
-	t, ok := arena.alloc(tailSize)
+	t, ok := arena.alloc(tailSize, nodeAlign)
 	if !ok {
 		return nil, fmt.Errorf("%w: no room for the list sentinels", ErrArenaFull)
 	}
@@ -338,12 +360,18 @@ func New(arena *Arena, o Options) (*Skiplist, error) {
 	l.tail = t
 	// The arena is zeroed, so key and value lengths are already 0. Nothing
 	// reads the new list before New returns, so plain stores suffice.
-	for i := 0; i < MaxHeight; i++ {
-		*l.nextPtr(l.head, i) = l.tail
+	*l.next0Ptr(l.head) = l.tail
+	for i := 1; i < MaxHeight; i++ {
+		*l.towerPtr(l.head, i) = uint64(l.tail)
 	}
 	*l.prevPtr(l.tail) = l.head
 	l.limit = uint32(len(l.buf) - offKey - minKV)
 	l.span4 = (l.limit - l.head) / nodeAlign
+	l.span8 = (l.limit - l.head) / towerAlign
+	l.sumAt = math.MaxUint32
+	if l.summaries() {
+		l.sumAt = uint32(min(uint64(l.head)+summaryAfter, math.MaxUint32))
+	}
 	l.height.Store(1)
 	return l, nil
 }
@@ -409,16 +437,41 @@ func compareTrailers(a, b uint64) int {
 
 // ---- raw node access ----------------------------------------------------
 
-func (l *Skiplist) nextPtr(off uint32, level int) *uint32 {
-	return (*uint32)(unsafe.Add(l.base, int(off)-linkSize*level))
+// next0Ptr points at a node's level-0 link.
+func (l *Skiplist) next0Ptr(off uint32) *uint32 {
+	return (*uint32)(unsafe.Add(l.base, off))
+}
+
+// towerPtr points at a node's link word of level >= 1 (see linkWord).
+func (l *Skiplist) towerPtr(off uint32, level int) *uint64 {
+	return (*uint64)(unsafe.Add(l.base, int(off)-towerLink*level))
+}
+
+// loadLink loads the link word of level >= 1 of the node at off.
+func (l *Skiplist) loadLink(off uint32, level int) uint64 {
+	return atomic.LoadUint64(l.towerPtr(off, level))
 }
 
 func (l *Skiplist) prevPtr(off uint32) *uint32 {
 	return (*uint32)(unsafe.Add(l.base, int(off)+offPrev0))
 }
 
+// loadStep loads the link of level lvl of the node at off: the target and
+// the link's summary (0 at level 0, which has none).
+func (l *Skiplist) loadStep(off uint32, lvl int) (next, sum uint32) {
+	if lvl == 0 {
+		return atomic.LoadUint32(l.next0Ptr(off)), 0
+	}
+	w := l.loadLink(off, lvl)
+	return uint32(w), uint32(w >> 32)
+}
+
+// loadNext loads the offset the node at off links to at level.
 func (l *Skiplist) loadNext(off uint32, level int) uint32 {
-	return atomic.LoadUint32(l.nextPtr(off, level))
+	if level == 0 {
+		return atomic.LoadUint32(l.next0Ptr(off))
+	}
+	return uint32(l.loadLink(off, level))
 }
 
 func (l *Skiplist) loadPrev(off uint32) uint32 {
@@ -493,6 +546,22 @@ func (l *Skiplist) inBounds(off uint32) bool {
 	return bits.RotateLeft32(off-l.head, -2) <= l.span4
 }
 
+// inTower is inBounds for the target of a link of level >= 1: such a node
+// has upper links, so it is also 8-aligned (towerAlign; the head is), and
+// loading its 64-bit link words is an aligned atomic load.
+func (l *Skiplist) inTower(off uint32) bool {
+	return bits.RotateLeft32(off-l.head, -3) <= l.span8
+}
+
+// linkInBounds checks the target of a link of level lvl: inBounds at level
+// 0, inTower above.
+func (l *Skiplist) linkInBounds(off uint32, lvl int) bool {
+	if lvl == 0 {
+		return l.inBounds(off)
+	}
+	return l.inTower(off)
+}
+
 // entry returns the key and value of the node at off after one check that
 // both lie inside the arena; ok is false if a corrupted length says
 // otherwise. It replaces the two bounds-checked slicings of keyAt and valueAt.
@@ -518,7 +587,7 @@ func (l *Skiplist) checkExtent(off uint32) error {
 }
 
 func (l *Skiplist) linkError(from, to uint32, level int) error {
-	return fmt.Errorf("%w: skiplist link at level %d from node at offset %d points to offset %d, outside the arena's nodes [%d, %d]",
+	return fmt.Errorf("%w: skiplist link at level %d from node at offset %d points to offset %d, outside the arena's nodes of that level [%d, %d]",
 		ErrCorruption, level, from, to, l.head, l.limit)
 }
 

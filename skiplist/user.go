@@ -105,7 +105,7 @@ func (l *Skiplist) findUser(prefix []byte, trailer uint64) (lt, ge uint32) {
 // through a link of level lvl from x: it checks first that nd is a node
 // inside the arena, with its key and value inside it too.
 func (l *Skiplist) userAbbrevChecked(x, nd uint32, lvl int) (uint64, error) {
-	if !l.inBounds(nd) {
+	if !l.linkInBounds(nd, lvl) {
 		return 0, l.linkError(x, nd, lvl)
 	}
 	if err := l.checkExtent(nd); err != nil {
@@ -158,9 +158,10 @@ func (l *Skiplist) findValidatedUser(prefix []byte, trailer uint64) (lt, ge uint
 	return x, nx, nil
 }
 
-// spliceAtUser is spliceAt under orderUser; pa is the comparer's
-// abbreviation of the probe.
-func (l *Skiplist) spliceAtUser(prefix []byte, trailer, pa uint64, lvl int, start uint32, validate bool) (prev, next uint32, eq bool, err error) {
+// spliceAtUser is spliceAt under orderUser, whose searches use no link
+// summaries (its links carry 0); pr.pa is the comparer's abbreviation of
+// the probe.
+func (l *Skiplist) spliceAtUser(pr *probe, lvl int, start uint32, validate bool) (sp splice, eq bool, err error) {
 	x := start
 	var xa uint64
 	if validate && x != l.head {
@@ -169,30 +170,30 @@ func (l *Skiplist) spliceAtUser(prefix []byte, trailer, pa uint64, lvl int, star
 		xa = l.userAbbrevAt(x)
 	}
 	for {
-		nx := l.loadNext(x, lvl)
+		nx, ns := l.loadStep(x, lvl)
 		if nx == l.tail {
-			return x, nx, false, nil
+			return splice{x, nx, ns}, false, nil
 		}
 		var na uint64
 		if validate {
 			if na, err = l.userAbbrevChecked(x, nx, lvl); err != nil {
-				return 0, 0, false, err
+				return splice{}, false, err
 			}
 		} else {
 			na = l.userAbbrevAt(nx)
 		}
 		c := 1
-		if na > pa {
+		if na > pr.pa {
 			c = -1
-		} else if na == pa {
-			c = l.cmpUserAt(prefix, trailer, nx)
+		} else if na == pr.pa {
+			c = l.cmpUserAt(pr.prefix, pr.trailer, nx)
 		}
 		if c <= 0 {
-			return x, nx, c == 0, nil
+			return splice{x, nx, ns}, c == 0, nil
 		}
 		if validate && x != l.head {
 			if err := l.checkPair(x, xa, nx, na, "insert search"); err != nil {
-				return 0, 0, false, err
+				return splice{}, false, err
 			}
 		}
 		x, xa = nx, na

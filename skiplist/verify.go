@@ -13,10 +13,11 @@ import (
 // every back link names the node's predecessor, that the tail's back link
 // names the last node, and that every upper level visits, in order, nodes of
 // level 0 and ends at the tail (so it is strictly increasing and has no more
-// nodes than level 0). For each entry, in order, it calls fn (if not nil)
-// with the key and value, stopping at the first error fn returns. A failed
-// check returns an error wrapping ErrCorruption that names the keys and
-// offsets involved.
+// nodes than level 0), and that every link summary of levels 1 and up is
+// its target's (see summary.go). For each entry, in order, it calls fn (if
+// not nil) with the key and value, stopping at the first error fn returns.
+// A failed check returns an error wrapping ErrCorruption that names the
+// keys and offsets involved.
 //
 // The upper levels are checked in the same walk: want[lvl] is the node the
 // level-lvl chain names next, and when level 0 reaches it, its own level-lvl
@@ -34,17 +35,21 @@ func (l *Skiplist) Verify(fn func(key, value []byte) error) (int, error) {
 	if h < 1 || h > l.maxHeight {
 		return 0, fmt.Errorf("%w: skiplist height %d outside [1, %d]", ErrCorruption, h, l.maxHeight)
 	}
-	var want [MaxHeight]uint32
+	// want[lvl] is the node the level-lvl chain names next, and wantSum
+	// the summary its link gave it.
+	var want, wantSum [MaxHeight]uint32
 	for lvl := 1; lvl < MaxHeight; lvl++ {
-		nx := l.loadNext(l.head, lvl)
+		w := l.loadLink(l.head, lvl)
+		nx := uint32(w)
 		if lvl >= h && nx != l.tail {
 			return 0, fmt.Errorf("%w: skiplist level %d is above the list height %d but not empty", ErrCorruption, lvl, h)
 		}
-		if nx != l.tail && !l.inBounds(nx) {
+		if nx != l.tail && !l.inTower(nx) {
 			return 0, l.linkError(l.head, nx, lvl)
 		}
-		want[lvl] = nx
+		want[lvl], wantSum[lvl] = nx, uint32(w>>32)
 	}
+	sp := l.sum.Load()
 	n := 0
 	var touch uint32
 	prev := l.head
@@ -69,12 +74,18 @@ func (l *Skiplist) Verify(fn func(key, value []byte) error) (int, error) {
 		// A node of height k is named by the chains of levels 1..k-1
 		// and by no higher one: stop at the first level that does not
 		// name it (a chain skipped this way is caught at the end).
+		if h > 1 && want[1] == nd {
+			if err := l.verifySummaries(sp, nd, h, &want, &wantSum); err != nil {
+				return n, err
+			}
+		}
 		for lvl := 1; lvl < h && want[lvl] == nd; lvl++ {
-			nx := l.loadNext(nd, lvl)
-			if nx != l.tail && !l.inBounds(nx) {
+			w := l.loadLink(nd, lvl)
+			nx := uint32(w)
+			if nx != l.tail && !l.inTower(nx) {
 				return n, l.linkError(nd, nx, lvl)
 			}
-			want[lvl] = nx
+			want[lvl], wantSum[lvl] = nx, uint32(w>>32)
 		}
 		// Level 0 is a chain of dependent loads: the next node's address
 		// is known only once this node is in. The wants of levels 1 and
@@ -105,6 +116,23 @@ func (l *Skiplist) Verify(fn func(key, value []byte) error) (int, error) {
 	}
 	touchSink.Store(touch)
 	return n, nil
+}
+
+// verifySummaries checks the summaries that the links of levels 1 and up
+// which name nd gave it: each must be 0 (written before the list chose its
+// summary prefix, or nd's own summary is 0) or nd's summary under sp.
+func (l *Skiplist) verifySummaries(sp *summaryPrefix, nd uint32, h int, want, wantSum *[MaxHeight]uint32) error {
+	var s uint32
+	if sp != nil {
+		s = summaryOf(sp, l.userKeyAt(nd))
+	}
+	for lvl := 1; lvl < h && want[lvl] == nd; lvl++ {
+		if got := wantSum[lvl]; got != 0 && got != s {
+			return fmt.Errorf("%w: skiplist link at level %d to key %s at offset %d carries summary %#x, but the key's summary is %#x",
+				ErrCorruption, lvl, hexKey(l.keyAt(nd)), nd, got, s)
+		}
+	}
+	return nil
 }
 
 // touchSink keeps the loads of Verify's look-ahead from being optimised
