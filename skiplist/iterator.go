@@ -397,12 +397,11 @@ func (l *Skiplist) find(prefix []byte, trailer uint64) (lt, ge uint32) {
 		return l.findUser(prefix, trailer)
 	}
 	pa, ps := l.abbrevOf(prefix), l.probeSummary(prefix)
-	x, nx, bigger := l.head, l.tail, l.tail
-	lvl := int(l.height.Load()) - 1
-	for ; lvl >= 1; lvl-- {
+	x, bigger := l.head, l.tail
+	for lvl := int(l.height.Load()) - 1; lvl >= 1; lvl-- {
 		for {
 			w := l.loadLink(x, lvl)
-			nx = uint32(w)
+			nx := uint32(w)
 			if nx == l.tail || nx == bigger {
 				break
 			}
@@ -420,18 +419,17 @@ func (l *Skiplist) find(prefix []byte, trailer uint64) (lt, ge uint32) {
 		}
 	}
 	for {
-		nx = l.loadNext(x, 0)
+		nx := l.loadNext(x, 0)
 		if nx == l.tail || nx == bigger {
-			break
+			return x, nx
 		}
 		na := l.abbrevAt(nx)
 		if na < pa || (na == pa && l.cmpProbe(prefix, trailer, nx) > 0) {
 			x = nx
 			continue
 		}
-		break
+		return x, nx
 	}
-	return x, nx
 }
 
 // findValidated is find with validation of every link it follows. The order
