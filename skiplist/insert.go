@@ -20,10 +20,10 @@ import (
 // compares first at the next level down, already loaded. Measured on 2^20
 // db_bench entries (BenchmarkGet, BenchmarkInsert/random, 3-5 alternating
 // runs): Get 5.07 -> 3.67 us and random insert 1.70 -> 1.39 us against
-// p = 1/4, with 1/e in between. Towers grow from 1.33 to 2 links on
-// average, under 2% of a 140-byte entry. With link summaries (8-byte upper
-// links) p = 1/4 would save 5 bytes of the 149 a db_bench entry takes, and
-// made BenchmarkGetShapes 27–43% slower on every shape (6 alternating runs).
+// p = 1/4, with 1/e in between. Upper links average 0.33 against 1 per
+// node; with link summaries they are 8 bytes each, so p = 1/4 would save
+// about 5 of the 149 bytes a db_bench entry takes, and it made
+// BenchmarkGetShapes 27–43% slower on every shape (6 alternating runs).
 func (l *Skiplist) randomHeight() int {
 	h := 1 + bits.TrailingZeros64(rand.Uint64())
 	if h > l.maxHeight {
@@ -223,8 +223,8 @@ func (l *Skiplist) link(pn Pending, ins *Inserter) error {
 		pr.pa = l.abbrevOf(prefix)
 	}
 	validate := l.validate
-	if pn.off >= l.sumAt && l.sum.Load() == nil {
-		l.pickSummaryPrefix()
+	if pn.off >= l.sumAt.Load() && l.sum.Load() == nil {
+		l.pickSummaryPrefix(pn.off)
 	}
 	pr.sp = l.sum.Load()
 

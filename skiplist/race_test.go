@@ -58,7 +58,7 @@ func runConcurrent(t *testing.T, c *base.Comparer, validate bool, mode string, w
 		l.testYield = runtime.Gosched
 	}
 	// Choose link summaries while the writers run.
-	l.sumAt = min(l.sumAt, l.head+8<<10)
+	l.sumAt.Store(min(l.sumAt.Load(), l.head+8<<10))
 	key := func(i, w int) []byte {
 		v := uint64(i*writers + w)
 		k := binary.BigEndian.AppendUint32(nil, uint32(v>>3))

@@ -278,9 +278,11 @@ type Skiplist struct {
 	height atomic.Uint32 // current list height, 1..maxHeight
 
 	// sum is the prefix link summaries are taken after (see summary.go);
-	// nil until inserts pass sumAt, and never changed once set.
-	sum   atomic.Pointer[summaryPrefix]
-	sumAt uint32
+	// nil until an insert at or past arena offset sumAt finds at least
+	// sumMinKeys entries to choose it from, and never changed once set.
+	sum        atomic.Pointer[summaryPrefix]
+	sumAt      atomic.Uint32
+	sumMinKeys int
 
 	order        order
 	abbrevSuffix int64                 // key bytes after the abbreviated prefix (0, 8, or noAbbrev)
@@ -368,10 +370,11 @@ func New(arena *Arena, o Options) (*Skiplist, error) {
 	l.limit = uint32(len(l.buf) - offKey - minKV)
 	l.span4 = (l.limit - l.head) / nodeAlign
 	l.span8 = (l.limit - l.head) / towerAlign
-	l.sumAt = math.MaxUint32
+	l.sumAt.Store(math.MaxUint32)
 	if l.summaries() {
-		l.sumAt = uint32(min(uint64(l.head)+summaryAfter, math.MaxUint32))
+		l.sumAt.Store(uint32(min(uint64(l.head)+summaryAfter, math.MaxUint32)))
 	}
+	l.sumMinKeys = summaryMinKeys
 	l.height.Store(1)
 	return l, nil
 }

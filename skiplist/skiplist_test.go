@@ -159,7 +159,8 @@ func runModel(t testing.TB, oc orderCase, validate bool, maxHeight int, useInser
 	// Choose link summaries after a few inserts, so that most of the run
 	// searches with them, and later keys fall outside the prefix and the
 	// byte range the first ones showed.
-	l.sumAt = min(l.sumAt, l.head+1<<10)
+	l.sumAt.Store(min(l.sumAt.Load(), l.head+1<<10))
+	l.sumMinKeys = 8
 	ins := l.NewInserter()
 	m := newModel(oc.cmp)
 	it := l.NewIter(false)

@@ -21,8 +21,8 @@ package skiplist
 // digits, the zero high bytes of a small big-endian number), so the first
 // bytes of a key tell little. The list picks a prefix P once, when it has
 // some entries: the common prefix of its first and last user keys, up to
-// maxSummaryPrefix bytes (see newSummaryPrefix). The summary of a user key
-// k is then
+// maxSummaryPrefix bytes, cut shorter where a sample of its keys stops
+// differing (see newSummaryPrefix). The summary of a user key k is then
 //
 //	0           if k sorts before every key that starts with P;
 //	max(v, 1)   if k starts with P, where v is the bytes of k after P as
@@ -31,10 +31,12 @@ package skiplist
 //	0xffffffff  if k sorts after every key that starts with P.
 //
 // It never decreases as keys increase, so summary(a) > summary(b) proves
-// a > b; equal summaries prove nothing. A link written before P was chosen
-// carries 0, which proves nothing either (no summary is below 0), so P can
-// be chosen while inserts run: every summary the list ever holds is 0 or
-// computed under the one P, which never changes once set.
+// a > b; equal summaries prove nothing. Every link to a node whose insert
+// began before P was chosen carries 0, which proves nothing either (no
+// summary is below 0), so P can be chosen while inserts run: every summary
+// the list ever holds is 0 or computed under the one P, which never
+// changes once set. A node's summary is fixed when its insert begins, and
+// every link to it carries that one value.
 //
 // # Integrity
 //
@@ -42,7 +44,10 @@ package skiplist
 // the list where that is so (abbreviations are computed from the key bytes
 // each time). A summary damaged upwards makes an unvalidated search stop a
 // level early and treat the node as bigger, like a damaged link sends it
-// anywhere: unvalidated searches already trust links. Validating searches
+// anywhere: unvalidated searches already trust links. An unvalidated
+// insert that trusts it links its key before that node, so the damage
+// becomes an order error in the list, as a damaged link's would; the
+// flush's Verify reports both. Validating searches
 // and inserts (Options.Validate, ParanoidMemoryChecks) never read
 // summaries, and Verify checks every one against its target's key, so the
 // memtable's flush-side check reports a damaged summary as corruption.
@@ -57,10 +62,18 @@ import (
 const maxSummaryPrefix = 32
 
 // summaryAfter is how far into the arena (bytes past the head) the list
-// picks its summary prefix: enough entries (some hundreds) for its first
-// and last keys to span the range random inserts cover, and for the bytes
-// after the prefix to show their range.
+// first tries to pick its summary prefix, and how much further it tries
+// again when it cannot: by then a list of small entries has some hundreds,
+// enough for its first and last keys to span the range random inserts
+// cover, and for the bytes after the prefix to show their range.
 const summaryAfter = 64 << 10
+
+// summaryMinKeys is the fewest entries a list picks its summary prefix
+// from. The arena's growth is only a hint of a list's size: the memtable
+// keeps its range deletions in a second list in the same arena, and a few
+// large values fill 64 KiB alone. A prefix picked from one key would
+// separate almost nothing for the rest of the list's life.
+const summaryMinKeys = 64
 
 // summarySample caps the entries pickSummaryPrefix reads.
 const summarySample = 1024
@@ -233,26 +246,38 @@ func (l *Skiplist) userKeyAt(off uint32) []byte {
 }
 
 // pickSummaryPrefix sets the list's summary prefix from the keys it holds,
-// unless it is set already. Inserts call it once the arena passes
-// summaryAfter; it reads up to summarySample entries along level 0 (a walk
-// concurrent inserts do not disturb) and gives up on a link or length
-// outside the arena.
-func (l *Skiplist) pickSummaryPrefix() {
+// unless it is set already. An insert at arena offset at calls it once at
+// passes sumAt; it reads up to summarySample entries along level 0 (a walk
+// concurrent inserts do not disturb). With fewer than sumMinKeys entries,
+// or a link or length outside the arena, it sets nothing and puts sumAt
+// summaryAfter bytes past at, so that inserts do not walk the list again
+// before the arena has grown that much more.
+func (l *Skiplist) pickSummaryPrefix(at uint32) {
 	if !l.summaries() || l.sum.Load() != nil {
 		return
 	}
-	var keys [][]byte
+	if keys, last, ok := l.summarySample(); ok {
+		l.sum.CompareAndSwap(nil, newSummaryPrefix(keys[0], last, keys))
+		return
+	}
+	l.sumAt.Store(uint32(min(uint64(at)+summaryAfter, math.MaxUint32)))
+}
+
+// summarySample returns up to summarySample user keys from the list's
+// start, in order, and its last user key; ok is false with fewer than
+// sumMinKeys keys or on a link or length outside the arena.
+func (l *Skiplist) summarySample() (keys [][]byte, last []byte, ok bool) {
 	for x := l.loadNext(l.head, 0); x != l.tail && len(keys) < summarySample; x = l.loadNext(x, 0) {
 		if !l.inBounds(x) || l.checkExtent(x) != nil {
-			return
+			return nil, nil, false
 		}
 		keys = append(keys, l.userKeyAt(x))
 	}
-	last := l.loadPrev(l.tail)
-	if len(keys) == 0 || last == l.head || !l.inBounds(last) || l.checkExtent(last) != nil {
-		return
+	lx := l.loadPrev(l.tail)
+	if len(keys) < max(l.sumMinKeys, 1) || lx == l.head || !l.inBounds(lx) || l.checkExtent(lx) != nil {
+		return nil, nil, false
 	}
-	l.sum.CompareAndSwap(nil, newSummaryPrefix(keys[0], l.userKeyAt(last), keys))
+	return keys, l.userKeyAt(lx), true
 }
 
 // probeSummary is the summary an unvalidated search compares link

@@ -249,3 +249,58 @@ func TestSummaryChoice(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryWaitsForKeys checks that a list picks its summary prefix from
+// at least summaryMinKeys entries, whatever the arena's growth says: a
+// second list in the same arena (the memtable's range deletions) and a
+// list of large values pass summaryAfter with a few entries, and must not
+// pick from them.
+func TestSummaryWaitsForKeys(t *testing.T) {
+	arena, err := NewArena(8 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, err := New(arena, Options{InternalKeys: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dels, err := New(arena, Options{InternalKeys: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 4<<10)
+	var kbuf []byte
+	add := func(l *Skiplist, i int, value []byte) {
+		t.Helper()
+		kbuf = internalKey(kbuf, fmt.Appendf(nil, "%016d", i))
+		if err := l.Add(kbuf, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 40 entries of 4 KiB: past summaryAfter, under summaryMinKeys.
+	for i := range 40 {
+		add(points, i*7919%1000, big)
+	}
+	add(dels, 5, nil)
+	add(dels, 6, nil)
+	if points.sum.Load() != nil || dels.sum.Load() != nil {
+		t.Fatalf("a prefix picked from under %d keys: points %+v, range deletions %+v",
+			summaryMinKeys, points.sum.Load(), dels.sum.Load())
+	}
+	// Tried and deferred: the next try waits for the arena to grow again.
+	if at := points.sumAt.Load(); at <= points.head+summaryAfter {
+		t.Fatalf("sumAt %d after deferred picks, want past head %d + %d", at, points.head, summaryAfter)
+	}
+	for i := 40; i < 2*summaryMinKeys+40; i++ {
+		add(points, i*7919%1000, big)
+	}
+	if points.sum.Load() == nil {
+		t.Fatalf("no prefix after %d entries", 2*summaryMinKeys+40)
+	}
+	if dels.sum.Load() != nil {
+		t.Fatal("the two-entry list picked a prefix")
+	}
+	if _, err := points.Verify(nil); err != nil {
+		t.Fatal(err)
+	}
+}
