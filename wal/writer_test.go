@@ -280,6 +280,7 @@ func TestConcurrentSyncTo(t *testing.T) {
 // the first fsync is held, N-1 more writers append and wait; releasing it
 // must satisfy all of them with exactly one more fsync (2 in all, not N).
 func TestGroupCommit(t *testing.T) {
+	flusherRoundsOnly(t)
 	const n = 16
 	fs := vfs.NewMem()
 	f, _ := fs.Create("log")
@@ -963,6 +964,7 @@ func TestGroupCommitGatherBounded(t *testing.T) {
 // does) and wait until it is synced.
 func gatedSyncWriter(t *testing.T) (w *Writer, cf *countingFile, write func(i int) error) {
 	t.Helper()
+	flusherRoundsOnly(t)
 	f, _ := vfs.NewMem().Create("log")
 	cf = &countingFile{File: f, gate: make(chan struct{}), inSync: make(chan struct{}, 1)}
 	w, err := NewWriter(cf, "log", 5, checksum.CRC32c)
@@ -980,6 +982,17 @@ func gatedSyncWriter(t *testing.T) (w *Writer, cf *countingFile, write func(i in
 		return w.SyncTo(end)
 	}
 	return w, cf, write
+}
+
+// flusherRoundsOnly turns direct rounds off for the test: tests that hold
+// the first fsync and count the callers waiting in SyncTo need the first
+// write to go through the flusher. Had the flusher gone idle first (it
+// depends on the machine's load), that write would make its round itself
+// (syncDirect) and never wait, and the count would stop one short.
+func flusherRoundsOnly(t *testing.T) {
+	prev := directRounds
+	directRounds = false
+	t.Cleanup(func() { directRounds = prev })
 }
 
 // waitWaiters waits until n goroutines are blocked in w.SyncTo.
