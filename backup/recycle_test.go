@@ -19,7 +19,7 @@ func TestBackupRecycledWALs(t *testing.T) {
 	}
 	defer db.Close()
 	val := make([]byte, 300)
-	for i := range 12000 {
+	for i := range 24000 { // some 4 MiB of memtable entries: several rotations
 		if err := db.Put([]byte(fmt.Sprintf("k%05d", i%2000)), val[:i%300], vigil.Sync); err != nil {
 			t.Fatal(err)
 		}

@@ -232,12 +232,13 @@ func TestValidateCatches(t *testing.T) {
 		// Really lose the middle entry: splice it out of level 0 (height
 		// is 1) in the arena, keeping the back link consistent so that only
 		// the count can tell. Skiplist node layout: next[0] at the node
-		// offset, prev[0] 4 bytes after, key 16 bytes after.
+		// offset, prev[0] 4 bytes after, the packed lengths 8 after, the
+		// key 12 after.
 		m := build()
 		arena := m.arenaForTesting()
 		node := func(k string) uint32 {
 			ko, _, _, _, _ := m.entryForTesting([]byte(k))
-			return uint32(ko - 16)
+			return uint32(ko - 12)
 		}
 		n0, n2 := node("key000000"), node("key000002")
 		binary.LittleEndian.PutUint32(arena[n0:], n2)
@@ -269,12 +270,15 @@ func TestValidateCatches(t *testing.T) {
 	})
 	t.Run("length", func(t *testing.T) {
 		// A value length pointing past the arena: every read of the entry
-		// reports corruption, with or without paranoid checks.
+		// reports corruption, with or without paranoid checks. The node's
+		// lens word (4 bytes before the key: key length in the top 12 bits,
+		// value length in the low 20) keeps the key length and claims the
+		// largest value it can, 1 MiB - 1, past this 64 KiB arena's end.
 		for _, paranoid := range []bool{false, true} {
-			m := mustNew(t, Options{ParanoidMemoryChecks: paranoid})
+			m := mustNew(t, Options{Size: 64 << 10, ParanoidMemoryChecks: paranoid})
 			m.Add(1, base.KindSet, []byte("k"), []byte("v"))
-			ko, _, _, _, _ := m.entryForTesting([]byte("k"))
-			binary.LittleEndian.PutUint32(m.arenaForTesting()[ko-4:], 1<<31) // value length
+			ko, kl, _, _, _ := m.entryForTesting([]byte("k"))
+			binary.LittleEndian.PutUint32(m.arenaForTesting()[ko-4:], uint32(kl+base.TrailerLen)<<20|(1<<20-1))
 			if _, _, _, found, err := m.Get([]byte("k"), base.SeqNumMax); found || !isCorrupt(err) {
 				t.Fatalf("Get: %t %v", found, err)
 			}

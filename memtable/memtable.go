@@ -140,6 +140,7 @@ func (o Options) Validate() error {
 // return, both skiplists together hold exactly Count() entries.
 type MemTable struct {
 	arena *skiplist.Arena
+	size  int // Options.Size: the arena's bytes, all held while it lives
 	// manualBuf is the arena's memory when allocated with ManualMemory;
 	// Release frees it. ahead faults its pages in ahead of the fill point
 	// (nil where the platform cannot).
@@ -193,6 +194,7 @@ func New(o Options) (*MemTable, error) {
 	m := &MemTable{
 		cmp:       cmp,
 		arena:     arena,
+		size:      o.Size,
 		manualBuf: manualBuf,
 		ahead:     manual.NewFaultAhead(manualBuf),
 		csType:    o.ChecksumType.Resolve(),
@@ -575,8 +577,9 @@ func (m *MemTable) Count() uint64 { return m.count.Load() }
 // overhead and the bytes of failed or duplicate inserts.
 func (m *MemTable) ApproximateSize() int { return m.arena.Size() }
 
-// Capacity returns the arena capacity (Options.Size).
-func (m *MemTable) Capacity() int { return m.arena.Capacity() }
+// Capacity returns the arena's size (Options.Size): the memory the memtable
+// holds. Its entries can use a few bytes less (skiplist.Arena.Capacity).
+func (m *MemTable) Capacity() int { return m.size }
 
 // Empty reports whether no Add has succeeded.
 func (m *MemTable) Empty() bool { return m.count.Load() == 0 }

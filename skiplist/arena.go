@@ -18,6 +18,13 @@ const MaxArenaSize = min(1<<32-64, math.MaxInt)
 // atomic tower links need.
 const arenaStart = 8
 
+// arenaTail is how many bytes at the buffer's end the arena never hands
+// out: a node's header and its first 8 key bytes take 20 bytes, or 28 when
+// its lengths are escaped (see layout), and searches load them from any
+// offset that can be a node before they know which. Keeping 8 bytes back
+// keeps those loads inside the buffer whatever a damaged lens word says.
+const arenaTail = 8
+
 // Arena is a fixed-size byte buffer that Skiplist nodes, keys and values are
 // bump-allocated from. It is allocated once; nothing is ever freed or moved,
 // so an offset stays valid (and the bytes behind it stay put) for the arena's
@@ -93,8 +100,9 @@ func (a *Arena) OnGrow(at int, fn func(used int) (next int)) {
 // first bytes and the sentinels of every list in the arena.
 func (a *Arena) Size() int { return int(a.used.Load()) }
 
-// Capacity returns the arena's size limit in bytes.
-func (a *Arena) Capacity() int { return len(a.buf) }
+// Capacity returns the arena's size limit in bytes: the buffer's size less
+// the arenaTail bytes it never hands out.
+func (a *Arena) Capacity() int { return len(a.buf) - arenaTail }
 
 // Bytes returns the allocated part of the arena, [0, Size()). It aliases the
 // arena: it exists for diagnostics and for tests that simulate memory
@@ -111,7 +119,7 @@ func (a *Arena) alloc(size, align uint32) (off uint32, ok bool) {
 		old := a.used.Load()
 		start := (old + uint64(align) - 1) &^ uint64(align-1)
 		n := start + uint64(size)
-		if n > uint64(len(a.buf)) {
+		if n > uint64(len(a.buf)-arenaTail) {
 			return 0, false
 		}
 		if a.used.CompareAndSwap(old, n) {

@@ -192,7 +192,7 @@ func (c userCorruptCase) build(t *testing.T) (*Skiplist, [3][]byte) {
 	}
 	nd := nodeOf(t, l, keys[1])
 	before := l.userAbbrevAt(nd)
-	l.buf[int(nd)+offKey+c.at] = c.b
+	l.buf[l.keyStart(nd)+c.at] = c.b
 	if after := l.userAbbrevAt(nd); (after == before) != c.tieAt {
 		t.Fatalf("abbreviation %x -> %x; the case wants a tie: %t", before, after, c.tieAt)
 	}

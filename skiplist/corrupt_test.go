@@ -47,7 +47,7 @@ func buildOrderCase(t *testing.T, o Options, suffix func(string) []byte, first b
 		}
 	}
 	nd := nodeOf(t, l, keys[1])
-	arena.Bytes()[int(nd)+offKey] = first
+	arena.Bytes()[l.keyStart(nd)] = first
 	return l, keys
 }
 
@@ -173,10 +173,12 @@ func TestCorruptLinksAndLengths(t *testing.T) {
 	}
 	// Lengths pointing past the arena: Entry reports them (validated or
 	// not), Verify too; Key would panic on its bounds check rather than
-	// read outside the arena.
+	// read outside the arena. The lengths are written in the escaped form
+	// (over the first key bytes), at the key's or the value's place.
 	for _, field := range []int{offKeyLen, offValLen} {
 		for _, validate := range []bool{false, true} {
 			l, nodes := build()
+			setEscapedLens(l, nodes[2])
 			binary.LittleEndian.PutUint32(l.buf[int(nodes[2])+field:], 1<<30)
 			it := l.NewIter(validate)
 			if !it.SeekGE([]byte("k1")) {
@@ -265,8 +267,10 @@ func TestVerifyUpperLevels(t *testing.T) {
 	t.Run("link-into-a-value", func(t *testing.T) {
 		l := build(t)
 		first := l.loadNext(l.head, 1)
-		target := l.loadNext(first, 0) // a node; aim 8 bytes into its key
-		setNext(l, first, 1, target+offKey+8)
+		// A node; aim at the first 8-aligned offset (what an upper link
+		// may name) 8 bytes or more into its key: 8-byte key, 16-byte value.
+		target := l.loadNext(first, 0)
+		setNext(l, first, 1, (target+offKey+8+7)&^7)
 		_, err := l.Verify(nil)
 		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "level 1 names offset") {
 			t.Fatalf("Verify: %v", err)
@@ -303,4 +307,15 @@ func setNext(l *Skiplist, off uint32, lvl int, to uint32) {
 		return
 	}
 	*l.towerPtr(off, lvl) = uint64(to)
+}
+
+// setEscapedLens rewrites the node's lengths in the escaped form (lens
+// word lensEscape, then key and value lengths in full), as a damaged lens
+// word would read, over the first 8 bytes of its key: what a test then
+// writes at offKeyLen or offValLen is the length the node claims.
+func setEscapedLens(l *Skiplist, off uint32) {
+	_, kl, vl := l.layout(off)
+	binary.LittleEndian.PutUint32(l.buf[int(off)+offLens:], lensEscape)
+	binary.LittleEndian.PutUint32(l.buf[int(off)+offKeyLen:], kl)
+	binary.LittleEndian.PutUint32(l.buf[int(off)+offValLen:], vl)
 }

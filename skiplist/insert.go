@@ -72,9 +72,15 @@ func (l *Skiplist) Prepare(keyLen, valueLen int) (Pending, error) {
 	}
 	off := start + uint32(h-1)*towerLink
 	p := unsafe.Add(l.base, off)
-	*(*uint32)(unsafe.Add(p, offKeyLen)) = uint32(keyLen)
-	*(*uint32)(unsafe.Add(p, offValLen)) = uint32(valueLen)
 	ks := int(off) + offKey
+	if packed(uint64(keyLen), uint64(valueLen)) {
+		*(*uint32)(unsafe.Add(p, offLens)) = uint32(keyLen)<<lensValBits | uint32(valueLen)
+	} else {
+		*(*uint32)(unsafe.Add(p, offLens)) = lensEscape
+		*(*uint32)(unsafe.Add(p, offKeyLen)) = uint32(keyLen)
+		*(*uint32)(unsafe.Add(p, offValLen)) = uint32(valueLen)
+		ks = int(off) + escHeader
+	}
 	vs := ks + keyLen
 	return Pending{
 		Key:    l.buf[ks:vs:vs],

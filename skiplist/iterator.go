@@ -1,6 +1,9 @@
 package skiplist
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // Iterator walks a Skiplist in both directions. It is a value type so that
 // callers can embed it or keep it on the stack; the zero Iterator is not
@@ -61,11 +64,16 @@ func (it *Iterator) Value() []byte { return it.list.valueAt(it.nd) }
 // wrapping ErrCorruption (the iterator stays where it is). It costs no more
 // than Key and Value together, and is what the memtable uses.
 func (it *Iterator) Entry() (key, value []byte, err error) {
-	k, v, ok := it.list.entry(it.nd)
-	if !ok {
+	// One check instead of the two bounds-checked slicings of Key and
+	// Value, written out here (not a helper) so that layout inlines into
+	// the one call a scan makes per entry.
+	l := it.list
+	ks, kl, vl := l.layout(it.nd)
+	if ks+uint64(kl)+uint64(vl) > uint64(len(l.buf)) {
 		return nil, nil, it.extentError()
 	}
-	return k, v, nil
+	k := unsafe.Add(l.base, ks)
+	return unsafe.Slice((*byte)(k), kl), unsafe.Slice((*byte)(unsafe.Add(k, kl)), vl), nil
 }
 
 //go:noinline
@@ -73,10 +81,13 @@ func (it *Iterator) extentError() error { return it.list.checkExtent(it.nd) }
 
 // KeyOffset returns the arena offset of the current key's first byte, and
 // ValueOffset that of the value; tests use them to corrupt entries in place.
-func (it *Iterator) KeyOffset() int { return int(it.nd) + offKey }
+func (it *Iterator) KeyOffset() int { return it.list.keyStart(it.nd) }
 
 // ValueOffset returns the arena offset of the current value's first byte.
-func (it *Iterator) ValueOffset() int { return int(it.nd) + offKey + int(it.list.keyLen(it.nd)) }
+func (it *Iterator) ValueOffset() int {
+	ks, kl, _ := it.list.layout(it.nd)
+	return int(ks) + int(kl)
+}
 
 func (it *Iterator) fail(err error) bool {
 	it.nd, it.err = 0, err

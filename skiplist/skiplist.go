@@ -38,7 +38,7 @@
 //
 // A node's offset points at its level-0 link; the upper part of its tower
 // grows towards lower addresses, so the level-0 links, the lengths and the
-// first 8 key bytes (everything a level-0 step or a compare touches) lie in 24
+// first 8 key bytes (everything a level-0 step or a compare touches) lie in 20
 // adjacent bytes whatever the node's height. Only level 0 has a back link.
 // A link of level 1 and up is one 64-bit word: the target's offset and a
 // summary of the target's key (see summary.go), so that a search can see
@@ -47,11 +47,18 @@
 //	                                             node offset
 //	                                                  |
 //	                                                  v
-//	+---------------+-----+---------------+----------+----------+----------+----------+-----------+---------------+
-//	| link[h-1]     | ... | link[1]       | next[0]  | prev[0]  | keyLen   | valueLen | key bytes | value bytes   |
-//	| off|sum<<32   |     | off|sum<<32   | uint32   | uint32   | uint32   | uint32   |           | (pad to >= 8) |
-//	+---------------+-----+---------------+----------+----------+----------+----------+-----------+---------------+
-//	 -8(h-1)               -8              +0         +4         +8         +12        +16
+//	+---------------+-----+---------------+----------+----------+---------------+-----------+---------------+
+//	| link[h-1]     | ... | link[1]       | next[0]  | prev[0]  | lens          | key bytes | value bytes   |
+//	| off|sum<<32   |     | off|sum<<32   | uint32   | uint32   | kLen<<20|vLen |           | (pad to >= 8) |
+//	+---------------+-----+---------------+----------+----------+---------------+-----------+---------------+
+//	 -8(h-1)               -8              +0         +4         +8              +12
+//
+// The lens word packs a key of up to 4094 bytes and a value of up to 1 MiB
+// - 1 into one uint32, which saves 4 bytes on every entry (the cost of the
+// link summaries in the tower). A longer key or value sets lens to
+// 0xffffffff (lensEscape) and stores both lengths in full after it, as two
+// uint32 at +12 and +16; its key starts at +20. Every reader takes the key's
+// start and the lengths from layout (abbrevAt inlines the packed case).
 //
 // Key and value together are padded to at least 8 bytes and to a multiple of
 // 4, so that loading the first 8 key bytes never reads past the node. A
@@ -160,7 +167,8 @@ const (
 	MaxHeight = 20
 
 	towerLink  = 8                           // one upper link: uint32 offset + uint32 summary
-	nodeHeader = 16                          // next[0], prev[0], keyLen, valueLen
+	nodeHeader = 12                          // next[0], prev[0], lens
+	escHeader  = 20                          // nodeHeader, then keyLen and valueLen in full
 	minKV      = 8                           // key+value padded to this, see the package doc
 	nodeAlign  = 4                           // every allocation is a multiple of this
 	towerAlign = 8                           // and a node with upper links starts at a multiple of this
@@ -168,9 +176,18 @@ const (
 
 	offNext0  = 0
 	offPrev0  = 4
-	offKeyLen = 8
-	offValLen = 12
-	offKey    = nodeHeader
+	offLens   = 8
+	offKey    = nodeHeader // key start of a node with packed lengths
+	offKeyLen = nodeHeader // with lensEscape: the full key length
+	offValLen = 16         // with lensEscape: the full value length
+
+	// lens packs a node's key length into its top 12 bits and its value
+	// length into the low 20 (see packLens); lensEscape says that both are
+	// in full after it, and the key starts at escHeader.
+	lensValBits = 20
+	maxPackedK  = 1<<(32-lensValBits) - 2 // 4094: so that no packed lens is lensEscape
+	maxPackedV  = 1<<lensValBits - 1
+	lensEscape  = math.MaxUint32
 
 	// sentinelSize is the arena space of one empty node of height h.
 	headSize = maxTower + nodeHeader + minKV
@@ -178,7 +195,7 @@ const (
 )
 
 // MinArenaSize is the smallest arena that can hold one list's sentinels.
-const MinArenaSize = arenaStart + headSize + tailSize
+const MinArenaSize = arenaStart + headSize + tailSize + arenaTail
 
 // nodeSize returns the arena bytes of a node of height h with the given key
 // and value lengths.
@@ -188,7 +205,21 @@ func nodeSize(h int, keyLen, valueLen uint64) uint64 {
 		kv = minKV
 	}
 	kv = (kv + nodeAlign - 1) &^ (nodeAlign - 1)
-	return uint64(h-1)*towerLink + nodeHeader + kv
+	return uint64(h-1)*towerLink + headerSize(keyLen, valueLen) + kv
+}
+
+// packed reports whether a node's lengths fit its lens word.
+func packed(keyLen, valueLen uint64) bool {
+	return keyLen <= maxPackedK && valueLen <= maxPackedV
+}
+
+// headerSize is a node's header for these lengths: nodeHeader if they are
+// packed, escHeader if not.
+func headerSize(keyLen, valueLen uint64) uint64 {
+	if packed(keyLen, valueLen) {
+		return nodeHeader
+	}
+	return escHeader
 }
 
 // MaxNodeSize returns the most arena bytes one insert of a key and value of
@@ -267,8 +298,9 @@ type Skiplist struct {
 	base  unsafe.Pointer // &buf[0]
 	head  uint32
 	tail  uint32
-	// limit is the largest offset a node may have and still own its header
-	// and first 8 key bytes inside the arena; validating reads check links
+	// limit is the largest offset at which a node's header and first 8 key
+	// bytes lie inside the arena, escaped or not (the arena never hands out
+	// its last arenaTail bytes, so every node's offset is at most limit); validating reads check links
 	// against [head, limit]. span4 and span8 are (limit-head)/4 and /8,
 	// see inBounds and inTower.
 	limit uint32
@@ -367,7 +399,7 @@ func New(arena *Arena, o Options) (*Skiplist, error) {
 		*l.towerPtr(l.head, i) = uint64(l.tail)
 	}
 	*l.prevPtr(l.tail) = l.head
-	l.limit = uint32(len(l.buf) - offKey - minKV)
+	l.limit = uint32(len(l.buf) - escHeader - minKV)
 	l.span4 = (l.limit - l.head) / nodeAlign
 	l.span8 = (l.limit - l.head) / towerAlign
 	l.sumAt.Store(math.MaxUint32)
@@ -481,21 +513,57 @@ func (l *Skiplist) loadPrev(off uint32) uint32 {
 	return atomic.LoadUint32(l.prevPtr(off))
 }
 
-func (l *Skiplist) keyLen(off uint32) uint32 {
-	return *(*uint32)(unsafe.Add(l.base, int(off)+offKeyLen))
+// lensAt returns the lens word of the node at off.
+func (l *Skiplist) lensAt(off uint32) uint32 {
+	return *(*uint32)(unsafe.Add(l.base, int(off)+offLens))
 }
 
-func (l *Skiplist) valueLen(off uint32) uint32 {
-	return *(*uint32)(unsafe.Add(l.base, int(off)+offValLen))
+// layout returns where the key of the node at off starts and the key's and
+// value's lengths. The escape form's lengths lie inside the arena for any
+// off <= limit; the lengths themselves are not checked (checkExtent).
+func (l *Skiplist) layout(off uint32) (ks uint64, kl, vl uint32) {
+	p := unsafe.Add(l.base, off)
+	lens := *(*uint32)(unsafe.Add(p, offLens))
+	ks, kl, vl = uint64(off)+offKey, lens>>lensValBits, lens&maxPackedV
+	if lens == lensEscape {
+		ks, kl, vl = uint64(off)+escHeader, *(*uint32)(unsafe.Add(p, offKeyLen)), *(*uint32)(unsafe.Add(p, offValLen))
+	}
+	return ks, kl, vl
+}
+
+// keySpan is layout without the value length, cheap enough for keyAt to
+// inline.
+func (l *Skiplist) keySpan(off uint32) (ks uint64, kl uint32) {
+	p := unsafe.Add(l.base, off)
+	lens := *(*uint32)(unsafe.Add(p, offLens))
+	ks, kl = uint64(off)+offKey, lens>>lensValBits
+	if lens == lensEscape {
+		ks, kl = uint64(off)+escHeader, *(*uint32)(unsafe.Add(p, offKeyLen))
+	}
+	return ks, kl
+}
+
+// keyStart returns the arena offset of the key of the node at off.
+func (l *Skiplist) keyStart(off uint32) int {
+	if l.lensAt(off) != lensEscape {
+		return int(off) + offKey
+	}
+	return int(off) + escHeader
 }
 
 // abbrevAt returns the abbreviated key of the node at off: the first 8 bytes
 // of its key prefix, big-endian, zero-padded. It reads 8 bytes at the key
-// start, which the node layout keeps inside the node.
+// start, which the node layout keeps inside the node, and limit inside the
+// arena whatever the lens word says (escaped or not). No call: it inlines
+// into every search loop.
 func (l *Skiplist) abbrevAt(off uint32) uint64 {
 	p := unsafe.Add(l.base, off)
-	kl := *(*uint32)(unsafe.Add(p, offKeyLen))
-	v := binary.BigEndian.Uint64((*[8]byte)(unsafe.Add(p, offKey))[:])
+	lens := *(*uint32)(unsafe.Add(p, offLens))
+	ks, kl := uintptr(offKey), lens>>lensValBits
+	if lens == lensEscape {
+		ks, kl = escHeader, *(*uint32)(unsafe.Add(p, offKeyLen))
+	}
+	v := binary.BigEndian.Uint64((*[8]byte)(unsafe.Add(p, ks))[:])
 	return v & prefixMask(int64(kl)-l.abbrevSuffix)
 }
 
@@ -530,15 +598,14 @@ func (l *Skiplist) abbrevOf(prefix []byte) uint64 {
 // corrupted length panics rather than reading outside the arena; validating
 // paths call checkExtent first and report an error instead.
 func (l *Skiplist) keyAt(off uint32) []byte {
-	s := int(off) + offKey
-	e := s + int(l.keyLen(off))
-	return l.buf[s:e:e]
+	ks, kl := l.keySpan(off)
+	return l.buf[ks : ks+uint64(kl) : ks+uint64(kl)]
 }
 
 func (l *Skiplist) valueAt(off uint32) []byte {
-	s := int(off) + offKey + int(l.keyLen(off))
-	e := s + int(l.valueLen(off))
-	return l.buf[s:e:e]
+	ks, kl, vl := l.layout(off)
+	s := ks + uint64(kl)
+	return l.buf[s : s+uint64(vl) : s+uint64(vl)]
 }
 
 // inBounds reports whether off can be a node: at or after the head, 4-aligned,
@@ -565,26 +632,13 @@ func (l *Skiplist) linkInBounds(off uint32, lvl int) bool {
 	return l.inTower(off)
 }
 
-// entry returns the key and value of the node at off after one check that
-// both lie inside the arena; ok is false if a corrupted length says
-// otherwise. It replaces the two bounds-checked slicings of keyAt and valueAt.
-func (l *Skiplist) entry(off uint32) (key, value []byte, ok bool) {
-	p := unsafe.Add(l.base, off)
-	kl := uint64(*(*uint32)(unsafe.Add(p, offKeyLen)))
-	vl := uint64(*(*uint32)(unsafe.Add(p, offValLen)))
-	if uint64(off)+offKey+kl+vl > uint64(len(l.buf)) {
-		return nil, nil, false
-	}
-	k := unsafe.Add(p, offKey)
-	return unsafe.Slice((*byte)(k), kl), unsafe.Slice((*byte)(unsafe.Add(k, kl)), vl), true
-}
-
-// checkExtent verifies that the node's key and value lie inside the arena.
+// checkExtent verifies that the node's key and value lie inside the arena
+// (and, for the built-in abbreviations, its first 8 key bytes).
 func (l *Skiplist) checkExtent(off uint32) error {
-	end := uint64(off) + offKey + uint64(l.keyLen(off)) + uint64(l.valueLen(off))
-	if end > uint64(len(l.buf)) {
+	ks, kl, vl := l.layout(off)
+	if end := ks + uint64(kl) + uint64(vl); end > uint64(len(l.buf)) || ks+minKV > uint64(len(l.buf)) {
 		return fmt.Errorf("%w: skiplist node at offset %d claims key length %d and value length %d, past the arena end %d",
-			ErrCorruption, off, l.keyLen(off), l.valueLen(off), len(l.buf))
+			ErrCorruption, off, kl, vl, len(l.buf))
 	}
 	return nil
 }
@@ -619,8 +673,9 @@ func (l *Skiplist) splitProbe(key []byte) (prefix []byte, trailer uint64, ok boo
 // comparison cost such a random insert a sixth of its time
 // (BenchmarkInsertShapes/decimal).
 func (l *Skiplist) cmpProbe(prefix []byte, trailer uint64, off uint32) int {
+	ks, kl := l.keySpan(off)
 	if l.order == orderInternal && len(prefix) >= 16 {
-		if s := int(off) + offKey; l.keyLen(off) >= 24 && s+16 <= len(l.buf) {
+		if s := int(ks); kl >= 24 && s+16 <= len(l.buf) {
 			a := binary.BigEndian.Uint64(prefix[8:16])
 			b := binary.BigEndian.Uint64(l.buf[s+8 : s+16])
 			if a != b {
@@ -631,7 +686,7 @@ func (l *Skiplist) cmpProbe(prefix []byte, trailer uint64, off uint32) int {
 			}
 		}
 	}
-	k := l.keyAt(off)
+	k := l.buf[ks : ks+uint64(kl) : ks+uint64(kl)]
 	switch l.order {
 	case orderBytewise:
 		return bytes.Compare(prefix, k)

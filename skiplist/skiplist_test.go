@@ -558,8 +558,72 @@ func checkUserAbbrev(t *testing.T, oc orderCase, l *Skiplist, off uint32, k, pre
 	}
 	// A key length corrupted past the arena: the abbreviation is computed
 	// on the key cut at the arena's end, never read past it.
-	kl := l.keyLen(off)
+	saved := slices.Clone(l.buf[int(off)+offLens : int(off)+escHeader])
+	setEscapedLens(l, off)
 	binary.LittleEndian.PutUint32(l.buf[int(off)+offKeyLen:], 1<<30)
 	l.userAbbrevAt(off)
-	binary.LittleEndian.PutUint32(l.buf[int(off)+offKeyLen:], kl)
+	copy(l.buf[int(off)+offLens:], saved)
+}
+
+// TestNodeLengths stores entries whose lengths fit the node's packed lens
+// word, and ones just past it (escaped: full lengths after the header),
+// side by side: each reads back whole through every path, unvalidated and
+// validating, and Verify counts them all.
+func TestNodeLengths(t *testing.T) {
+	cases := []struct{ kl, vl int }{
+		{1, 0}, {8, 100}, {maxPackedK, 0}, {maxPackedK + 1, 0}, {9, maxPackedV},
+		{10, maxPackedV + 1}, {maxPackedK + 2, maxPackedV + 2}, {11, 3},
+	}
+	arena, err := NewArena(8 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(arena, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := func(i int) (k, v []byte) {
+		c := cases[i]
+		k = bytes.Repeat([]byte{byte('a' + i)}, c.kl)
+		v = bytes.Repeat([]byte{byte('A' + i)}, c.vl)
+		return k, v
+	}
+	for i, c := range cases {
+		k, v := entry(i)
+		if err := l.Add(k, v); err != nil {
+			t.Fatal(err)
+		}
+		header := nodeHeader
+		if c.kl > maxPackedK || c.vl > maxPackedV {
+			header = escHeader
+		}
+		// The node's own bytes, whatever its height and alignment pad.
+		nd := nodeOf(t, l, k)
+		if got := arena.Size() - int(nd); got != header+max(8, (c.kl+c.vl+3)&^3) {
+			t.Errorf("case %d (%d, %d): node takes %d bytes after its offset, want header %d + key and value", i, c.kl, c.vl, got, header)
+		}
+		if l.keyStart(nd) != int(nd)+header {
+			t.Errorf("case %d: key at +%d, want +%d", i, l.keyStart(nd)-int(nd), header)
+		}
+	}
+	for _, validate := range []bool{false, true} {
+		it := l.NewIter(validate)
+		for i := range cases {
+			k, v := entry(i)
+			if !it.SeekGE(k) {
+				t.Fatalf("validate=%t: SeekGE(case %d) found nothing: %v", validate, i, it.Error())
+			}
+			gk, gv, err := it.Entry()
+			if err != nil || !bytes.Equal(gk, k) || !bytes.Equal(gv, v) || !bytes.Equal(it.Key(), k) || !bytes.Equal(it.Value(), v) {
+				t.Fatalf("validate=%t: case %d reads back %d+%d bytes (%v), want %d+%d", validate, i, len(gk), len(gv), err, len(k), len(v))
+			}
+			b := arena.Bytes()
+			if !bytes.Equal(b[it.KeyOffset():it.KeyOffset()+len(k)], k) || !bytes.Equal(b[it.ValueOffset():it.ValueOffset()+len(v)], v) {
+				t.Fatalf("case %d: KeyOffset %d / ValueOffset %d do not point at its key and value", i, it.KeyOffset(), it.ValueOffset())
+			}
+		}
+	}
+	if n, err := l.Verify(nil); err != nil || n != len(cases) {
+		t.Fatalf("Verify = %d, %v; want %d entries", n, err, len(cases))
+	}
 }

@@ -28,8 +28,9 @@ func (l *Skiplist) userAbbrevAt(off uint32) uint64 {
 	if l.uabbrev == nil {
 		return 0
 	}
-	s := int(off) + offKey
-	n := int(l.keyLen(off))
+	ks, kl, _ := l.layout(off)
+	s := min(int(ks), len(l.buf))
+	n := int(kl)
 	if n >= 8 {
 		n -= 8
 	}
