@@ -182,7 +182,7 @@ const (
 	offValLen = 16         // with lensEscape: the full value length
 
 	// lens packs a node's key length into its top 12 bits and its value
-	// length into the low 20 (see packLens); lensEscape says that both are
+	// length into the low 20 (see Prepare); lensEscape says that both are
 	// in full after it, and the key starts at escHeader.
 	lensValBits = 20
 	maxPackedK  = 1<<(32-lensValBits) - 2 // 4094: so that no packed lens is lensEscape
@@ -300,9 +300,9 @@ type Skiplist struct {
 	tail  uint32
 	// limit is the largest offset at which a node's header and first 8 key
 	// bytes lie inside the arena, escaped or not (the arena never hands out
-	// its last arenaTail bytes, so every node's offset is at most limit); validating reads check links
-	// against [head, limit]. span4 and span8 are (limit-head)/4 and /8,
-	// see inBounds and inTower.
+	// its last arenaTail bytes, so every node's offset is at most limit);
+	// validating reads check links against [head, limit]. span4 and span8
+	// are (limit-head)/4 and /8, see inBounds and inTower.
 	limit uint32
 	span4 uint32
 	span8 uint32
@@ -503,19 +503,12 @@ func (l *Skiplist) loadStep(off uint32, lvl int) (next, sum uint32) {
 
 // loadNext loads the offset the node at off links to at level.
 func (l *Skiplist) loadNext(off uint32, level int) uint32 {
-	if level == 0 {
-		return atomic.LoadUint32(l.next0Ptr(off))
-	}
-	return uint32(l.loadLink(off, level))
+	next, _ := l.loadStep(off, level)
+	return next
 }
 
 func (l *Skiplist) loadPrev(off uint32) uint32 {
 	return atomic.LoadUint32(l.prevPtr(off))
-}
-
-// lensAt returns the lens word of the node at off.
-func (l *Skiplist) lensAt(off uint32) uint32 {
-	return *(*uint32)(unsafe.Add(l.base, int(off)+offLens))
 }
 
 // layout returns where the key of the node at off starts and the key's and
@@ -545,17 +538,16 @@ func (l *Skiplist) keySpan(off uint32) (ks uint64, kl uint32) {
 
 // keyStart returns the arena offset of the key of the node at off.
 func (l *Skiplist) keyStart(off uint32) int {
-	if l.lensAt(off) != lensEscape {
-		return int(off) + offKey
-	}
-	return int(off) + escHeader
+	ks, _ := l.keySpan(off)
+	return int(ks)
 }
 
 // abbrevAt returns the abbreviated key of the node at off: the first 8 bytes
 // of its key prefix, big-endian, zero-padded. It reads 8 bytes at the key
 // start, which the node layout keeps inside the node, and limit inside the
-// arena whatever the lens word says (escaped or not). No call: it inlines
-// into every search loop.
+// arena whatever the lens word says (escaped or not). It repeats keySpan
+// rather than calling it: with the call it no longer inlines into the
+// search loops (cost 80 written out, over the budget through keySpan).
 func (l *Skiplist) abbrevAt(off uint32) uint64 {
 	p := unsafe.Add(l.base, off)
 	lens := *(*uint32)(unsafe.Add(p, offLens))

@@ -239,8 +239,8 @@ func (l *Skiplist) summaries() bool {
 // trailers) of the node at off.
 func (l *Skiplist) userKeyAt(off uint32) []byte {
 	k := l.keyAt(off)
-	if l.internalKeys && len(k) >= 8 {
-		return k[:len(k)-8]
+	if u, _, ok := l.splitProbe(k); ok {
+		return u
 	}
 	return k
 }
@@ -256,17 +256,17 @@ func (l *Skiplist) pickSummaryPrefix(at uint32) {
 	if !l.summaries() || l.sum.Load() != nil {
 		return
 	}
-	if keys, last, ok := l.summarySample(); ok {
+	if keys, last, ok := l.sampleKeys(); ok {
 		l.sum.CompareAndSwap(nil, newSummaryPrefix(keys[0], last, keys))
 		return
 	}
 	l.sumAt.Store(uint32(min(uint64(at)+summaryAfter, math.MaxUint32)))
 }
 
-// summarySample returns up to summarySample user keys from the list's
-// start, in order, and its last user key; ok is false with fewer than
-// sumMinKeys keys or on a link or length outside the arena.
-func (l *Skiplist) summarySample() (keys [][]byte, last []byte, ok bool) {
+// sampleKeys returns up to summarySample user keys from the list's start,
+// in order, and its last user key; ok is false with fewer than sumMinKeys
+// keys or on a link or length outside the arena.
+func (l *Skiplist) sampleKeys() (keys [][]byte, last []byte, ok bool) {
 	for x := l.loadNext(l.head, 0); x != l.tail && len(keys) < summarySample; x = l.loadNext(x, 0) {
 		if !l.inBounds(x) || l.checkExtent(x) != nil {
 			return nil, nil, false

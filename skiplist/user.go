@@ -28,7 +28,7 @@ func (l *Skiplist) userAbbrevAt(off uint32) uint64 {
 	if l.uabbrev == nil {
 		return 0
 	}
-	ks, kl, _ := l.layout(off)
+	ks, kl := l.keySpan(off)
 	s := min(int(ks), len(l.buf))
 	n := int(kl)
 	if n >= 8 {
