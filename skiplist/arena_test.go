@@ -1,6 +1,7 @@
 package skiplist
 
 import (
+	"encoding/binary"
 	"sync"
 	"testing"
 )
@@ -112,6 +113,41 @@ func TestArenaAlign(t *testing.T) {
 		}
 		if !ok || off != c.want || a.Size() != int(off+c.size) {
 			t.Fatalf("alloc(%d, %d) after %d used = %d, %v (used now %d), want %d", c.size, c.align, used, off, ok, a.Size(), c.want)
+		}
+	}
+}
+
+// TestArenaFullToTheEnd fills arenas of several sizes to the last byte they
+// hand out with the smallest nodes (a 12-byte header and 8 key bytes):
+// every node must still lie at or below the list's limit, where a search
+// may load an escaped header and 8 key bytes (28 bytes) without reading
+// past the buffer, and Verify, which checks that bound, must pass.
+func TestArenaFullToTheEnd(t *testing.T) {
+	for extra := 0; extra < 40; extra += nodeAlign {
+		arena, err := NewArena(MinArenaSize + 1000 + extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := New(arena, Options{MaxHeight: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for ; ; n++ {
+			err := l.Add(binary.BigEndian.AppendUint64(nil, uint64(n)), nil)
+			if err == ErrArenaFull {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		last := l.loadPrev(l.tail)
+		if last > l.limit || int(last)+escHeader+8 > len(l.buf) {
+			t.Fatalf("arena of %d bytes: last node at %d, past the limit %d", len(l.buf), last, l.limit)
+		}
+		if got, err := l.Verify(nil); err != nil || got != n {
+			t.Fatalf("arena of %d bytes, full: Verify = %d, %v; want %d entries", len(l.buf), got, err, n)
 		}
 	}
 }
