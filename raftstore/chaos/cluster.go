@@ -358,6 +358,22 @@ func (c *cluster) admin(ctx context.Context, path string) error {
 	return fmt.Errorf("%s: %w", path, last)
 }
 
+// snapshotFollowers asks every running node but skip to snapshot and
+// compact its log, once each. A node that fails (one not yet caught up
+// with a configuration change, say) keeps its log; the wipe's check that
+// the node restored a snapshot reports it if that mattered.
+func (c *cluster) snapshotFollowers(skip int) {
+	for i := range c.procs {
+		if i == skip || !c.running(i) {
+			continue
+		}
+		if resp, err := c.client.Post("http://"+c.procs[i].cfg.HTTPAddr+"/snapshot", "", nil); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+}
+
 // stopAll shuts every running node down cleanly, then closes the proxies.
 func (c *cluster) stopAll() error {
 	var errs []error

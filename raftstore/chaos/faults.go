@@ -139,10 +139,13 @@ func (f *faulter) wipe(i int) error {
 	if err := f.c.wipe(i); err != nil {
 		return err
 	}
-	// Compact the leader's log so that the node needs a snapshot.
+	// Compact the leader's log so that the node needs a snapshot. The
+	// followers' logs too: one of them may lead by the time the node is
+	// added back.
 	if err := f.c.admin(ctx, "/snapshot"); err != nil {
 		return err
 	}
+	f.c.snapshotFollowers(i)
 	if err := f.c.start(i, false); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -115,6 +116,8 @@ type node struct {
 	fsm   *raftstore.FSM
 	trans *raft.NetworkTransport
 	r     *raft.Raft
+
+	snapMu sync.Mutex // serializes snapshotAll's changes to raft's reloadable config
 }
 
 // Raft timing, faster than raft's defaults (1 s) so that a short test sees

@@ -71,13 +71,31 @@ func (n *node) handler() http.Handler {
 		n.answer(w, n.r.AddVoter(raft.ServerID(q.Get("id")), raft.ServerAddress(q.Get("addr")), 0, applyTimeout).Error())
 	})
 	mux.HandleFunc("POST /snapshot", func(w http.ResponseWriter, _ *http.Request) {
-		err := n.r.Snapshot().Error()
-		if errors.Is(err, raft.ErrNothingNewToSnapshot) {
-			err = nil // the last snapshot is recent
-		}
-		n.answer(w, err)
+		n.answer(w, n.snapshotAll())
 	})
 	return mux
+}
+
+// snapshotAll takes a snapshot and compacts the log up to it, keeping no
+// trailing entries: a node that then joins empty needs entries the log no
+// longer has, so it must restore the snapshot. (With the configured 128
+// trailing entries, a short log would not be compacted at all and a wiped
+// node would catch up from the log alone.)
+func (n *node) snapshotAll() error {
+	n.snapMu.Lock()
+	defer n.snapMu.Unlock()
+	rc := n.r.ReloadableConfig()
+	trailing := rc.TrailingLogs
+	rc.TrailingLogs = 0
+	if err := n.r.ReloadConfig(rc); err != nil {
+		return err
+	}
+	err := n.r.Snapshot().Error()
+	if errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		err = nil // nothing applied yet: the log holds only configuration
+	}
+	rc.TrailingLogs = trailing
+	return errors.Join(err, n.r.ReloadConfig(rc))
 }
 
 // answer reports the outcome of an administrative request.
