@@ -2,6 +2,7 @@ package wal
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,6 +58,7 @@ func waitAllocatedAtMost(before, limit int64) int64 {
 func TestBlocksFreed(t *testing.T) {
 	for _, tc := range []string{"ok", "released-with-error", "write-fails"} {
 		t.Run(tc, func(t *testing.T) {
+			drainPool()
 			before := manual.Allocated()
 			var fs vfs.FS = vfs.NewMem()
 			injected := errors.New("injected")
@@ -87,10 +89,10 @@ func TestBlocksFreed(t *testing.T) {
 					t.Fatal(err)
 				}
 				// Caught up: the flusher trims the free list when it next
-				// waits for work.
-				limit := int64(idleFreeBlocks+1) * BlockSize
+				// waits for work, into the pool and beyond it to the OS.
+				limit := int64(idleFreeBlocks+blockPoolMax+1) * BlockSize
 				if n := waitAllocatedAtMost(before, limit); n > limit {
-					t.Errorf("%d bytes still allocated after the flush; the idle free list keeps %d blocks (%d bytes) and the current one", n, idleFreeBlocks, limit-BlockSize)
+					t.Errorf("%d bytes still allocated after the flush; the idle free list keeps %d blocks, the pool %d, and the current one", n, idleFreeBlocks, blockPoolMax)
 				}
 			}
 			err := w.Close()
@@ -100,8 +102,13 @@ func TestBlocksFreed(t *testing.T) {
 			if tc != "ok" && !errors.Is(err, injected) {
 				t.Fatalf("Close: %v, want the injected error", err)
 			}
+			// Close pools what the pool takes and frees the rest.
+			if n := manual.Allocated() - before; n > blockPoolMax*BlockSize {
+				t.Errorf("%d bytes of blocks neither freed nor pooled after Close", n)
+			}
+			drainPool()
 			if n := manual.Allocated() - before; n != 0 {
-				t.Errorf("%d bytes of blocks not freed after Close", n)
+				t.Errorf("%d bytes of blocks not freed after Close and drainPool", n)
 			}
 			if n := w.Stats().BufferBytes; n != 0 {
 				t.Errorf("Stats().BufferBytes = %d after Close", n)
@@ -116,6 +123,7 @@ func TestBlocksFreed(t *testing.T) {
 func TestBlocksTrimmedWhenIdle(t *testing.T) {
 	defer func(d time.Duration) { idleTrimAfter = d }(idleTrimAfter)
 	idleTrimAfter = 10 * time.Millisecond
+	drainPool()
 	before := manual.Allocated()
 	w := newFSWriter(t, vfs.NewMem())
 	defer w.Close()
@@ -136,4 +144,90 @@ func TestBlocksTrimmedWhenIdle(t *testing.T) {
 			t.Errorf("round %d: %d idle trims, want %d", round, got, round+1)
 		}
 	}
+}
+
+// TestTrimOutsideLock checks that the flusher frees the surplus blocks the
+// pool does not take without holding the writer's lock: each free is an munmap, which can take
+// milliseconds, and a trace caught appends waiting 22 ms behind a trim. The
+// release of the first surplus block is held here until an append has gone
+// through.
+func TestTrimOutsideLock(t *testing.T) {
+	entered := make(chan struct{})
+	proceed := make(chan struct{})
+	var once sync.Once
+	defer func(prev func(*block)) { releaseBlock = prev }(releaseBlock)
+	releaseBlock = func(b *block) {
+		once.Do(func() {
+			close(entered)
+			<-proceed
+		})
+		b.release()
+	}
+	drainPool()
+	w := newFSWriter(t, vfs.NewMem())
+	// Enough blocks that the trim, once the pool is full, unmaps some.
+	writeHeld(t, w, 3*idleFreeBlocks+blockPoolMax)
+	w.Release(nil)
+	// The flusher trims right after the round Flush waits for: Flush
+	// returns only if the trim lets go of the lock.
+	flushed := make(chan error, 1)
+	go func() { flushed <- w.Flush() }()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the flusher did not trim its free list")
+	}
+	appended := make(chan error, 1)
+	go func() {
+		_, err := w.WriteRecord([]byte("during the trim"))
+		appended <- err
+	}()
+	for _, step := range []struct {
+		what string
+		done chan error
+	}{{"Flush", flushed}, {"an append", appended}} {
+		select {
+		case err := <-step.done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			close(proceed)
+			t.Fatalf("%s waited for the trim's block releases", step.what)
+		}
+	}
+	close(proceed)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBlockPool checks that blocks a writer trims or leaves at Close go to
+// the pool, up to blockPoolMax, and that the next writer maps none while
+// the pool has some.
+func TestBlockPool(t *testing.T) {
+	drainPool()
+	w := newFSWriter(t, vfs.NewMem())
+	writeHeld(t, w, 2*idleFreeBlocks)
+	w.Release(nil)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	blockPool.mu.Lock()
+	pooled := len(blockPool.bufs)
+	blockPool.mu.Unlock()
+	if pooled != blockPoolMax {
+		t.Fatalf("%d blocks pooled after closing a writer of %d, want %d", pooled, 2*idleFreeBlocks, blockPoolMax)
+	}
+	before := manual.Allocated()
+	w = newFSWriter(t, vfs.NewMem())
+	writeHeld(t, w, blockPoolMax/2)
+	if n := manual.Allocated() - before; n != 0 {
+		t.Errorf("a new writer mapped %d bytes while the pool had %d blocks", n, pooled)
+	}
+	w.Release(nil)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	drainPool()
 }

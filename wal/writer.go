@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,9 +53,9 @@ var idleTrimAfter = 100 * time.Millisecond // a variable for tests
 // without holding Writer.mu, which is safe because the appender only ever
 // writes at or after written, and the flusher alone advances flushed.
 //
-// buf lives outside the Go heap (package manual, one mapping a block), and
-// is freed exactly once: when the flusher trims the free list, or at Close
-// once the flusher has exited. Why: on the heap the blocks were nearly all
+// buf lives outside the Go heap (package manual, one mapping a block). When
+// the flusher trims the free list, or at Close once the flusher has
+// exited, it goes to blockPool or is freed, exactly once. Why: on the heap the blocks were nearly all
 // of a writing DB's Go heap (2.5 of 2.7 MB live after a 250k-key fill,
 // 5.4 MB allocated as bursts came and went), and the collector's pacing
 // lets a heap grow to twice what is live; a trimmed block's pages now go
@@ -65,8 +66,65 @@ type block struct {
 	flushed int // bytes handed to the file; guarded by Writer.mu, advanced only by the flusher
 }
 
+// newBlock returns a block with a buffer from blockPool, or a new one.
 func newBlock() *block {
+	blockPool.mu.Lock()
+	if n := len(blockPool.bufs); n > 0 {
+		buf := blockPool.bufs[n-1]
+		blockPool.bufs[n-1] = nil
+		blockPool.bufs = blockPool.bufs[:n-1]
+		blockPool.mu.Unlock()
+		return &block{buf: buf}
+	}
+	blockPool.mu.Unlock()
 	return &block{buf: (*[BlockSize]byte)(manual.Alloc(BlockSize))}
+}
+
+// blockPool keeps the buffers of up to blockPoolMax blocks that writers
+// trimmed off their free lists or left at Close, for the next block any
+// writer maps. Why: a steady fill mapped and unmapped blocks over and over
+// (some 1,200 of each in a 3M-key fillrandom: bursts beyond the free list,
+// the free list of every WAL closed at a rotation), and an munmap waits
+// for the other processors to drop the mapping from their TLBs; a writer
+// mapping a block meanwhile waited, or wrote 50 µs slower. A writer's idle
+// trim (idleTrimAfter) empties the pool too, so a DB that stopped writing
+// still gives the memory back. The pool's buffers count in
+// manual.Allocated but in no writer's Stats.
+var blockPool struct {
+	mu   sync.Mutex
+	bufs []*[BlockSize]byte
+}
+
+const blockPoolMax = idleFreeBlocks
+
+// poolBlocks moves the buffers of blocks (taken off a writer) into
+// blockPool while it has room and returns the blocks it did not take, for
+// the caller to release without holding Writer.mu.
+func poolBlocks(blocks []*block) (rest []*block) {
+	blockPool.mu.Lock()
+	defer blockPool.mu.Unlock()
+	for i, b := range blocks {
+		if len(blockPool.bufs) >= blockPoolMax {
+			return blocks[i:]
+		}
+		if b.buf != nil {
+			blockPool.bufs = append(blockPool.bufs, b.buf)
+			b.buf = nil
+		}
+	}
+	return nil
+}
+
+// drainPool frees every buffer in blockPool. Writer.mu must not be held.
+func drainPool() {
+	blockPool.mu.Lock()
+	bufs := blockPool.bufs
+	blockPool.bufs = nil
+	blockPool.mu.Unlock()
+	for _, buf := range bufs {
+		bgsys.Yield()
+		manual.Free(buf[:])
+	}
 }
 
 // release frees b's buffer; nothing may use b after.
@@ -450,29 +508,60 @@ func (w *Writer) rotate(wake bool) error {
 // beyond idleKeepBlocks. (The flusher re-arms it each time it goes idle.)
 func (w *Writer) trimIdle() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.closed || !w.idle || w.blockWaiters > 0 || w.stats.Records != w.trimRecords {
+		w.mu.Unlock()
 		return
 	}
-	if w.trimFree(idleKeepBlocks) > 0 {
+	surplus := w.trimFree(idleKeepBlocks)
+	if len(surplus) > 0 {
 		w.stats.IdleTrims++
 	}
+	w.mu.Unlock()
+	releaseBackground(surplus)
+	drainPool()
 }
 
-// trimFree frees the free list's blocks beyond the first keep and returns
-// how many it freed. mu is held.
-func (w *Writer) trimFree(keep int) int {
+// trimFree takes the free list's blocks beyond the first keep off it (and
+// out of the count of blocks) and returns them, for the caller to pool
+// (poolBlocks) and release the rest once it has let go of mu. Releasing is one munmap per block, and an
+// munmap waits for the other processors to drop the mapping from their
+// TLBs: a trace of a 10M-key fillrandom caught the flusher trimming its
+// free list under mu for 22 ms, in munmaps of up to 1.8 ms each, while
+// the writer waited for mu. mu is held.
+func (w *Writer) trimFree(keep int) []*block {
 	n := len(w.free) - keep
 	if n <= 0 {
-		return 0
+		return nil
 	}
-	for _, b := range w.free[keep:] {
-		b.release()
-	}
+	surplus := slices.Clone(w.free[keep:])
 	clear(w.free[keep:])
 	w.free = w.free[:keep]
 	w.blocks -= n
-	return n
+	return surplus
+}
+
+// releaseBlocks releases blocks taken off the writer (trimFree). mu must
+// not be held.
+func releaseBlocks(blocks []*block) {
+	for _, b := range blocks {
+		releaseBlock(b)
+	}
+}
+
+// releaseBlock is (*block).release, a variable for tests.
+var releaseBlock = (*block).release
+
+// releaseBackground is releaseBlocks for the flusher, the idle trim and
+// Close: background work, which yields before each block (bgsys.Yield). An
+// append that maps a block meanwhile waits for the allocator's lock, which
+// a release takes too, and the release that wakes it must not go on into
+// its next munmap with the append queued behind it. Not through bgsys.Do:
+// its one slot (on 2 cores) is the memtable fault-ahead worker's.
+func releaseBackground(blocks []*block) {
+	for _, b := range blocks {
+		bgsys.Yield()
+		releaseBlock(b)
+	}
 }
 
 // hasWork reports whether the flusher has bytes to write or a sync to do.
@@ -571,7 +660,12 @@ type flushRound struct {
 func (w *Writer) awaitWork() bool {
 	for w.err == nil && (w.held || w.direct || (!w.hasWork() && (!w.closing || w.blockWaiters > 0))) {
 		if w.blockWaiters == 0 {
-			w.trimFree(idleFreeBlocks)
+			if rest := poolBlocks(w.trimFree(idleFreeBlocks)); len(rest) > 0 {
+				w.mu.Unlock()
+				releaseBackground(rest)
+				w.mu.Lock()
+				continue // appends may have come meanwhile
+			}
 		}
 		if len(w.free) > idleKeepBlocks && !w.closing {
 			w.trimRecords = w.stats.Records
@@ -1107,14 +1201,22 @@ func (w *Writer) syncDirect(end int64, work func()) error {
 	if err != nil && w.err == nil {
 		w.err = err
 	}
+	var surplus []*block
 	if w.blockWaiters == 0 {
-		w.trimFree(idleFreeBlocks)
+		surplus = poolBlocks(w.trimFree(idleFreeBlocks))
 	}
 	w.doneCond.Broadcast()
 	if w.idle && (w.err != nil || w.closing || w.hasWork()) {
 		w.workCond.Signal()
 	}
-	return w.err
+	err = w.err
+	if len(surplus) > 0 {
+		// The caller's own time, not that of the writers waiting for mu.
+		w.mu.Unlock()
+		releaseBlocks(surplus)
+		w.mu.Lock()
+	}
+	return err
 }
 
 // directRounds lets SyncToAfter's callers make their rounds themselves (a
@@ -1147,14 +1249,15 @@ func (w *Writer) Close() error {
 		// The flusher has exited and WriteRecord refuses a closed writer:
 		// no block is read again. cur stays, without its buffer (its
 		// written count still gives Size and SyncTo their offsets).
-		w.trimFree(0)
-		for _, b := range w.full {
-			b.release()
-		}
+		rest := poolBlocks(append(w.trimFree(0), w.full...))
 		w.full = nil
 		w.cur.release()
 		w.blocks = 0
 		w.mu.Unlock()
+		// The DB closes the WAL before the last one in the background,
+		// after a rotation: what the pool did not take (64 blocks took
+		// 5-8 ms of munmaps) is background work.
+		releaseBackground(rest)
 		if cerr := w.f.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("wal: %s: close: %w", w.name, cerr)
 		}

@@ -10,9 +10,9 @@ import (
 )
 
 func osAlloc(n int) []byte {
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	b, err := mmapAnon(n)
 	if err != nil {
-		return nil
+		return nil // Alloc falls back to the Go heap
 	}
 	if n >= hugeMin {
 		adviseHuge(b)
@@ -38,7 +38,5 @@ func osFree(b []byte) {
 		}
 		return
 	}
-	if err := unix.Munmap(b); err != nil {
-		panic("manual: munmap: " + err.Error())
-	}
+	unmapMem(b)
 }

@@ -2,20 +2,38 @@
 
 package manual
 
-import "golang.org/x/sys/unix"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 // mapMem maps n bytes (a multiple of the page size) of anonymous memory, or
 // falls back to the Go heap (mmapped false) if that fails.
 func mapMem(n int) (mem []byte, mmapped bool) {
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	b, err := mmapAnon(n)
 	if err != nil {
 		return make([]byte, n), false
 	}
 	return b, true
 }
 
+// mmapAnon and unmapMem call the system directly (MmapPtr, MunmapPtr), not
+// through unix.Mmap and unix.Munmap: those keep a process-wide table of
+// mappings under one mutex, held for the whole munmap system call, and an
+// munmap waits for every other processor to drop the mapping from its TLB.
+// A trace of a 10M-key fillrandom caught the writer waiting for that
+// mutex, to map a WAL block, while the WAL flusher unmapped surplus ones.
+func mmapAnon(n int) ([]byte, error) {
+	p, err := unix.MmapPtr(-1, 0, nil, uintptr(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(p), n), nil
+}
+
 func unmapMem(b []byte) {
-	if err := unix.Munmap(b); err != nil {
+	if err := unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b))); err != nil {
 		panic("manual: munmap: " + err.Error())
 	}
 }
