@@ -30,6 +30,7 @@ import (
 
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/bgsys"
 	"github.com/vigildb/vigil/internal/manual"
 	"github.com/vigildb/vigil/internal/private"
 	"github.com/vigildb/vigil/skiplist"
@@ -230,6 +231,14 @@ func (m *MemTable) Release() {
 	m.ahead.Stop()
 	buf := m.manualBuf
 	m.manualBuf = nil
+	if buf == nil {
+		return
+	}
+	// Unmapping the arena is a system call of a fraction of a millisecond
+	// or more (the TLBs of the other processors are flushed); the flush
+	// goroutine, which usually makes it, is background work: it first lets
+	// the goroutines it woke run (bgsys.Yield).
+	bgsys.Yield()
 	manual.Free(buf)
 }
 
