@@ -54,12 +54,13 @@ var idleTrimAfter = 100 * time.Millisecond // a variable for tests
 // writes at or after written, and the flusher alone advances flushed.
 //
 // buf lives outside the Go heap (package manual, one mapping a block). When
-// the flusher trims the free list, or at Close once the flusher has
-// exited, it goes to blockPool or is freed, exactly once. Why: on the heap the blocks were nearly all
-// of a writing DB's Go heap (2.5 of 2.7 MB live after a 250k-key fill,
-// 5.4 MB allocated as bursts came and went), and the collector's pacing
-// lets a heap grow to twice what is live; a trimmed block's pages now go
-// back to the OS at once.
+// the flusher trims the free list, or at Close once the flusher has exited,
+// it goes to blockPool or is freed, exactly once. Why outside the heap: on
+// the heap the blocks were nearly all of a writing DB's Go heap (2.5 of
+// 2.7 MB live after a 250k-key fill, 5.4 MB allocated as bursts came and
+// went), and the collector's pacing lets a heap grow to twice what is live;
+// a trimmed block's pages now go back to the OS at once, or to the pool of
+// at most 2 MiB.
 type block struct {
 	buf     *[BlockSize]byte
 	written int // bytes filled; guarded by Writer.mu
@@ -523,11 +524,11 @@ func (w *Writer) trimIdle() {
 
 // trimFree takes the free list's blocks beyond the first keep off it (and
 // out of the count of blocks) and returns them, for the caller to pool
-// (poolBlocks) and release the rest once it has let go of mu. Releasing is one munmap per block, and an
-// munmap waits for the other processors to drop the mapping from their
-// TLBs: a trace of a 10M-key fillrandom caught the flusher trimming its
-// free list under mu for 22 ms, in munmaps of up to 1.8 ms each, while
-// the writer waited for mu. mu is held.
+// (poolBlocks) and to release the rest once it has let go of mu. Releasing
+// is one munmap per block, and an munmap waits for the other processors to
+// drop the mapping from their TLBs: a trace of a 10M-key fillrandom caught
+// the flusher trimming its free list under mu for 22 ms, in munmaps of up
+// to 1.8 ms each, while the writer waited for mu. mu is held.
 func (w *Writer) trimFree(keep int) []*block {
 	n := len(w.free) - keep
 	if n <= 0 {
