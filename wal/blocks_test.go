@@ -155,6 +155,7 @@ func TestTrimOutsideLock(t *testing.T) {
 	entered := make(chan struct{})
 	proceed := make(chan struct{})
 	var once sync.Once
+	drainPool() // before the hook, which holds the first release
 	defer func(prev func(*block)) { releaseBlock = prev }(releaseBlock)
 	releaseBlock = func(b *block) {
 		once.Do(func() {
@@ -163,7 +164,6 @@ func TestTrimOutsideLock(t *testing.T) {
 		})
 		b.release()
 	}
-	drainPool()
 	w := newFSWriter(t, vfs.NewMem())
 	// Enough blocks that the trim, once the pool is full, unmaps some.
 	writeHeld(t, w, 3*idleFreeBlocks+blockPoolMax)
@@ -214,7 +214,7 @@ func TestBlockPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	blockPool.mu.Lock()
-	pooled := len(blockPool.bufs)
+	pooled := len(blockPool.blocks)
 	blockPool.mu.Unlock()
 	if pooled != blockPoolMax {
 		t.Fatalf("%d blocks pooled after closing a writer of %d, want %d", pooled, 2*idleFreeBlocks, blockPoolMax)

@@ -67,65 +67,56 @@ type block struct {
 	flushed int // bytes handed to the file; guarded by Writer.mu, advanced only by the flusher
 }
 
-// newBlock returns a block with a buffer from blockPool, or a new one.
+// newBlock returns a block from blockPool, or a new one.
 func newBlock() *block {
 	blockPool.mu.Lock()
-	if n := len(blockPool.bufs); n > 0 {
-		buf := blockPool.bufs[n-1]
-		blockPool.bufs[n-1] = nil
-		blockPool.bufs = blockPool.bufs[:n-1]
+	if n := len(blockPool.blocks); n > 0 {
+		b := blockPool.blocks[n-1]
+		blockPool.blocks[n-1] = nil
+		blockPool.blocks = blockPool.blocks[:n-1]
 		blockPool.mu.Unlock()
-		return &block{buf: buf}
+		b.written, b.flushed = 0, 0
+		return b
 	}
 	blockPool.mu.Unlock()
 	return &block{buf: (*[BlockSize]byte)(manual.Alloc(BlockSize))}
 }
 
-// blockPool keeps the buffers of up to blockPoolMax blocks that writers
-// trimmed off their free lists or left at Close, for the next block any
-// writer maps. Why: a steady fill mapped and unmapped blocks over and over
-// (some 1,200 of each in a 3M-key fillrandom: bursts beyond the free list,
-// the free list of every WAL closed at a rotation), and an munmap waits
-// for the other processors to drop the mapping from their TLBs; a writer
-// mapping a block meanwhile waited, or wrote 50 µs slower. A writer's idle
-// trim (idleTrimAfter) empties the pool too, so a DB that stopped writing
-// still gives the memory back. The pool's buffers count in
-// manual.Allocated but in no writer's Stats.
+// blockPool keeps up to blockPoolMax blocks that writers trimmed off their
+// free lists or left at Close, for the next block any writer needs. Why: a
+// steady fill mapped and unmapped blocks over and over (some 1,200 of each
+// in a 3M-key fillrandom: bursts beyond the free list, the free list of
+// every WAL closed at a rotation), and an munmap waits for the other
+// processors to drop the mapping from their TLBs; a writer mapping a block
+// meanwhile waited, or wrote 50 µs slower. A writer's idle trim
+// (idleTrimAfter) empties the pool too, so a DB that stopped writing still
+// gives the memory back. The pool's buffers count in manual.Allocated but
+// in no writer's Stats.
 var blockPool struct {
-	mu   sync.Mutex
-	bufs []*[BlockSize]byte
+	mu     sync.Mutex
+	blocks []*block
 }
 
 const blockPoolMax = idleFreeBlocks
 
-// poolBlocks moves the buffers of blocks (taken off a writer) into
-// blockPool while it has room and returns the blocks it did not take, for
-// the caller to release without holding Writer.mu.
+// poolBlocks moves blocks (taken off a writer) into blockPool while it has
+// room and returns the ones it did not take, for the caller to release
+// without holding Writer.mu.
 func poolBlocks(blocks []*block) (rest []*block) {
 	blockPool.mu.Lock()
 	defer blockPool.mu.Unlock()
-	for i, b := range blocks {
-		if len(blockPool.bufs) >= blockPoolMax {
-			return blocks[i:]
-		}
-		if b.buf != nil {
-			blockPool.bufs = append(blockPool.bufs, b.buf)
-			b.buf = nil
-		}
-	}
-	return nil
+	n := min(len(blocks), blockPoolMax-len(blockPool.blocks))
+	blockPool.blocks = append(blockPool.blocks, blocks[:n]...)
+	return blocks[n:]
 }
 
-// drainPool frees every buffer in blockPool. Writer.mu must not be held.
+// drainPool frees every block in blockPool. Writer.mu must not be held.
 func drainPool() {
 	blockPool.mu.Lock()
-	bufs := blockPool.bufs
-	blockPool.bufs = nil
+	blocks := blockPool.blocks
+	blockPool.blocks = nil
 	blockPool.mu.Unlock()
-	for _, buf := range bufs {
-		bgsys.Yield()
-		manual.Free(buf[:])
-	}
+	releaseBackground(blocks)
 }
 
 // release frees b's buffer; nothing may use b after.

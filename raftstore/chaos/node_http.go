@@ -71,17 +71,17 @@ func (n *node) handler() http.Handler {
 		n.answer(w, n.r.AddVoter(raft.ServerID(q.Get("id")), raft.ServerAddress(q.Get("addr")), 0, applyTimeout).Error())
 	})
 	mux.HandleFunc("POST /snapshot", func(w http.ResponseWriter, _ *http.Request) {
-		n.answer(w, n.snapshotAll())
+		n.answer(w, n.snapshotWholeLog())
 	})
 	return mux
 }
 
-// snapshotAll takes a snapshot and compacts the log up to it, keeping no
+// snapshotWholeLog takes a snapshot and compacts the log up to it, keeping no
 // trailing entries: a node that then joins empty needs entries the log no
 // longer has, so it must restore the snapshot. (With the configured 128
 // trailing entries, a short log would not be compacted at all and a wiped
 // node would catch up from the log alone.)
-func (n *node) snapshotAll() error {
+func (n *node) snapshotWholeLog() error {
 	n.snapMu.Lock()
 	defer n.snapMu.Unlock()
 	rc := n.r.ReloadableConfig()
