@@ -673,6 +673,7 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 		BlockSize:                     cfg.BlockSize,
 		BlockRestartInterval:          int(c.intFlag("block_restart_interval")),
 		CacheSize:                     c.intFlag("cache_size"),
+		CostWriteBufferToCache:        c.boolFlag("cost_write_buffer_to_cache"),
 		BloomBits:                     int(c.intFlag("bloom_bits")),
 		PrefixSize:                    int(c.intFlag("prefix_size")),
 		DisableWAL:                    c.boolFlag("disable_wal"),

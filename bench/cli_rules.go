@@ -137,6 +137,7 @@ var flagRules = map[string]flagRule{
 	"block_size":                           {group: groupDB, usage: "SST block size; also the bytes hashed per op by the checksum benchmarks"},
 	"block_restart_interval":               {group: groupDB, usage: "keys between restart points in SST blocks"},
 	"cache_size":                           {group: groupDB, def: strp("67108864"), usage: "block cache bytes, 0 disables (Vigil's default 64 MiB; db_bench's 8 MiB)"},
+	"cost_write_buffer_to_cache":           {group: groupDB, usage: "charge the memtables to the block cache: --cache_size is one limit for memtables and blocks (vigil.Options.MemoryBudget)"},
 	"bloom_bits":                           {group: groupDB, def: strp("10"), usage: "bloom filter bits per key, <= 0 disables (Vigil's default 10; db_bench's -1)"},
 	"prefix_size": {group: groupDB, usage: "keys' prefixes are their first N bytes (vigil.FixedPrefixComparer, RocksDB's NewFixedPrefixTransform): " +
 		"bloom filters hold prefixes and seeks are prefix seeks (see --total_order_seek); 0: no prefixes"},
@@ -268,8 +269,7 @@ var prefixNotes = []struct{ prefix, note string }{
 	{"row_cache_size", "Vigil has no row cache"},
 	{"cache_", "Vigil's block cache is one CLOCK cache with no shards, priority pools or other types to choose; it ran"},
 	{"use_cache_", "Vigil's block cache allocates its blocks outside the Go heap itself; that ran"},
-	{"charge_", "Vigil's block cache is charged with blocks only"},
-	{"cost_write_buffer_to_cache", "Vigil's block cache is charged with blocks only"},
+	{"charge_", "Vigil's block cache is charged with blocks only (and memtables with --cost_write_buffer_to_cache)"},
 	{"pin_", "Vigil keeps index and filter blocks with the open table, not in the block cache"},
 	{"cache_index_and_filter_blocks", "Vigil keeps index and filter blocks with the open table, not in the block cache"},
 	{"prepopulate_block_cache", "Vigil fills its block cache on reads only"},

@@ -130,6 +130,24 @@ func TestMappedFlagsTakeEffect(t *testing.T) {
 	if ro, _ := parse(t, "--readonly").Config(); !ro.Engine.ReadOnly {
 		t.Error("--readonly not passed on")
 	}
+	// --cost_write_buffer_to_cache makes --cache_size one limit for blocks
+	// and memtables; without a cache it has nothing to charge.
+	for _, tc := range []struct {
+		cache  string
+		budget int64
+	}{{"1048576", 1 << 20}, {"0", 0}} {
+		cc, err := parse(t, "--cost_write_buffer_to_cache", "--cache_size="+tc.cache).Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		vo, err := VigilOptions(cc.Engine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vo.MemoryBudget != tc.budget {
+			t.Errorf("--cost_write_buffer_to_cache --cache_size=%s: MemoryBudget %d, want %d", tc.cache, vo.MemoryBudget, tc.budget)
+		}
+	}
 	if cfg.BatchSize != 10 || cfg.ReadWritePercent != 70 || !cfg.Statistics || cfg.SeekNexts != 2 || cfg.Deletes != 5 || cfg.Duration.Seconds() != 2 {
 		t.Errorf("workload config %+v", cfg)
 	}

@@ -112,12 +112,18 @@ type EngineOptions struct {
 	MemtableProtectionBytesPerKey int
 	BatchProtectionBytesPerKey    int // --write_batch_protection_bytes_per_key
 	BlockSize                     int
-	CacheSize                     int64  // bytes; 0 disables
-	BloomBits                     int    // 0 disables
-	Compression                   string // "none", "snappy" or "zstd"
-	ZstdLevel                     int    // zstd's level; 0: its default
-	MinLevelToCompress            int    // levels below it uncompressed; <= 0: all compressed
-	DisableWAL                    bool
+	CacheSize                     int64 // bytes; 0 disables
+	// CostWriteBufferToCache charges the memtables' arenas to the block
+	// cache (--cost_write_buffer_to_cache): CacheSize is then one limit for
+	// blocks and memtables together (vigil.Options.MemoryBudget), as in
+	// RocksDB with a WriteBufferManager on the block cache and as Pebble
+	// always does.
+	CostWriteBufferToCache bool
+	BloomBits              int    // 0 disables
+	Compression            string // "none", "snappy" or "zstd"
+	ZstdLevel              int    // zstd's level; 0: its default
+	MinLevelToCompress     int    // levels below it uncompressed; <= 0: all compressed
+	DisableWAL             bool
 	// Fresh says the benchmark wants an empty store (fillseq, fillrandom
 	// without --use_existing_db): the engine's directory was removed.
 	Fresh bool

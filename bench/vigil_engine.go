@@ -68,6 +68,8 @@ func VigilOptions(o EngineOptions) (*vigil.Options, error) {
 	}
 	if o.CacheSize <= 0 {
 		opts.BlockCacheSize = -1
+	} else if o.CostWriteBufferToCache {
+		opts.MemoryBudget = o.CacheSize
 	}
 	if o.BloomBits <= 0 {
 		opts.BloomBitsPerKey = -1

@@ -294,14 +294,31 @@ type Contender struct {
 
 // DefaultContenders returns Vigil and Pebble (with the given memtable cache
 // credit, see PebbleMemtableCacheCredit), in that order: ratios are the
-// first engine's ops/sec over the second's.
+// first engine's ops/sec over the second's. Vigil gets the same credit when
+// the options charge its memtables to its cache (see VigilCacheWithCredit).
 func DefaultContenders(pebbleCacheCredit int) []Contender {
 	return []Contender{
-		{Name: "vigil", Open: bench.OpenVigil},
+		{Name: "vigil", Open: func(o bench.EngineOptions) (bench.Engine, error) {
+			return bench.OpenVigil(VigilCacheWithCredit(o, pebbleCacheCredit))
+		}},
 		{Name: "pebble", Open: func(o bench.EngineOptions) (bench.Engine, error) {
 			return OpenPebbleWithCredit(o, pebbleCacheCredit)
 		}},
 	}
+}
+
+// VigilCacheWithCredit returns o with Vigil's cache capacity raised by
+// credit write buffers when o charges Vigil's memtables to its block cache
+// (CostWriteBufferToCache, a cache enabled): the capacity PebbleOptions
+// gives Pebble, which always charges its memtables. Both engines then live
+// within one memory limit of the same size, memtables and blocks together.
+// Otherwise o is returned unchanged: Vigil's cache holds CacheSize bytes of
+// blocks and its memtables come on top.
+func VigilCacheWithCredit(o bench.EngineOptions, credit int) bench.EngineOptions {
+	if o.CostWriteBufferToCache && o.CacheSize > 0 {
+		o.CacheSize += int64(max(credit, 0)) * int64(o.WriteBufferSize)
+	}
+	return o
 }
 
 // Options configure Compare.

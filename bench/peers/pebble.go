@@ -357,8 +357,13 @@ func Describe(o bench.EngineOptions, cacheCredit int) (string, error) {
 	fmt.Fprintf(&b, "          L0 trigger %d, L0 stop %d, LBase %d MiB, target file %d MiB, max open files %d, WAL %s\n",
 		vo.L0CompactionTrigger, vo.L0StopWritesTrigger, vo.LBaseMaxBytes>>20, vo.TargetFileSize>>20, vo.MaxOpenFiles, wal)
 	fmt.Fprintf(&b, "Checksum: vigil %s; pebble %s (Pebble cannot write XXH3)\n", vo.ChecksumType.Resolve(), PebbleChecksum)
-	fmt.Fprintf(&b, "Cache:    vigil %d MiB; pebble %d MiB + %d x write buffer (Pebble charges its memtables to the block cache)\n",
-		cache, cache, cacheCredit)
+	if o.CostWriteBufferToCache && cache > 0 {
+		fmt.Fprintf(&b, "Cache:    both %d MiB + %d x write buffer, memtables charged to it (Pebble always; Vigil's MemoryBudget)\n",
+			cache, cacheCredit)
+	} else {
+		fmt.Fprintf(&b, "Cache:    vigil %d MiB of blocks; pebble %d MiB + %d x write buffer (Pebble charges its memtables to the block cache)\n",
+			cache, cache, cacheCredit)
+	}
 	fmt.Fprintf(&b, "Vigil:    paranoid memory checks %v, memtable protection %d bytes/key, batch protection %d bytes/key (Pebble has none)\n",
 		vo.ParanoidMemoryChecks, vo.MemtableProtectionBytesPerKey, vo.BatchProtectionBytesPerKey)
 	fmt.Fprintf(&b, "Pebble:   format major version %v (newest); memtables start at 256 KiB and double up to the write buffer size,\n          so a fresh store's data is spread over several memtables until the first flush\n", pebble.FormatNewest)

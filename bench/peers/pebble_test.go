@@ -321,14 +321,47 @@ func TestDescribe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"block 8192 B", "bloom 12 bits/key", "vigil xxh3", "pebble crc32c", "vigil 16 MiB; pebble 16 MiB + 2 x write buffer", "L0 trigger 4", "target file 4 MiB"} {
+	for _, want := range []string{"block 8192 B", "bloom 12 bits/key", "vigil xxh3", "pebble crc32c", "vigil 16 MiB of blocks; pebble 16 MiB + 2 x write buffer", "L0 trigger 4", "target file 4 MiB"} {
 		if !strings.Contains(d, want) {
 			t.Errorf("Describe lacks %q:\n%s", want, d)
 		}
 	}
 	o := baseOptions()
+	o.CostWriteBufferToCache = true
+	if d, err := Describe(o, 2); err != nil || !strings.Contains(d, "both 16 MiB + 2 x write buffer, memtables charged") {
+		t.Errorf("Describe with memtables charged to both caches (%v):\n%s", err, d)
+	}
+	o = baseOptions()
 	o.Compression = "lz4"
 	if _, err := Describe(o, 2); err == nil {
 		t.Error("Describe accepted an unknown compression")
+	}
+}
+
+// TestVigilCacheWithCredit checks that with memtables charged to the cache
+// Vigil gets one limit (MemoryBudget) as large as Pebble's cache, and that
+// otherwise its cache stays --cache_size of blocks.
+func TestVigilCacheWithCredit(t *testing.T) {
+	o := baseOptions()
+	o.CostWriteBufferToCache = true
+	po, err := PebbleOptions(o, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer po.Cache.Unref()
+	vo, err := bench.VigilOptions(VigilCacheWithCredit(o, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vo.MemoryBudget != po.Cache.MaxSize() {
+		t.Errorf("Vigil's MemoryBudget %d, Pebble's cache %d: want them equal", vo.MemoryBudget, po.Cache.MaxSize())
+	}
+	o.CostWriteBufferToCache = false
+	if vo, err = bench.VigilOptions(VigilCacheWithCredit(o, 2)); err != nil || vo.MemoryBudget != 0 || vo.BlockCacheSize != o.CacheSize {
+		t.Errorf("blocks only: MemoryBudget %d, BlockCacheSize %d (%v); want 0 and %d", vo.MemoryBudget, vo.BlockCacheSize, err, o.CacheSize)
+	}
+	o.CostWriteBufferToCache, o.CacheSize = true, 0
+	if got := VigilCacheWithCredit(o, 2); got.CacheSize != 0 {
+		t.Errorf("no cache: credit gave Vigil %d bytes", got.CacheSize)
 	}
 }

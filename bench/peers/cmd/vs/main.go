@@ -145,7 +145,7 @@ func (c *config) register(fs *flag.FlagSet) *bool {
 	fs.IntVar(&c.opts.ValueSize, "value_size", 100, "value size in bytes")
 	fs.Float64Var(&c.opts.CompressionRatio, "compression_ratio", 0.5, "values compress to this fraction")
 	fs.IntVar(&c.credit, "pebble_cache_credit", peers.PebbleMemtableCacheCredit,
-		"write buffers added to Pebble's cache capacity, since Pebble charges memtables to its block cache (0 = exactly --cache_size)")
+		"write buffers added to the cache capacity of an engine that charges its memtables to its block cache: Pebble always, Vigil with --cost_write_buffer_to_cache (0 = exactly --cache_size)")
 	return verbose
 }
 
@@ -182,6 +182,7 @@ func (c *config) problems() []string {
 type engineFlags struct {
 	checksumT, comp      string
 	paranoid, disableWAL bool
+	costMemtables        bool
 	protection           int
 	blockSize, bloomBits int
 	cacheSize            int64
@@ -196,6 +197,8 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&e.paranoid, "paranoid_memory_checks", false, "Vigil: memtable reads verify key order (Pebble has no equivalent)")
 	fs.IntVar(&e.protection, "memtable_protection_bytes_per_key", 0, "Vigil: per-entry memtable checksum bytes, 0/1/2/4/8 (Pebble has no equivalent)")
 	fs.BoolVar(&e.disableWAL, "disable_wal", false, "both engines write without a WAL")
+	fs.BoolVar(&e.costMemtables, "cost_write_buffer_to_cache", false,
+		"Vigil charges its memtables to its block cache as Pebble does, and gets Pebble's capacity (--cache_size plus the credit): one memory limit, the same for both; false = Vigil's cache holds --cache_size of blocks, its memtables on top")
 }
 
 // check normalises the compression name and parses the checksum type,
@@ -225,6 +228,7 @@ func (e *engineFlags) options(ct checksum.Type, numScale float64) bench.EngineOp
 		BloomBits:                     e.bloomBits,
 		Compression:                   e.comp,
 		DisableWAL:                    e.disableWAL,
+		CostWriteBufferToCache:        e.costMemtables,
 	}
 }
 
