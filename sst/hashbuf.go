@@ -10,9 +10,11 @@ import "github.com/vigildb/vigil/internal/manual"
 // memory. On the Go heap they raised the collector's goal by twice their
 // size and were a third of what a random fill allocated (62 of 144 MB),
 // which drove collections whose mark phases take a processor from the
-// foreground writes. Here each doubling maps a new buffer and unmaps the
-// old one at once, and release unmaps the last, so the memory is returned
-// the moment the filter is built.
+// foreground writes. Here each doubling takes a new buffer from package
+// manual and frees the old one at once, and release frees the last, so the
+// memory is returned the moment the filter is built (on Linux, manual
+// keeps freed ranges below 4 MiB for reuse, their pages dropped: no mmap
+// and munmap per doubling).
 //
 // A hashBuf belongs to one writer (no concurrency, but for the writer's
 // cleanup, which runs only once the writer is unreachable); the zero value

@@ -11,7 +11,9 @@
 //
 // Alloc maps anonymous memory (mmap), with transparent huge pages for
 // buffers of 4 MiB and more (see hugeMin); Free unmaps it, returning it to
-// the operating system at once. The memory holds no Go pointers, so the
+// the operating system at once. (On Linux, Free keeps the address range of
+// a smaller buffer, its pages dropped, for a later Alloc of the same size:
+// see spares, which says why.) The memory holds no Go pointers, so the
 // collector never needs to scan it. Callers own the lifetime: a buffer is
 // freed exactly once, when nothing can read it any more (the DB counts the
 // references of each memtable for that), and never touched after.

@@ -70,3 +70,61 @@ func thpEligible(addr uintptr) (bool, error) {
 	}
 	return false, fmt.Errorf("no THPeligible line for the mapping of %#x in /proc/self/smaps", addr)
 }
+
+// TestSpareReuse checks that a freed small buffer's range comes back from
+// Alloc zeroed, its pages dropped, instead of a new mapping; that a buffer
+// large enough for huge pages is unmapped; and that spares keeps no more
+// than spareMax of address space.
+func TestSpareReuse(t *testing.T) {
+	if invariantsEnabled {
+		t.Skip("invariants builds protect freed buffers instead of reusing them")
+	}
+	const n = 100 << 10
+	b := Alloc(n)
+	if !mapped.contains(uintptr(unsafe.Pointer(&b[0]))) {
+		Free(b)
+		t.Skip("Alloc falls back to the Go heap here")
+	}
+	for i := range b {
+		b[i] = 0xa5
+	}
+	p := &b[0]
+	Free(b)
+	c := Alloc(n - 100) // the same whole pages
+	if &c[0] != p {
+		t.Fatalf("Alloc after Free mapped a new range (%p, freed %p)", &c[0], p)
+	}
+	for i, v := range c {
+		if v != 0 {
+			t.Fatalf("reused range: byte %d = %#x, not zeroed", i, v)
+		}
+	}
+	Free(c)
+
+	big := Alloc(hugeMin)
+	Free(big)
+	spares.mu.Lock()
+	kept := len(spares.free[spareLen(hugeMin)])
+	spares.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("a %d-byte buffer was kept for reuse; huge-page buffers must be unmapped", hugeMin)
+	}
+
+	// Free more than spareMax: what spares keeps stays within it.
+	var bufs [][]byte
+	for range spareMax/(1<<20) + 8 {
+		bufs = append(bufs, Alloc(1<<20))
+	}
+	for _, b := range bufs {
+		Free(b)
+	}
+	spares.mu.Lock()
+	held := spares.bytes
+	spares.mu.Unlock()
+	if held > spareMax {
+		t.Errorf("spares holds %d bytes of address space, more than spareMax %d", held, spareMax)
+	}
+	if held < spareMax-(1<<20) {
+		t.Errorf("spares holds %d bytes after freeing %d MiB; want it (nearly) full at %d", held, len(bufs), spareMax)
+	}
+}

@@ -10,6 +10,11 @@ import (
 )
 
 func osAlloc(n int) []byte {
+	b := spareGet(n) // no mmap if a freed range fits (see spares)
+	if b != nil {
+		mapped.add(uintptr(unsafe.Pointer(&b[0])))
+		return b
+	}
 	b, err := mmapAnon(n)
 	if err != nil {
 		return nil // Alloc falls back to the Go heap
@@ -36,6 +41,9 @@ func osFree(b []byte) {
 		if err := unix.Madvise(b, unix.MADV_DONTNEED); err != nil {
 			panic("manual: madvise of a freed buffer: " + err.Error())
 		}
+		return
+	}
+	if sparePut(b) {
 		return
 	}
 	unmapMem(b)
