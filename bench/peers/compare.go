@@ -316,9 +316,17 @@ func DefaultContenders(pebbleCacheCredit int) []Contender {
 // blocks and its memtables come on top.
 func VigilCacheWithCredit(o bench.EngineOptions, credit int) bench.EngineOptions {
 	if o.CostWriteBufferToCache && o.CacheSize > 0 {
-		o.CacheSize += int64(max(credit, 0)) * int64(o.WriteBufferSize)
+		o.CacheSize = creditedCache(o.CacheSize, credit, o.WriteBufferSize)
 	}
 	return o
+}
+
+// creditedCache is the capacity of a cache that memtables are charged to:
+// cache bytes for blocks (negative: none) plus credit write buffers (see
+// PebbleMemtableCacheCredit). One definition, so that both engines get the
+// same number.
+func creditedCache(cache int64, credit, writeBufferSize int) int64 {
+	return max(cache, 0) + int64(max(credit, 0))*int64(writeBufferSize)
 }
 
 // Options configure Compare.

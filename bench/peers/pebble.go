@@ -81,8 +81,7 @@ func PebbleOptions(o bench.EngineOptions, cacheCredit int) (*pebble.Options, err
 	if err != nil {
 		return nil, err
 	}
-	cacheBytes := max(vo.BlockCacheSize, 0) // negative = Vigil's "no cache"
-	cacheBytes += int64(cacheCredit) * int64(vo.WriteBufferSize)
+	cacheBytes := creditedCache(vo.BlockCacheSize, cacheCredit, vo.WriteBufferSize) // negative BlockCacheSize = Vigil's "no cache"
 
 	opts := &pebble.Options{
 		// FS: Pebble's default vfs.Default, the same real file system Vigil
