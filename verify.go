@@ -3,9 +3,9 @@ package vigil
 import (
 	"errors"
 	"fmt"
-	"runtime"
 
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/bgsys"
 	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/sst"
 )
@@ -78,12 +78,13 @@ func (d *DB) verifyTable(f *manifest.FileMetadata) error {
 // paranoid_file_checks go further and re-read every block). It reads the
 // file directly, not through the table or block cache.
 //
-// It yields its processor first (see backgroundYieldEvery): a compaction
+// It yields its processor first (bgsys.Yield, as before other background
+// calls that may block; see also backgroundYieldEvery): a compaction
 // checks all its outputs in a row, and the 28 tables of one compaction in a
 // 10M-key fillrandom took 20 ms, reading their indexes and filters, during
 // which a writer queued behind the loop could not run.
 func (d *DB) checkNewTable(m *manifest.FileMetadata) error {
-	runtime.Gosched()
+	bgsys.Yield()
 	name := makeFilename(d.fs, d.dirname, fileTypeTable, m.FileNum)
 	r, err := sst.OpenFile(d.fs, name, sst.ReaderOptions{FileNum: m.FileNum, Expect: m.Expected(), Comparer: d.cmp})
 	if err != nil {
