@@ -147,10 +147,11 @@ func TestBlocksTrimmedWhenIdle(t *testing.T) {
 }
 
 // TestTrimOutsideLock checks that the flusher frees the surplus blocks the
-// pool does not take without holding the writer's lock: each free is an munmap, which can take
-// milliseconds, and a trace caught appends waiting 22 ms behind a trim. The
-// release of the first surplus block is held here until an append has gone
-// through.
+// pool does not take without holding the writer's lock: each free waits
+// for every processor's TLB to drop the block's pages, which can take
+// milliseconds, and a trace caught appends waiting 22 ms behind a trim.
+// The release of the first surplus block is held here until an append has
+// gone through.
 func TestTrimOutsideLock(t *testing.T) {
 	entered := make(chan struct{})
 	proceed := make(chan struct{})
@@ -165,7 +166,7 @@ func TestTrimOutsideLock(t *testing.T) {
 		b.release()
 	}
 	w := newFSWriter(t, vfs.NewMem())
-	// Enough blocks that the trim, once the pool is full, unmaps some.
+	// Enough blocks that the trim, once the pool is full, frees some.
 	writeHeld(t, w, 3*idleFreeBlocks+blockPoolMax)
 	w.Release(nil)
 	// The flusher trims right after the round Flush waits for: Flush

@@ -516,10 +516,11 @@ func (w *Writer) trimIdle() {
 // trimFree takes the free list's blocks beyond the first keep off it (and
 // out of the count of blocks) and returns them, for the caller to pool
 // (poolBlocks) and to release the rest once it has let go of mu. Releasing
-// is one munmap per block, and an munmap waits for the other processors to
-// drop the mapping from their TLBs: a trace of a 10M-key fillrandom caught
-// the flusher trimming its free list under mu for 22 ms, in munmaps of up
-// to 1.8 ms each, while the writer waited for mu. mu is held.
+// a block (manual.Free: an munmap, or on Linux an madvise DONTNEED that
+// keeps the range for reuse) waits for the other processors to drop its
+// pages from their TLBs: a trace of a 10M-key fillrandom caught the
+// flusher trimming its free list under mu for 22 ms, in munmaps of up to
+// 1.8 ms each, while the writer waited for mu. mu is held.
 func (w *Writer) trimFree(keep int) []*block {
 	n := len(w.free) - keep
 	if n <= 0 {
@@ -544,11 +545,11 @@ func releaseBlocks(blocks []*block) {
 var releaseBlock = (*block).release
 
 // releaseBackground is releaseBlocks for the flusher, the idle trim and
-// Close: background work, which yields before each block (bgsys.Yield). An
-// append that maps a block meanwhile waits for the allocator's lock, which
-// a release takes too, and the release that wakes it must not go on into
-// its next munmap with the append queued behind it. Not through bgsys.Do:
-// its one slot (on 2 cores) is the memtable fault-ahead worker's.
+// Close: background work, which yields before each block (bgsys.Yield).
+// Each release waits for every processor to drop the block's pages from
+// its TLB (see trimFree), and a goroutine it woke, an append above all,
+// must not stay queued behind the next one. Not through bgsys.Do: its one
+// slot (on 2 cores) is the memtable fault-ahead worker's.
 func releaseBackground(blocks []*block) {
 	for _, b := range blocks {
 		bgsys.Yield()
@@ -1247,8 +1248,8 @@ func (w *Writer) Close() error {
 		w.blocks = 0
 		w.mu.Unlock()
 		// The DB closes the WAL before the last one in the background,
-		// after a rotation: what the pool did not take (64 blocks took
-		// 5-8 ms of munmaps) is background work.
+		// after a rotation: releasing what the pool did not take (64
+		// blocks took 5-8 ms when each was an munmap) is background work.
 		releaseBackground(rest)
 		if cerr := w.f.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("wal: %s: close: %w", w.name, cerr)
