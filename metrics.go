@@ -159,8 +159,9 @@ type Metrics struct {
 		// mapped outside the Go heap: cached blocks, evicted blocks still
 		// read by iterators, and the allocator's free slots.
 		BlockCacheMapped int64
-		// TableIndexes is the index and filter blocks of the open tables
-		// (kept by each table reader).
+		// TableIndexes is the memory the open tables' readers keep outside
+		// the Go heap: their index blocks (decompressed), the offsets they
+		// search them by, and their filter blocks.
 		TableIndexes int64
 		// WALBuffers is the live WAL's in-memory blocks (outside the Go
 		// heap): records not yet handed to the file and the free blocks

@@ -269,8 +269,8 @@ func (c *tableCache) hits() int64 {
 	return n
 }
 
-// indexBytes returns the bytes of index and filter blocks the open tables
-// keep in memory.
+// indexBytes returns the memory the open tables' readers keep for their
+// indexes and filters (sst.Reader.MetaMemory).
 func (c *tableCache) indexBytes() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -280,8 +280,7 @@ func (c *tableCache) indexBytes() int64 {
 			continue // still opening
 		}
 		if te.reader != nil {
-			p := te.reader.Properties()
-			n += int64(p.IndexSize + p.FilterSize)
+			n += te.reader.MetaMemory()
 		}
 	}
 	return n

@@ -18,21 +18,28 @@ type tableMeta struct {
 	propsH    handle
 	rangeDels []RangeTombstone
 	props     Properties
+	// mem owns the index and filter blocks and the index's offsets
+	// (outside the Go heap; see metaAlloc).
+	mem *tableMem
 	// decoded counts the bytes read and decompressed to build the rest
 	// (for the allocation bound tests).
 	decoded uint64
 }
 
 // readMeta reads and cross-checks everything but the data blocks, without
-// the cache.
+// the cache. The caller frees m.mem when done with m (on error it is freed
+// already).
 func (r fileReader) readMeta() (tableMeta, fileReader, error) {
 	m, err := r.readMetaInner()
+	if err != nil {
+		m.mem.free()
+	}
 	return m, r, err
 }
 
 // readMetaInner sets r.t and r.base from the footer (r is readMeta's copy).
 func (r *fileReader) readMetaInner() (tableMeta, error) {
-	var m tableMeta
+	m := tableMeta{mem: new(tableMem)}
 	if r.size < FooterLen {
 		return m, base.CorruptionErrorf("Input is too short to be an SST file: %d bytes in %s", r.size, r.fid)
 	}
@@ -70,12 +77,12 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 	}
 
 	// Index: checked entry by entry, but kept as a block (see indexBlock).
-	ib, err := read(ft.index, BlockKindIndex)
+	ib, err := r.readOwned(ft.index, BlockKindIndex, &m)
 	if err != nil {
 		return m, err
 	}
 	var dataEnd uint64
-	if m.index, dataEnd, err = r.decodeIndex(ib, ft.index.offset); err != nil {
+	if m.index, dataEnd, err = r.decodeIndex(ib, ft.index.offset, m.mem); err != nil {
 		return m, err
 	}
 
@@ -84,7 +91,7 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 	}
 
 	if m.hasFilter {
-		b, err := read(m.filterH, BlockKindFilter)
+		b, err := r.readOwned(m.filterH, BlockKindFilter, &m)
 		if err != nil {
 			return m, err
 		}
@@ -119,6 +126,47 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 		return m, blockCorruptf(r.fid, BlockKindProperties, m.propsH.offset, "%v", err)
 	}
 	return m, nil
+}
+
+// readOwned is readBlock for a block the table keeps while open (index,
+// filter): it reads the block into a buffer of m.mem and, if it is
+// compressed, decodes it into another, freeing the first. It counts in
+// m.decoded what it read and what it returned.
+func (r *fileReader) readOwned(h handle, kind BlockKind, m *tableMeta) ([]byte, error) {
+	if err := r.checkBounds(h, kind); err != nil {
+		return nil, err
+	}
+	m.decoded += h.size + BlockTrailerLen
+	raw := allocMeta(int(h.size) + BlockTrailerLen)
+	b, c, err := r.readOwnedRaw(raw.Bytes(), h, kind)
+	if err == nil && c == NoCompression {
+		m.mem.keep(raw)
+		m.decoded += uint64(len(b))
+		return b, nil
+	}
+	defer raw.Free()
+	if err != nil {
+		return nil, err
+	}
+	dlen, err := r.decodedLen(b, c, h, kind)
+	if err != nil {
+		return nil, err
+	}
+	dst := m.mem.alloc(dlen)
+	m.decoded += uint64(dlen)
+	if err := r.decodeInto(dst, b, c, h, kind); err != nil {
+		return nil, err
+	}
+	return dst, nil
+}
+
+// readOwnedRaw reads block h and its trailer into buf and checks them (see
+// checkRaw).
+func (r *fileReader) readOwnedRaw(buf []byte, h handle, kind BlockKind) ([]byte, Compression, error) {
+	if err := r.readAt(buf, h.offset, kind); err != nil {
+		return nil, 0, err
+	}
+	return r.checkRaw(buf, h, kind, true)
 }
 
 // decodeMetaIndex reads the handles of the filter, range-del and

@@ -144,7 +144,9 @@ func (b BlockInfo) TrailerLen() uint64 {
 // Concurrency: a Reader is immutable after Open and safe for concurrent use
 // by any number of goroutines (Get, MayContain, NewIter, Verify, ...); each
 // iterator it returns is used by one goroutine at a time. Close must be
-// called once, after every iterator is closed and no call is running.
+// called once, after every iterator is closed and no call is running: it
+// frees the memory outside the Go heap that holds the table's index and
+// filter (see metaAlloc), which a Reader dropped without Close leaks.
 type Reader struct {
 	fileReader
 	opts  ReaderOptions
@@ -233,6 +235,7 @@ func open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, uint64
 		return nil, m.decoded, err
 	}
 	if err := fr.checkExpected(o.Expect, &m.props); err != nil {
+		m.mem.free()
 		f.Close()
 		return nil, m.decoded, err
 	}
@@ -240,9 +243,11 @@ func open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, uint64
 	if gs := o.GlobalSeqNum; gs != 0 {
 		switch {
 		case !m.props.External:
+			m.mem.free()
 			f.Close()
 			return nil, m.decoded, base.CorruptionErrorf("sst: %s is given the global seqnum %d, but its properties do not mark it external", fr.fid, gs)
 		case gs > base.SeqNumMax:
+			m.mem.free()
 			f.Close()
 			return nil, m.decoded, invalidArgf("global seqnum %d for %s exceeds the maximum", gs, fr.fid)
 		}
@@ -266,8 +271,9 @@ func open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, uint64
 // build a key out of bytes it has already counted once. The handles must
 // tile the file from offset 0. The separators' order is checked apart
 // (checkIndexOrder), once the table's comparer is known to be r.cmp. It
-// allocates only indexBlock.keys and ends.
-func (r *fileReader) decodeIndex(b []byte, off uint64) (indexBlock, uint64, error) {
+// allocates only indexBlock.keys and ends: from mem, or from the Go heap
+// if mem is nil.
+func (r *fileReader) decodeIndex(b []byte, off uint64, mem *tableMem) (indexBlock, uint64, error) {
 	var it blockIter
 	if err := it.init(b, true); err != nil {
 		return indexBlock{}, 0, r.blockErr(BlockKindIndex, off, err)
@@ -282,7 +288,7 @@ func (r *fileReader) decodeIndex(b []byte, off uint64) (indexBlock, uint64, erro
 	if n > len(x.data)/11 {
 		return fail("%d restart points for %d bytes of index entries", n, len(x.data))
 	}
-	x.keys, x.ends = make([]uint32, 2*n), make([]uint64, n)
+	x.keys, x.ends = mem.allocOffsets(n)
 	if !r.cmp.IsBytewise() {
 		x.compare = r.cmp.Compare
 	}
@@ -887,8 +893,17 @@ func (r *Reader) Layout() []BlockInfo {
 
 func (r *Reader) buildLayout() {
 	l := make([]BlockInfo, 0, r.index.len()+6)
+	// The keys are copied (into one arena): the index block is freed at
+	// Close, and the layout may outlive the Reader.
+	n := 0
+	for i := 0; i < r.index.len(); i++ {
+		n += len(r.index.sepUser(i))
+	}
+	arena := make([]byte, 0, n)
 	for i := 0; i < r.index.len(); i++ {
 		k, _ := base.DecodeInternalKey(r.index.sep(i))
+		arena = append(arena, k.UserKey...)
+		k.UserKey = arena[len(arena)-len(k.UserKey) : len(arena) : len(arena)]
 		h := r.index.handle(i)
 		l = append(l, BlockInfo{Kind: BlockKindData, Offset: h.offset, Size: h.size, IndexKey: k})
 	}
@@ -910,6 +925,7 @@ func (r *Reader) buildLayout() {
 // until released, since its memory belongs to the cache, not the Reader).
 func (r *Reader) Close() error {
 	r.cache.EvictFile(r.opts.CacheID)
+	r.mem.free()
 	if err := r.f.Close(); err != nil {
 		return fmt.Errorf("sst: closing %s: %w", r.fid, err)
 	}
@@ -930,6 +946,11 @@ func (r *fileReader) checkExpected(want *Expected, p *Properties) error {
 	}
 	return nil
 }
+
+// MetaMemory returns the memory the Reader keeps while open, outside the Go
+// heap: its index block, the offsets it searches the index by, and its
+// filter (see metaAlloc); what Close frees.
+func (r *Reader) MetaMemory() int64 { return int64(r.mem.size) }
 
 // Size returns the table's size in bytes, as given to Open.
 func (r *Reader) Size() uint64 { return r.size }

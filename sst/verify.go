@@ -34,6 +34,7 @@ func (r *Reader) VerifyPaced(pace func(n int64)) error {
 	if err != nil {
 		return err
 	}
+	defer m.mem.free()
 	if err := r.sameMeta(&m); err != nil {
 		return base.CorruptionErrorf("sst: %v in %s: the file changed since it was opened", err, r.fid)
 	}

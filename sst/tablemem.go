@@ -1,0 +1,95 @@
+package sst
+
+import (
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/vigildb/vigil/internal/manual"
+)
+
+// metaAlloc allocates what an open table keeps for its whole life outside
+// the Go heap: its index block, the offsets decodeIndex builds over it, and
+// its filter block.
+//
+// Why: a DB's open tables keep these as long as they stay open, some 16 MB
+// for a 10M-key DB (filters of 10 bits a key, an index entry per 4 KiB data
+// block). On the Go heap they were most of what was live, and the collector
+// lets the heap grow to twice what is live, so they cost twice their size
+// in RSS; outside it they cost their size. They hold no Go pointers.
+//
+// One slab allocator for the process: tables come and go by the hundred in
+// a fill (every flush and compaction output is opened), and a slab reuses
+// its chunks' slots instead of mapping and unmapping memory per table
+// (mmap and munmap take the kernel's mapping lock for writing; see package
+// manual's spares). Blocks above manual.MaxSlabSize, the filters of the
+// largest tables, get mappings of their own.
+var metaAlloc = manual.NewAllocator()
+
+// metaAllocated counts the bytes ever requested from metaAlloc, so that the
+// tests bounding what Open allocates for what it reads count this memory
+// with the Go heap's.
+var metaAllocated atomic.Uint64
+
+// allocMeta is metaAlloc.Alloc, counted in metaAllocated.
+func allocMeta(n int) manual.Buf {
+	metaAllocated.Add(uint64(n))
+	return metaAlloc.Alloc(n)
+}
+
+// tableMem owns the metaAlloc buffers behind one table's tableMeta, and
+// frees them once: at Reader.Close, when Open fails, or when a Verify is
+// done with the metadata it read again.
+//
+// Invariant: nothing reads a slice of these buffers after free; the
+// Reader's contract (Close after every call and iterator is done) and
+// copies of what outlives it (Layout's keys) ensure that. Invariants builds
+// make freed slots inaccessible, so a use after free faults in tests.
+//
+// Concurrency: alloc is called by the one goroutine reading the metadata,
+// before the Reader is shared; free is safe to call concurrently and more
+// than once.
+type tableMem struct {
+	bufs []manual.Buf
+	size int // the memory of bufs (their slots), set as they are allocated
+	once sync.Once
+}
+
+// alloc returns a buffer of n bytes owned by m (contents unspecified).
+func (m *tableMem) alloc(n int) []byte {
+	b := allocMeta(n)
+	m.keep(b)
+	return b.Bytes()
+}
+
+// keep makes m the owner of b.
+func (m *tableMem) keep(b manual.Buf) {
+	m.bufs = append(m.bufs, b)
+	m.size += b.Size()
+}
+
+// allocOffsets returns the two slices of decodeIndex (n entries: 2n
+// uint32s, n uint64s) in one buffer owned by m, or from the Go heap when
+// m is nil (a salvage, which keeps nothing after it returns).
+func (m *tableMem) allocOffsets(n int) (keys []uint32, ends []uint64) {
+	if m == nil || n == 0 {
+		return make([]uint32, 2*n), make([]uint64, n)
+	}
+	b := m.alloc(16 * n) // slots are 64-byte aligned, so ends is 8-byte aligned
+	ends = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), n)
+	keys = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(b[8*n:]))), 2*n)
+	return keys, ends
+}
+
+// free frees m's buffers, once; a nil m has none.
+func (m *tableMem) free() {
+	if m == nil {
+		return
+	}
+	m.once.Do(func() {
+		for _, b := range m.bufs {
+			b.Free()
+		}
+		m.bufs = nil
+	})
+}
