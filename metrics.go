@@ -160,8 +160,7 @@ type Metrics struct {
 		// read by iterators, and the allocator's free slots.
 		BlockCacheMapped int64
 		// TableIndexes is the memory the open tables' readers keep outside
-		// the Go heap: their index blocks (decompressed), the offsets they
-		// search them by, and their filter blocks.
+		// the Go heap: their index blocks (decompressed) and filter blocks.
 		TableIndexes int64
 		// WALBuffers is the live WAL's in-memory blocks (outside the Go
 		// heap): records not yet handed to the file and the free blocks

@@ -18,8 +18,8 @@ type tableMeta struct {
 	propsH    handle
 	rangeDels []RangeTombstone
 	props     Properties
-	// mem owns the index and filter blocks and the index's offsets
-	// (outside the Go heap; see metaAlloc).
+	// mem owns the index and filter blocks (outside the Go heap; see
+	// metaAlloc).
 	mem *tableMem
 	// decoded counts the bytes read and decompressed to build the rest
 	// (for the allocation bound tests).
@@ -82,7 +82,7 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 		return m, err
 	}
 	var dataEnd uint64
-	if m.index, dataEnd, err = r.decodeIndex(ib, ft.index.offset, m.mem); err != nil {
+	if m.index, dataEnd, err = r.decodeIndex(ib, ft.index.offset); err != nil {
 		return m, err
 	}
 

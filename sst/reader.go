@@ -22,63 +22,73 @@ import (
 const maxSnappyExpansion = 22
 
 // indexBlock is the table's index block, kept as it was read and searched
-// in place: no separator is copied at Open. The index is written with
-// restart interval 1, so every entry is a restart point and stores its
-// separator whole (shared == 0); Open checks that (decodeIndex), and that
-// the handles tile the file, so the accessors need no error paths.
+// in place: nothing is copied or built over it at Open. The index is
+// written with restart interval 1, so every entry is a restart point and
+// stores its separator whole (shared == 0); Open checks that
+// (decodeIndex), and that every entry's header is sound and the handles
+// tile the file, so the accessors need no error paths.
 //
-// Open decodes each entry once, to fill two slices that make a probe of the
-// binary search, and a handle, cost what they did when the index was a
-// slice of decoded entries (rather than parsing entry headers and varints):
-// keys[2i] and keys[2i+1] are where entry i's separator's user key starts
-// and ends in data (its 8-byte trailer follows), and ends[i] is the end of
-// data block i's trailer (block i starts where block i-1 ends, block 0 at
-// 0). That is 16 bytes per entry, and a valid entry takes at least 17
-// bytes of the block (3 varints, an 8-byte trailer, a handle of 2 or more
-// bytes, a 4-byte restart), so they are at most the block's size, whatever
-// the entries hold: keys are never copied, so prefix compression cannot
-// amplify them. decodeIndex allocates them only after checking that the
-// block has at least 11 bytes of entries per restart point, so even for a
-// bad block they are less than 1.5 times the block.
-//
-// Why offsets and not a slice per separator (24 bytes each, 32 an entry
-// with its end): the indexes of a DB's open tables live on the Go heap as
-// long as the tables stay open, some 270k entries for a 10M-key DB of 4
-// KiB blocks, and the collector lets the heap grow to twice what is live.
-// Offsets halve them, and a probe of the search reads 8 bytes of keys
-// instead of a 24-byte slice header.
+// A probe of the binary search reads entry i's offset from the restart
+// array and its header (three varints, one byte each for any separator
+// under 128 bytes) right before the separator, in the cache line it
+// reads anyway. Why not a table of offsets built at Open, as the index
+// had until now (16 bytes an entry): a DB's open tables keep their
+// indexes as long as they stay open, some 225k entries for a 10M-key DB
+// of 4 KiB blocks, so the table cost 3.6 MB of RSS, and searching
+// through it cost a cache miss more per probe, not less: its entries and
+// the separator they point at are in different lines.
 type indexBlock struct {
-	data     []byte   // the entries: the block up to its restart array
-	restarts []byte   // one uint32 LE offset per entry
-	keys     []uint32 // per entry: its separator's user key's start and end in data
-	ends     []uint64
+	data     []byte // the entries: the block up to its restart array
+	restarts []byte // one uint32 LE offset per entry
 	// compare orders the separators' user keys under a comparer that is
 	// not bytewise; nil: bytewise, inline in search's loop.
 	compare func(a, b []byte) int
 }
 
 // len returns the number of entries, i.e. of data blocks.
-func (x *indexBlock) len() int { return len(x.ends) }
+func (x *indexBlock) len() int { return len(x.restarts) / 4 }
+
+// entry returns where entry i's separator's user key starts (p) and ends
+// (ue) in data, and where its value ends (ve): the separator's trailer is
+// data[ue:ue+8] and its value, the data block's handle, data[ue+8:ve].
+func (x *indexBlock) entry(i int) (p, ue, ve int) {
+	d := x.data
+	p = int(binary.LittleEndian.Uint32(x.restarts[4*i:])) + 1 // shared is 0
+	var unshared, vlen int
+	if b := d[p : p+2]; b[0]|b[1] < 0x80 {
+		unshared, vlen = int(b[0]), int(b[1])
+		p += 2
+	} else {
+		u, n := binary.Uvarint(d[p:])
+		p += n
+		v, m := binary.Uvarint(d[p:])
+		p += m
+		unshared, vlen = int(u), int(v)
+	}
+	ue = p + unshared - base.TrailerLen
+	return p, ue, p + unshared + vlen
+}
 
 // sepUser returns the user key of data block i's separator.
 func (x *indexBlock) sepUser(i int) []byte {
-	s, e := x.keys[2*i], x.keys[2*i+1]
+	s, e, _ := x.entry(i)
 	return x.data[s:e:e]
 }
 
 // sep returns data block i's separator, an encoded internal key.
 func (x *indexBlock) sep(i int) []byte {
-	s, e := x.keys[2*i], x.keys[2*i+1]+base.TrailerLen
+	s, e, _ := x.entry(i)
+	e += base.TrailerLen
 	return x.data[s:e:e]
 }
 
 // handle returns data block i's handle.
 func (x *indexBlock) handle(i int) handle {
-	var start uint64
-	if i > 0 {
-		start = x.ends[i-1]
-	}
-	return handle{offset: start, size: x.ends[i] - start - BlockTrailerLen}
+	_, ue, ve := x.entry(i)
+	v := x.data[ue+base.TrailerLen : ve]
+	off, n := binary.Uvarint(v)
+	size, _ := binary.Uvarint(v[n:])
+	return handle{offset: off, size: size}
 }
 
 // search returns the first data block whose separator is >= (ukey,
@@ -87,11 +97,11 @@ func (x *indexBlock) search(ukey []byte, trailer uint64) int {
 	if x.compare != nil {
 		return x.searchFunc(ukey, trailer)
 	}
-	keys, data := x.keys, x.data
+	data := x.data
 	lo, hi := 0, x.len()
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		s, e := keys[2*m], keys[2*m+1]
+		s, e, _ := x.entry(m)
 		// compareIKey(separator, ukey, trailer) < 0, inlined (the compiler
 		// does not).
 		if c := bytes.Compare(data[s:e], ukey); c < 0 || c == 0 && binary.LittleEndian.Uint64(data[e:e+base.TrailerLen]) > trailer {
@@ -105,11 +115,11 @@ func (x *indexBlock) search(ukey []byte, trailer uint64) int {
 
 // searchFunc is search under a comparer that is not bytewise.
 func (x *indexBlock) searchFunc(ukey []byte, trailer uint64) int {
-	keys, data := x.keys, x.data
+	data := x.data
 	lo, hi := 0, x.len()
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		s, e := keys[2*m], keys[2*m+1]
+		s, e, _ := x.entry(m)
 		if c := x.compare(data[s:e:e], ukey); c < 0 || c == 0 && binary.LittleEndian.Uint64(data[e:e+base.TrailerLen]) > trailer {
 			lo = m + 1
 		} else {
@@ -271,9 +281,8 @@ func open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, uint64
 // build a key out of bytes it has already counted once. The handles must
 // tile the file from offset 0. The separators' order is checked apart
 // (checkIndexOrder), once the table's comparer is known to be r.cmp. It
-// allocates only indexBlock.keys and ends: from mem, or from the Go heap
-// if mem is nil.
-func (r *fileReader) decodeIndex(b []byte, off uint64, mem *tableMem) (indexBlock, uint64, error) {
+// allocates nothing.
+func (r *fileReader) decodeIndex(b []byte, off uint64) (indexBlock, uint64, error) {
 	var it blockIter
 	if err := it.init(b, true); err != nil {
 		return indexBlock{}, 0, r.blockErr(BlockKindIndex, off, err)
@@ -283,12 +292,6 @@ func (r *fileReader) decodeIndex(b []byte, off uint64, mem *tableMem) (indexBloc
 	fail := func(format string, args ...any) (indexBlock, uint64, error) {
 		return indexBlock{}, 0, blockCorruptf(r.fid, BlockKindIndex, off, format, args...)
 	}
-	// An entry takes at least 11 bytes (3 varints and a trailer) besides
-	// its restart: check that before allocating keys.
-	if n > len(x.data)/11 {
-		return fail("%d restart points for %d bytes of index entries", n, len(x.data))
-	}
-	x.keys, x.ends = mem.allocOffsets(n)
 	if !r.cmp.IsBytewise() {
 		x.compare = r.cmp.Compare
 	}
@@ -302,6 +305,10 @@ func (r *fileReader) decodeIndex(b []byte, off uint64, mem *tableMem) (indexBloc
 		if shared != 0 {
 			return fail("index entry %d at block offset %d shares %d key bytes with the previous one (the index has restart interval 1)", i, eo, shared)
 		}
+		if x.data[eo] != 0 {
+			// A longer encoding of 0: indexBlock.entry reads one byte.
+			return fail("index entry %d at block offset %d encodes its shared length 0 in more than one byte", i, eo)
+		}
 		if i >= n || int(binary.LittleEndian.Uint32(x.restarts[4*i:])) != eo {
 			return fail("index entry %d at block offset %d is not a restart point (the index has restart interval 1)", i, eo)
 		}
@@ -313,8 +320,6 @@ func (r *fileReader) decodeIndex(b []byte, off uint64, mem *tableMem) (indexBloc
 		if !hok || h.offset != dataEnd || h.size > MaxBlockSize || h.offset > r.size || h.end() > off {
 			return fail("bad handle for data block %d (offset %d, size %d; expected offset %d)", i, h.offset, h.size, dataEnd)
 		}
-		ue := p + unshared - base.TrailerLen
-		x.keys[2*i], x.keys[2*i+1], x.ends[i] = uint32(p), uint32(ue), h.end()
 		dataEnd, eo = h.end(), p+unshared+vlen
 	}
 	if i != n {
@@ -948,8 +953,7 @@ func (r *fileReader) checkExpected(want *Expected, p *Properties) error {
 }
 
 // MetaMemory returns the memory the Reader keeps while open, outside the Go
-// heap: its index block, the offsets it searches the index by, and its
-// filter (see metaAlloc); what Close frees.
+// heap: its index and filter blocks (see metaAlloc); what Close frees.
 func (r *Reader) MetaMemory() int64 { return int64(r.mem.size) }
 
 // Size returns the table's size in bytes, as given to Open.

@@ -98,7 +98,7 @@ func Salvage(f vfs.File, name string, size int64, o ReaderOptions, emit func(k I
 	if err != nil {
 		return nil, err
 	}
-	index, _, err := fr.decodeIndex(ib, ft.index.offset, nil)
+	index, _, err := fr.decodeIndex(ib, ft.index.offset)
 	if err != nil {
 		return nil, err
 	}

@@ -3,14 +3,12 @@ package sst
 import (
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/vigildb/vigil/internal/manual"
 )
 
 // metaAlloc allocates what an open table keeps for its whole life outside
-// the Go heap: its index block, the offsets decodeIndex builds over it, and
-// its filter block.
+// the Go heap: its index and filter blocks.
 //
 // Why: a DB's open tables keep these as long as they stay open, some 16 MB
 // for a 10M-key DB (filters of 10 bits a key, an index entry per 4 KiB data
@@ -66,19 +64,6 @@ func (m *tableMem) alloc(n int) []byte {
 func (m *tableMem) keep(b manual.Buf) {
 	m.bufs = append(m.bufs, b)
 	m.size += b.Size()
-}
-
-// allocOffsets returns the two slices of decodeIndex (n entries: 2n
-// uint32s, n uint64s) in one buffer owned by m, or from the Go heap when
-// m is nil (a salvage, which keeps nothing after it returns).
-func (m *tableMem) allocOffsets(n int) (keys []uint32, ends []uint64) {
-	if m == nil || n == 0 {
-		return make([]uint32, 2*n), make([]uint64, n)
-	}
-	b := m.alloc(16 * n) // slots are 64-byte aligned, so ends is 8-byte aligned
-	ends = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), n)
-	keys = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(b[8*n:]))), 2*n)
-	return keys, ends
 }
 
 // free frees m's buffers, once; a nil m has none.
