@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -494,7 +495,19 @@ func (d *DB) findVersion(rs *readState, key []byte, snap uint64) (version, error
 			return version{value: value, seq: seq, kind: kind, found: found, cover: cover}, nil
 		}
 	}
-	v := rs.v
+	// Arrays for up to a dozen L0 tables and the levels below; a Get
+	// with more candidates allocates.
+	var filesBuf [16]*manifest.FileMetadata
+	var hsBuf [16]*tableEntry
+	files := d.tablesFor(filesBuf[:0], rs.v, key, snap)
+	hs := d.touchTables(hsBuf[:0], files, key)
+	return d.findInTables(files, hs, key, snap, cover)
+}
+
+// tablesFor appends to dst the tables of v that may hold key at snap, in
+// the order a Get reads them: L0's overlapping ones newest first, then
+// the one of each level below that spans key.
+func (d *DB) tablesFor(dst []*manifest.FileMetadata, v *manifest.Version, key []byte, snap uint64) []*manifest.FileMetadata {
 	for level := 0; level < manifest.NumLevels; level++ {
 		files := v.Levels[level]
 		if len(files) == 0 {
@@ -509,19 +522,75 @@ func (d *DB) findVersion(rs *readState, key []byte, snap uint64) (version, error
 			files = files[i : i+1]
 		}
 		for _, f := range files {
-			if f.SmallestSeq > snap || !f.ContainsUserKey(d.cmp, key) {
-				continue
+			if f.SmallestSeq <= snap && f.ContainsUserKey(d.cmp, key) {
+				dst = append(dst, f)
 			}
-			value, seq, kind, found, c, ref, err := d.getFromTable(f, key, snap, cover)
-			if err != nil {
+		}
+	}
+	return dst
+}
+
+// touchTables appends to dst a reference to each of files' tables that is
+// open (tableCache.peek; nil for one that is not, which findInTables opens
+// in its turn, so a Get opens no table it would not read), then loads the
+// line of each one's filter that the Get's probe will read
+// (sst.Reader.TouchFilter).
+//
+// Why: on a DB larger than the CPU cache every filter probe of a Get is a
+// cache miss, one per level, and each waited for the one before: in
+// readrandom on a 10M-key DB, 5 levels' probes were 11 % of the time
+// (0.99 s of 8.6 in a profile). Loads that depend on nothing overlap in the
+// CPU, so the touches cost about one miss for them all, and the probes in
+// order then hit. The references are taken first, in a loop of their own:
+// an atomic add waits for the loads before it, and would keep the touches
+// one after another.
+func (d *DB) touchTables(dst []*tableEntry, files []*manifest.FileMetadata, key []byte) []*tableEntry {
+	for _, f := range files {
+		dst = append(dst, d.tableCache.peek(f))
+	}
+	var sink byte
+	for _, h := range dst {
+		if h != nil {
+			sink += h.reader.TouchFilter(key)
+		}
+	}
+	runtime.KeepAlive(sink) // the loads must happen
+	return dst
+}
+
+// findInTables is findVersion below the memtables: it reads files in
+// order (hs[i] is files[i]'s table if touchTables referenced it) until one
+// holds a version of key or a range tombstone covering it, and releases
+// every reference in hs.
+func (d *DB) findInTables(files []*manifest.FileMetadata, hs []*tableEntry, key []byte, snap, cover uint64) (version, error) {
+	releaseFrom := func(i int) {
+		for _, h := range hs[i:] {
+			if h != nil {
+				h.release()
+			}
+		}
+	}
+	for i, f := range files {
+		h := hs[i]
+		if h == nil {
+			var err error
+			if h, err = d.tableCache.get(f); err != nil {
+				releaseFrom(i + 1)
 				return version{}, err
 			}
-			cover = c
-			if found || cover > 0 {
-				return version{value: value, seq: seq, kind: kind, found: found, cover: cover, ref: ref}, nil
-			}
-			ref.Release()
 		}
+		value, seq, kind, found, c, ref, err := d.getFromTable(h, f, key, snap, cover)
+		h.release()
+		if err != nil {
+			releaseFrom(i + 1)
+			return version{}, err
+		}
+		cover = c
+		if found || cover > 0 {
+			releaseFrom(i + 1)
+			return version{value: value, seq: seq, kind: kind, found: found, cover: cover, ref: ref}, nil
+		}
+		ref.Release()
 	}
 	return version{}, nil
 }
@@ -614,15 +683,10 @@ func (d *DB) memCorruption(err error) error {
 	return err
 }
 
-// getFromTable looks key up in one SST, first raising cover with the
-// table's range tombstones. A found value aliases a cached block: the
+// getFromTable looks key up in one SST (h, f's open table, referenced by
+// the caller), first raising cover with the table's range tombstones. A found value aliases a cached block: the
 // caller releases ref (exactly once, found or not) when done with it.
-func (d *DB) getFromTable(f *manifest.FileMetadata, key []byte, snap, cover uint64) (value []byte, seq uint64, kind base.Kind, found bool, newCover uint64, ref cache.Handle, err error) {
-	h, err := d.tableCache.get(f)
-	if err != nil {
-		return nil, 0, 0, false, cover, cache.Handle{}, err
-	}
-	defer h.release()
+func (d *DB) getFromTable(h *tableEntry, f *manifest.FileMetadata, key []byte, snap, cover uint64) (value []byte, seq uint64, kind base.Kind, found bool, newCover uint64, ref cache.Handle, err error) {
 	if f.NumRangeDels > 0 {
 		cover = h.tombs.Raise(d.cmp, h.reader.RangeDels(), key, snap, cover)
 	}

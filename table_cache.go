@@ -114,6 +114,28 @@ func (c *tableCache) get(f *manifest.FileMetadata) (*tableEntry, error) {
 	return c.getSlow(f)
 }
 
+// peek returns the open table for f with a reference, or nil if it is not
+// open and ready (peek never opens one, nor waits for an open).
+func (c *tableCache) peek(f *manifest.FileMetadata) *tableEntry {
+	v, ok := c.entries.Load(f.FileNum)
+	if !ok {
+		return nil
+	}
+	e := v.(*tableEntry)
+	if !e.isReady.Load() || !e.tryRef() {
+		return nil
+	}
+	if e.err != nil {
+		e.release()
+		return nil
+	}
+	if !e.used.Load() {
+		e.used.Store(true)
+	}
+	e.hits.Add(1)
+	return e
+}
+
 // hit finishes a lookup that found e and took a reference: it waits for a
 // table another get is still opening. It returns nil, nil when that open
 // failed, and the caller retries (failures are not cached).

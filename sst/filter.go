@@ -82,13 +82,19 @@ func decodeFilter(b []byte) (bloomFilter, error) {
 	return bloomFilter{lines: b[:n:n], numLines: uint64(numLines), probes: probes}, nil
 }
 
+// lineOffset returns where the line for hash h starts in f.lines (f has
+// lines).
+func (f *bloomFilter) lineOffset(h uint64) int {
+	return int((uint64(uint32(h))*f.numLines)>>32) * filterLineBytes
+}
+
 // mayContain reports whether the key may be in the filter; false is certain.
 func (f *bloomFilter) mayContain(h uint64) bool {
 	if f.numLines == 0 {
 		return false
 	}
-	lo, hi := uint32(h), uint32(h>>32)
-	off := int((uint64(lo)*f.numLines)>>32) * filterLineBytes
+	hi := uint32(h >> 32)
+	off := f.lineOffset(h)
 	line := f.lines[off : off+filterLineBytes]
 	delta := hi>>17 | hi<<15
 	for j := 0; j < f.probes; j++ {
