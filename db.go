@@ -495,13 +495,25 @@ func (d *DB) findVersion(rs *readState, key []byte, snap uint64) (version, error
 			return version{value: value, seq: seq, kind: kind, found: found, cover: cover}, nil
 		}
 	}
-	// Arrays for up to a dozen L0 tables and the levels below; a Get
+	// Arrays for up to ten L0 tables and the six levels below; a Get
 	// with more candidates allocates.
 	var filesBuf [16]*manifest.FileMetadata
 	var hsBuf [16]*tableEntry
 	files := d.tablesFor(filesBuf[:0], rs.v, key, snap)
 	hs := d.touchTables(hsBuf[:0], files, key)
+	// Every reference left in hs is released, on every return and if a
+	// comparer panics: findInTables clears those it has released.
+	defer releaseTables(hs)
 	return d.findInTables(files, hs, key, snap, cover)
+}
+
+// releaseTables releases the references hs holds (nil: none).
+func releaseTables(hs []*tableEntry) {
+	for _, h := range hs {
+		if h != nil {
+			h.release()
+		}
+	}
 }
 
 // tablesFor appends to dst the tables of v that may hold key at snap, in
@@ -532,7 +544,8 @@ func (d *DB) tablesFor(dst []*manifest.FileMetadata, v *manifest.Version, key []
 
 // touchTables appends to dst a reference to each of files' tables that is
 // open (tableCache.peek; nil for one that is not, which findInTables opens
-// in its turn, so a Get opens no table it would not read), then loads the
+// in its turn, so a Get opens no table it would not read; a peeked table
+// counts as a hit only when it is read), then loads the
 // line of each one's filter that the Get's probe will read
 // (sst.Reader.TouchFilter).
 //
@@ -559,35 +572,30 @@ func (d *DB) touchTables(dst []*tableEntry, files []*manifest.FileMetadata, key 
 }
 
 // findInTables is findVersion below the memtables: it reads files in
-// order (hs[i] is files[i]'s table if touchTables referenced it) until one
-// holds a version of key or a range tombstone covering it, and releases
-// every reference in hs.
+// order until one holds a version of key or a range tombstone covering
+// it. hs[i] is files[i]'s table if touchTables referenced it; a table it
+// did not is opened in its turn (tableCache.get) and its reference kept
+// in hs[i] while it is read. A reference is cleared from hs once
+// released; the caller releases the rest.
 func (d *DB) findInTables(files []*manifest.FileMetadata, hs []*tableEntry, key []byte, snap, cover uint64) (version, error) {
-	releaseFrom := func(i int) {
-		for _, h := range hs[i:] {
-			if h != nil {
-				h.release()
-			}
-		}
-	}
 	for i, f := range files {
-		h := hs[i]
-		if h == nil {
-			var err error
-			if h, err = d.tableCache.get(f); err != nil {
-				releaseFrom(i + 1)
+		if hs[i] == nil {
+			h, err := d.tableCache.get(f)
+			if err != nil {
 				return version{}, err
 			}
+			hs[i] = h
+		} else {
+			hs[i].noteHit()
 		}
-		value, seq, kind, found, c, ref, err := d.getFromTable(h, f, key, snap, cover)
-		h.release()
+		value, seq, kind, found, c, ref, err := d.getFromTable(hs[i], f, key, snap, cover)
+		hs[i].release()
+		hs[i] = nil
 		if err != nil {
-			releaseFrom(i + 1)
 			return version{}, err
 		}
 		cover = c
 		if found || cover > 0 {
-			releaseFrom(i + 1)
 			return version{value: value, seq: seq, kind: kind, found: found, cover: cover, ref: ref}, nil
 		}
 		ref.Release()

@@ -2,6 +2,7 @@ package vigil
 
 import (
 	"fmt"
+	"github.com/vigildb/vigil/sst"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -162,6 +163,11 @@ type Metrics struct {
 		// TableIndexes is the memory the open tables' readers keep outside
 		// the Go heap: their index blocks (decompressed) and filter blocks.
 		TableIndexes int64
+		// TableIndexesMapped is the memory the process's allocator of
+		// index and filter blocks has mapped: the TableIndexes of every
+		// open DB in the process (they share it), plus the free slots and
+		// spare chunks it keeps for the next tables.
+		TableIndexesMapped int64
 		// WALBuffers is the live WAL's in-memory blocks (outside the Go
 		// heap): records not yet handed to the file and the free blocks
 		// kept for reuse (at most 16 MiB; 128 KiB once writes pause).
@@ -260,6 +266,7 @@ func (d *DB) Metrics() *Metrics {
 	m.Memory.BlockCacheCapacity = m.BlockCache.Capacity
 	m.Memory.BlockCacheMapped = m.BlockCache.Mapped
 	m.Memory.TableIndexes = d.tableCache.indexBytes()
+	_, m.Memory.TableIndexesMapped = sst.TableMemory()
 	m.Memory.Budget = d.opts.MemoryBudget
 	m.TableCache.Open = d.tableCache.size()
 	m.TableCache.Hits = d.tableCache.hits()
@@ -342,10 +349,10 @@ func (m *Metrics) String() string {
 		hitRate = 100 * float64(bc.Hits) / float64(bc.Hits+bc.Misses)
 	}
 	mem := m.Memory
-	fmt.Fprintf(&b, "memory: memtables %s (%s pinned by readers), block cache %s of %s (%s mapped), table indexes and filters %s, WAL buffers %s",
+	fmt.Fprintf(&b, "memory: memtables %s (%s pinned by readers), block cache %s of %s (%s mapped), table indexes and filters %s (%s mapped in the process), WAL buffers %s",
 		humanBytes(uint64(mem.Memtables)), humanBytes(uint64(mem.MemtablesPinned)), humanBytes(uint64(mem.BlockCache)),
 		humanBytes(uint64(mem.BlockCacheCapacity)), humanBytes(uint64(mem.BlockCacheMapped)), humanBytes(uint64(mem.TableIndexes)),
-		humanBytes(uint64(mem.WALBuffers)))
+		humanBytes(uint64(mem.TableIndexesMapped)), humanBytes(uint64(mem.WALBuffers)))
 	if mem.Budget > 0 {
 		fmt.Fprintf(&b, "; budget %s", humanBytes(uint64(mem.Budget)))
 	}

@@ -25,7 +25,7 @@ import (
 //
 // Invariants: an entry is in entries exactly while it is in ring (both
 // changed under mu). Its reference count is the cache's one reference while
-// it is cached plus one per user from get until release; the file is closed
+// it is cached plus one per user from get (or peek) until release; the file is closed
 // when the count reaches zero, so eviction never closes a table under a
 // reader, and a count that reached zero is never raised again (get's
 // tryRef), so a closed reader is never handed out.
@@ -60,7 +60,8 @@ type tableEntry struct {
 	// refs and hits share the cache line a hit writes anyway.
 	refs atomic.Int32
 	hits atomic.Int64
-	// used is CLOCK's second-chance bit: set by a hit, cleared by the sweep.
+	// used is CLOCK's second-chance bit: set by a hit (noteHit), cleared
+	// by the sweep.
 	used    atomic.Bool
 	isReady atomic.Bool
 	ready   chan struct{}
@@ -115,7 +116,9 @@ func (c *tableCache) get(f *manifest.FileMetadata) (*tableEntry, error) {
 }
 
 // peek returns the open table for f with a reference, or nil if it is not
-// open and ready (peek never opens one, nor waits for an open).
+// open and ready (peek never opens one, nor waits for an open). Unlike get
+// it neither counts a hit nor sets the CLOCK bit: its caller may not read
+// the table, and calls noteHit when it does.
 func (c *tableCache) peek(f *manifest.FileMetadata) *tableEntry {
 	v, ok := c.entries.Load(f.FileNum)
 	if !ok {
@@ -129,11 +132,16 @@ func (c *tableCache) peek(f *manifest.FileMetadata) *tableEntry {
 		e.release()
 		return nil
 	}
+	return e
+}
+
+// noteHit counts a use of a table peek returned, as get's hit does.
+func (e *tableEntry) noteHit() {
+	// Avoid dirtying the line when the bit is already set.
 	if !e.used.Load() {
 		e.used.Store(true)
 	}
 	e.hits.Add(1)
-	return e
 }
 
 // hit finishes a lookup that found e and took a reference: it waits for a
@@ -147,11 +155,7 @@ func (c *tableCache) hit(e *tableEntry) (*tableEntry, error) {
 		e.release()
 		return nil, nil
 	}
-	// Avoid dirtying the line when the bit is already set.
-	if !e.used.Load() {
-		e.used.Store(true)
-	}
-	e.hits.Add(1)
+	e.noteHit()
 	return e, nil
 }
 

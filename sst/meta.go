@@ -129,9 +129,10 @@ func (r *fileReader) readMetaInner() (tableMeta, error) {
 }
 
 // readOwned is readBlock for a block the table keeps while open (index,
-// filter): it reads the block into a buffer of m.mem and, if it is
-// compressed, decodes it into another, freeing the first. It counts in
-// m.decoded what it read and what it returned.
+// filter): it reads the block into a metaAlloc buffer, which m.mem keeps
+// if the block is stored uncompressed; a compressed block is decoded into
+// a buffer m.mem keeps, and the first is freed. It counts in m.decoded what
+// it read and what it returned.
 func (r *fileReader) readOwned(h handle, kind BlockKind, m *tableMeta) ([]byte, error) {
 	if err := r.checkBounds(h, kind); err != nil {
 		return nil, err

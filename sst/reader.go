@@ -900,8 +900,8 @@ func (r *Reader) BaseContext() uint32 { return r.base }
 
 // Layout lists the table's blocks and footer in file order, for tools like
 // "vigil sst dump". The returned slice is shared: do not modify it. It is
-// built on the first call (about 56 bytes per data block, whose index entry
-// takes at least 17 bytes of the index block), not by Open.
+// built on the first call (about 56 bytes per data block, plus a copy of
+// its separator's user key, which stays valid after Close), not by Open.
 func (r *Reader) Layout() []BlockInfo {
 	r.layoutOnce.Do(r.buildLayout)
 	return r.layout
@@ -964,7 +964,8 @@ func (r *fileReader) checkExpected(want *Expected, p *Properties) error {
 }
 
 // MetaMemory returns the memory the Reader keeps while open, outside the Go
-// heap: its index and filter blocks (see metaAlloc); what Close frees.
+// heap: its index and filter blocks (see metaAlloc); what Close frees (0
+// after Close).
 func (r *Reader) MetaMemory() int64 { return int64(r.mem.size) }
 
 // Size returns the table's size in bytes, as given to Open.

@@ -20,9 +20,21 @@ import (
 // a fill (every flush and compaction output is opened), and a slab reuses
 // its chunks' slots instead of mapping and unmapping memory per table
 // (mmap and munmap take the kernel's mapping lock for writing; see package
-// manual's spares). Blocks above manual.MaxSlabSize, the filters of the
-// largest tables, get mappings of their own.
+// manual's spares). Blocks above manual.MaxSlabSize (the filters, and
+// indexes, of the largest tables) get mappings of their own. The price: a
+// freed slot keeps its pages for the next block of its size class, and each
+// class keeps a spare chunk, so the allocator maps more than the open
+// tables use (TableMemory reports both).
 var metaAlloc = manual.NewAllocator()
+
+// TableMemory returns the memory outside the Go heap that the open tables
+// of every DB in the process keep for their index and filter blocks
+// (inUse; Reader.MetaMemory is one table's part) and what the allocator
+// behind them has mapped (inUse plus its free slots and spare chunks).
+func TableMemory() (inUse, mapped int64) {
+	st := metaAlloc.Stats()
+	return st.InUse, st.Mapped
+}
 
 // metaAllocated counts the bytes ever requested from metaAlloc, so that the
 // tests bounding what Open allocates for what it reads count this memory
@@ -49,7 +61,7 @@ func allocMeta(n int) manual.Buf {
 // than once.
 type tableMem struct {
 	bufs []manual.Buf
-	size int // the memory of bufs (their slots), set as they are allocated
+	size int // the memory of bufs (their slots); 0 once freed
 	once sync.Once
 }
 
@@ -75,6 +87,6 @@ func (m *tableMem) free() {
 		for _, b := range m.bufs {
 			b.Free()
 		}
-		m.bufs = nil
+		m.bufs, m.size = nil, 0
 	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vigildb/vigil/checksum"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/manual"
 )
 
 // TestTableMemFreed checks that the index and filter a Reader keeps outside
@@ -27,11 +28,36 @@ func TestTableMemFreed(t *testing.T) {
 	if err := r.Verify(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Layout()[0].IndexKey.UserKey, r.Close(); err != nil {
+	if used, mapped := TableMemory(); used != metaAlloc.Stats().InUse || mapped < used {
+		t.Fatalf("TableMemory = %d in use, %d mapped", used, mapped)
+	}
+	key := r.Layout()[0].IndexKey.UserKey
+	want := string(key)
+	var sizes []int
+	for _, b := range r.mem.bufs {
+		sizes = append(sizes, len(b.Bytes()))
+	}
+	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := inUse() - before; got != 0 {
-		t.Fatalf("%d buffers of metaAlloc left after Close", got)
+	if got := inUse() - before; got != 0 || r.MetaMemory() != 0 {
+		t.Fatalf("%d buffers of metaAlloc left after Close (MetaMemory %d)", got, r.MetaMemory())
+	}
+	// The layout's keys are copies: buffers of the same sizes now take
+	// the freed slots and are overwritten, and the key reads the same.
+	var taken []manual.Buf
+	for _, n := range sizes {
+		b := metaAlloc.Alloc(n)
+		for i := range b.Bytes() {
+			b.Bytes()[i] = 0xff
+		}
+		taken = append(taken, b)
+	}
+	if string(key) != want {
+		t.Fatalf("Layout's key changed after Close: %q, was %q", key, want)
+	}
+	for _, b := range taken {
+		b.Free()
 	}
 	// Open fails after the metadata is read: the expected size matches,
 	// the identity does not.
