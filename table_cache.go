@@ -25,10 +25,10 @@ import (
 //
 // Invariants: an entry is in entries exactly while it is in ring (both
 // changed under mu). Its reference count is the cache's one reference while
-// it is cached plus one per user from get (or peek) until release; the file is closed
-// when the count reaches zero, so eviction never closes a table under a
-// reader, and a count that reached zero is never raised again (get's
-// tryRef), so a closed reader is never handed out.
+// it is cached plus one per user from get (or peek) until release; the
+// file is closed when the count reaches zero, so eviction never closes a
+// table under a reader, and a count that reached zero is never raised
+// again (peek's tryRef), so a closed reader is never handed out.
 type tableCache struct {
 	tableCacheOptions
 	capacity int
@@ -104,13 +104,12 @@ func newTableCache(o tableCacheOptions, capacity int) *tableCache {
 func (e *tableEntry) tryRef() bool { return tryRef(&e.refs) }
 
 // get returns the open table for f with a reference; callers release it.
+// A table still opening, or whose open failed, takes getSlow, which waits
+// for it or returns the failure.
 func (c *tableCache) get(f *manifest.FileMetadata) (*tableEntry, error) {
-	if v, ok := c.entries.Load(f.FileNum); ok {
-		if e := v.(*tableEntry); e.tryRef() {
-			if h, err := c.hit(e); h != nil || err != nil {
-				return h, err
-			}
-		}
+	if e := c.peek(f); e != nil {
+		e.noteHit()
+		return e, nil
 	}
 	return c.getSlow(f)
 }
@@ -135,28 +134,14 @@ func (c *tableCache) peek(f *manifest.FileMetadata) *tableEntry {
 	return e
 }
 
-// noteHit counts a use of a table peek returned, as get's hit does.
+// noteHit counts a use of an open table (get's hit; a Get's use of a table
+// it peeked) and sets its CLOCK bit.
 func (e *tableEntry) noteHit() {
 	// Avoid dirtying the line when the bit is already set.
 	if !e.used.Load() {
 		e.used.Store(true)
 	}
 	e.hits.Add(1)
-}
-
-// hit finishes a lookup that found e and took a reference: it waits for a
-// table another get is still opening. It returns nil, nil when that open
-// failed, and the caller retries (failures are not cached).
-func (c *tableCache) hit(e *tableEntry) (*tableEntry, error) {
-	if !e.isReady.Load() {
-		<-e.ready
-	}
-	if e.err != nil {
-		e.release()
-		return nil, nil
-	}
-	e.noteHit()
-	return e, nil
 }
 
 // getSlow is get's path under mu: the table is not cached (or was evicted
@@ -174,14 +159,16 @@ func (c *tableCache) getSlow(f *manifest.FileMetadata) (*tableEntry, error) {
 		// count is at least one.
 		e.refs.Add(1)
 		c.mu.Unlock()
-		h, err := c.hit(e)
-		if h == nil && err == nil {
+		<-e.ready // another get may still be opening it
+		if e.err != nil {
 			// The open failed; return its error rather than retry
-			// forever on a file that cannot open.
-			<-e.ready
+			// forever on a file that cannot open (failures are not
+			// cached).
+			e.release()
 			return nil, e.err
 		}
-		return h, err
+		e.noteHit()
+		return e, nil
 	}
 	c.misses.Add(1)
 	e := &tableEntry{c: c, fileNum: f.FileNum, ready: make(chan struct{}), pos: len(c.ring)}
