@@ -139,7 +139,7 @@ func (r *fileReader) readOwned(h handle, kind BlockKind, m *tableMeta) ([]byte, 
 	}
 	m.decoded += h.size + BlockTrailerLen
 	raw := allocMeta(int(h.size) + BlockTrailerLen)
-	b, c, err := r.readOwnedRaw(raw.Bytes(), h, kind)
+	b, c, err := r.readRawInto(raw.Bytes(), h, kind, true)
 	if err == nil && c == NoCompression {
 		m.mem.keep(raw)
 		m.decoded += uint64(len(b))
@@ -159,15 +159,6 @@ func (r *fileReader) readOwned(h handle, kind BlockKind, m *tableMeta) ([]byte, 
 		return nil, err
 	}
 	return dst, nil
-}
-
-// readOwnedRaw reads block h and its trailer into buf and checks them (see
-// checkRaw).
-func (r *fileReader) readOwnedRaw(buf []byte, h handle, kind BlockKind) ([]byte, Compression, error) {
-	if err := r.readAt(buf, h.offset, kind); err != nil {
-		return nil, 0, err
-	}
-	return r.checkRaw(buf, h, kind, true)
 }
 
 // decodeMetaIndex reads the handles of the filter, range-del and

@@ -482,6 +482,12 @@ func (r *fileReader) readRawVerify(h handle, kind BlockKind, raw *[]byte, verify
 	} else {
 		buf = make([]byte, n+BlockTrailerLen)
 	}
+	return r.readRawInto(buf, h, kind, verify)
+}
+
+// readRawInto reads block h and its trailer into buf (exactly their size)
+// and checks them (see checkRaw).
+func (r *fileReader) readRawInto(buf []byte, h handle, kind BlockKind, verify bool) ([]byte, Compression, error) {
 	if err := r.readAt(buf, h.offset, kind); err != nil {
 		return nil, 0, err
 	}
@@ -966,7 +972,7 @@ func (r *fileReader) checkExpected(want *Expected, p *Properties) error {
 // MetaMemory returns the memory the Reader keeps while open, outside the Go
 // heap: its index and filter blocks (see metaAlloc); what Close frees (0
 // after Close).
-func (r *Reader) MetaMemory() int64 { return int64(r.mem.size) }
+func (r *Reader) MetaMemory() int64 { return r.mem.size() }
 
 // Size returns the table's size in bytes, as given to Open.
 func (r *Reader) Size() uint64 { return r.size }

@@ -60,8 +60,7 @@ func allocMeta(n int) manual.Buf {
 // before the Reader is shared; free is safe to call concurrently and more
 // than once.
 type tableMem struct {
-	bufs []manual.Buf
-	size int // the memory of bufs (their slots); 0 once freed
+	bufs []manual.Buf // nil once freed
 	once sync.Once
 }
 
@@ -73,9 +72,15 @@ func (m *tableMem) alloc(n int) []byte {
 }
 
 // keep makes m the owner of b.
-func (m *tableMem) keep(b manual.Buf) {
-	m.bufs = append(m.bufs, b)
-	m.size += b.Size()
+func (m *tableMem) keep(b manual.Buf) { m.bufs = append(m.bufs, b) }
+
+// size returns the memory of m's buffers (their slots); 0 once freed.
+func (m *tableMem) size() int64 {
+	var n int64
+	for _, b := range m.bufs {
+		n += int64(b.Size())
+	}
+	return n
 }
 
 // free frees m's buffers, once; a nil m has none.
@@ -87,6 +92,6 @@ func (m *tableMem) free() {
 		for _, b := range m.bufs {
 			b.Free()
 		}
-		m.bufs, m.size = nil, 0
+		m.bufs = nil
 	})
 }
