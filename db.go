@@ -692,8 +692,9 @@ func (d *DB) memCorruption(err error) error {
 }
 
 // getFromTable looks key up in one SST (h, f's open table, referenced by
-// the caller), first raising cover with the table's range tombstones. A found value aliases a cached block: the
-// caller releases ref (exactly once, found or not) when done with it.
+// the caller), first raising cover with the table's range tombstones. A
+// found value aliases a cached block: the caller releases ref (exactly
+// once, found or not) when done with it.
 func (d *DB) getFromTable(h *tableEntry, f *manifest.FileMetadata, key []byte, snap, cover uint64) (value []byte, seq uint64, kind base.Kind, found bool, newCover uint64, ref cache.Handle, err error) {
 	if f.NumRangeDels > 0 {
 		cover = h.tombs.Raise(d.cmp, h.reader.RangeDels(), key, snap, cover)

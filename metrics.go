@@ -2,7 +2,6 @@ package vigil
 
 import (
 	"fmt"
-	"github.com/vigildb/vigil/sst"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/vigildb/vigil/internal/cache"
 	"github.com/vigildb/vigil/internal/manifest"
+	"github.com/vigildb/vigil/sst"
 )
 
 // LevelMetrics describes one LSM level.
