@@ -128,3 +128,72 @@ func TestSpareReuse(t *testing.T) {
 		t.Errorf("spares holds %d bytes after freeing %d MiB; want it (nearly) full at %d", held, len(bufs), spareMax)
 	}
 }
+
+// TestDroppingAllocatorReturnsPages: a dropping allocator's Free returns
+// the whole pages inside the slot (no longer resident, by mincore), keeps
+// the bytes outside them, and the slot's next user reads zeroes there. An
+// ordinary allocator keeps the pages, for the next buffer of the class.
+func TestDroppingAllocatorReturnsPages(t *testing.T) {
+	if invariantsEnabled {
+		t.Skip("invariants builds poison and protect freed slots instead")
+	}
+	const n = 6 * 4096 // a 6144-byte step class: slots not page-aligned
+	for _, dropping := range []bool{false, true} {
+		a := NewAllocator()
+		if dropping {
+			a = NewDroppingAllocator()
+		}
+		keep := a.Alloc(n) // keeps the chunk partly used, so it stays mapped
+		b := a.Alloc(n)
+		p := b.Bytes()
+		for i := range p {
+			p[i] = 0xAB
+		}
+		if r := residentPages(t, p); r != len(p)/pageSize && r != len(p)/pageSize+1 {
+			t.Fatalf("dropping=%v: %d pages resident after writing the buffer", dropping, r)
+		}
+		b.Free()
+		switch r := residentPages(t, p); {
+		case dropping && r > 2: // at most the partial pages at either end
+			t.Fatalf("dropping: %d pages still resident after Free", r)
+		case !dropping && r < len(p)/pageSize:
+			t.Fatalf("ordinary: %d pages resident after Free, want all", r)
+		}
+		b = a.Alloc(n)
+		if &b.Bytes()[0] != &p[0] {
+			t.Fatalf("dropping=%v: the freed slot was not reused", dropping)
+		}
+		var zeroes int
+		for _, x := range b.Bytes() {
+			if x == 0 {
+				zeroes++
+			}
+		}
+		if want := 0; dropping {
+			want = len(p) - 2*pageSize // the whole pages at least
+			if zeroes < want {
+				t.Fatalf("dropping: %d zero bytes in the reused slot, want >= %d", zeroes, want)
+			}
+		} else if zeroes != want {
+			t.Fatalf("ordinary: %d zero bytes in the reused slot, want the old contents", zeroes)
+		}
+		b.Free()
+		keep.Free()
+		a.ReleaseSpares()
+	}
+}
+
+// residentPages counts b's pages in memory, the partial pages at its ends
+// included.
+func residentPages(t *testing.T, b []byte) int {
+	t.Helper()
+	lead := int(uintptr(unsafe.Pointer(&b[0])) & uintptr(pageSize-1))
+	span := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&b[0]), -lead)), lead+len(b))
+	n := 0
+	for _, in := range resident(t, span) {
+		if in {
+			n++
+		}
+	}
+	return n
+}

@@ -163,7 +163,10 @@ type Allocator struct {
 // Allocator.
 type slabs struct {
 	classes [numClasses]sizeClass
-	stats   struct {
+	// dropFreed: Free drops the whole pages inside a freed slot (see
+	// NewDroppingAllocator). Set before the allocator is shared.
+	dropFreed bool
+	stats     struct {
 		mapped, inUse, buffers atomic.Int64
 	}
 }
@@ -258,6 +261,27 @@ func NewAllocator() *Allocator {
 	}
 	al := &Allocator{a}
 	runtime.AddCleanup(al, (*slabs).close, a)
+	return al
+}
+
+// NewDroppingAllocator returns an empty allocator whose Free returns a
+// freed slot's memory to the OS at once: the whole pages inside the slot
+// are dropped (madvise DONTNEED, on Linux) before the slot is free again,
+// and its next user faults in zeroed pages.
+//
+// Why: an allocator of long-lived buffers of many sizes (the open tables'
+// index and filter blocks, whose sizes follow their tables') ends up with
+// a partly used chunk, and a spare, in each of dozens of size classes; the
+// free slots there keep the pages their last owners touched, which can add
+// up to many times what is in use. Dropping them costs one madvise per Free
+// (which takes the kernel's mapping lock for reading only, unlike munmap)
+// and page faults on reuse: right for buffers that live as long as a
+// table, wrong for a block cache's churn. Elsewhere than Linux, and in
+// invariants builds (which poison and protect freed slots instead), it is
+// NewAllocator.
+func NewDroppingAllocator() *Allocator {
+	al := NewAllocator()
+	al.s.dropFreed = true
 	return al
 }
 
@@ -396,6 +420,10 @@ func (b Buf) Free() {
 		panic("manual: Free of a buffer that does not start a slot of its chunk")
 	}
 	bit := uint64(1) << i
+	if a.dropFreed && !invariants.Enabled && c.mmapped {
+		// Before the slot is free: once it is, another Alloc may fill it.
+		dropPages(c.mem[off : off+uintptr(cls.slot)])
+	}
 	var unmap *chunk
 	cls.mu.Lock()
 	if c.free&bit != 0 {

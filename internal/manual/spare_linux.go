@@ -97,3 +97,16 @@ func spareGet(n int) []byte {
 	spares.mu.Unlock()
 	return unsafe.Slice((*byte)(p), n)
 }
+
+// dropPages returns the memory of the whole pages inside b to the OS
+// (madvise DONTNEED); b's bytes outside them are left as they are. b is
+// part of a private anonymous mapping, and no one may use it meanwhile.
+func dropPages(b []byte) {
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	first := (start + uintptr(pageSize) - 1) &^ (uintptr(pageSize) - 1)
+	end := (start + uintptr(len(b))) &^ (uintptr(pageSize) - 1)
+	if end <= first {
+		return
+	}
+	_ = unix.Madvise(b[first-start:end-start], unix.MADV_DONTNEED)
+}
