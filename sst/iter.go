@@ -419,9 +419,7 @@ func (i *tableIter) Close() error {
 	if cap(i.dec) > maxPooledBuf {
 		i.dec = nil
 	}
-	if cap(i.ra.buf) > maxPooledBuf {
-		i.ra.buf = nil
-	}
+	i.ra.release()
 	// (cachedEntry is 20 bytes.)
 	if cap(i.bi.keyBuf) > maxPooledBuf || cap(i.bi.cacheBuf) > maxPooledBuf || cap(i.bi.cached) > maxPooledBuf/20 {
 		i.bi.keyBuf, i.bi.cacheBuf, i.bi.cached = nil, nil, nil

@@ -235,3 +235,33 @@ func TestReadaheadBounds(t *testing.T) {
 		_ = r.Close()
 	}
 }
+
+// TestReadaheadBufferFreedAtClose: the readahead buffer lives outside the
+// Go heap while its iterator reads ahead, and Close frees it: an iterator
+// back in the pool holds no readahead memory.
+func TestReadaheadBufferFreedAtClose(t *testing.T) {
+	data, points, _ := readaheadTable(t, NoCompression)
+	r := mustOpen(t, data, ReaderOptions{})
+	defer r.Close()
+	before := scanAlloc.Stats().InUse
+	for _, uncached := range []bool{false, true} {
+		it := r.NewIter(nil, nil)
+		if uncached {
+			it = r.NewUncachedIter()
+		}
+		n := 0
+		for ok := it.First(); ok; ok = it.Next() {
+			n++
+		}
+		during := scanAlloc.Stats().InUse
+		if err := it.Close(); err != nil || n != len(points) {
+			t.Fatalf("uncached=%v: %d entries of %d, %v", uncached, n, len(points), err)
+		}
+		if during < before+maxReadahead {
+			t.Fatalf("uncached=%v: readahead memory %d during the scan, want >= %d", uncached, during-before, maxReadahead)
+		}
+		if after := scanAlloc.Stats().InUse; after != before {
+			t.Fatalf("uncached=%v: readahead memory %d after Close, want 0", uncached, after-before)
+		}
+	}
+}
