@@ -116,7 +116,7 @@ type key struct {
 	id, offset uint64
 }
 
-// entry is one block buffer and its reference count. buf and data are set
+// entry is one block buffer and its reference count. buf is set
 // by Alloc and immutable; key, sum, charge and cached are written by Set
 // before the entry is published in a shard's map (while only the Alloc
 // caller can see it) and immutable after, so a Get under the read lock
@@ -128,8 +128,7 @@ type key struct {
 // never reused, so a stale Handle cannot reach another block's count.
 type entry struct {
 	key        key
-	buf        manual.Buf // the zero Buf for a nil cache's Go heap buffer
-	data       []byte
+	buf        manual.Buf // a manual.HeapBuf for a nil cache's Go heap buffer
 	sum        uint64
 	charge     int64
 	refs       atomic.Int32
@@ -166,7 +165,7 @@ func (h Handle) Data() []byte {
 	if invariants.Enabled && h.e.refs.Load() <= 0 {
 		panic("cache: Data of a released block (use after release)")
 	}
-	return h.e.data
+	return h.e.buf.Bytes()
 }
 
 // Sum returns the checksum the block was cached with (0 before Set).
@@ -220,7 +219,7 @@ func (d *dropList) release() {
 // ring is empty.
 type shard struct {
 	mu       rwLock
-	m        map[key]*entry
+	m        table
 	hand     *entry // next entry the CLOCK hand examines
 	size     int64
 	capacity int64
@@ -264,7 +263,6 @@ func New(capacityBytes int64) *Cache {
 	c.capacityA.Store(capacityBytes)
 	per := capacityBytes / int64(n)
 	for i := range c.shards {
-		c.shards[i].m = make(map[key]*entry)
 		c.shards[i].capacity = per
 	}
 	// Give the remainder to shard 0 so the total is exactly the capacity.
@@ -272,19 +270,9 @@ func New(capacityBytes int64) *Cache {
 	return c
 }
 
-func (c *Cache) shardFor(k key) *shard {
-	if len(c.shards) == 1 {
-		return &c.shards[0]
-	}
-	// fmix64 (MurmurHash3's finalizer) over a mix of both halves: blocks of
-	// one table spread over all shards, and so do equal offsets of different
-	// tables.
-	h := k.id*0x9e3779b97f4a7c15 ^ k.offset
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
+// shardFor returns the shard of a key of hash h: its top bits (shift is
+// 64 for a single shard, and a shift by 64 gives 0).
+func (c *Cache) shardFor(h uint64) *shard {
 	return &c.shards[h>>c.shift]
 }
 
@@ -295,10 +283,9 @@ func (c *Cache) shardFor(k key) *shard {
 func (c *Cache) Alloc(n int) Handle {
 	e := &entry{}
 	if c == nil {
-		e.data = make([]byte, n)
+		e.buf = manual.HeapBuf(make([]byte, n))
 	} else {
 		e.buf = c.alloc.Alloc(n)
-		e.data = e.buf.Bytes()
 	}
 	e.refs.Store(1)
 	return Handle{e}
@@ -312,9 +299,10 @@ func (c *Cache) Get(id, offset uint64) (Handle, bool) {
 		return Handle{}, false
 	}
 	k := key{id, offset}
-	s := c.shardFor(k)
+	h := hashKey(k)
+	s := c.shardFor(h)
 	s.mu.RLock()
-	e := s.m[k]
+	e := s.m.get(h, k)
 	if e != nil {
 		// The cache's reference is held (e is in the map, and removing it
 		// takes the write lock), so the count is >= 1 here.
@@ -352,7 +340,8 @@ func (c *Cache) Set(id, offset uint64, h Handle, sum uint64) {
 		panic("cache: Set of a released block")
 	}
 	k := key{id, offset}
-	s := c.shardFor(k)
+	hk := hashKey(k)
+	s := c.shardFor(hk)
 	charge := int64(e.buf.Size()) + EntryOverhead
 	var drop dropList
 	s.mu.Lock()
@@ -362,11 +351,10 @@ func (c *Cache) Set(id, offset uint64, h Handle, sum uint64) {
 	}
 	e.key, e.sum, e.charge, e.cached = k, sum, charge, true
 	e.refs.Add(1)
-	if old := s.m[k]; old != nil {
+	if old := s.m.put(hk, e); old != nil {
 		s.unlink(old)
 		drop.add(old)
 	}
-	s.m[k] = e
 	s.link(e)
 	for s.size > s.capacity {
 		drop.add(s.evictOne())
@@ -412,12 +400,12 @@ func (c *Cache) Delete(id, offset uint64) {
 		return
 	}
 	k := key{id, offset}
-	s := c.shardFor(k)
+	h := hashKey(k)
+	s := c.shardFor(h)
 	s.mu.Lock()
-	e := s.m[k]
+	e := s.m.del(h, k)
 	if e != nil {
 		s.unlink(e)
-		delete(s.m, k)
 		s.publish()
 	}
 	s.mu.Unlock()
@@ -444,7 +432,7 @@ func (c *Cache) EvictFile(id uint64) {
 				next := e.next
 				if e.key.id == id {
 					s.unlink(e)
-					delete(s.m, e.key)
+					s.m.del(hashKey(e.key), e.key)
 					drop.add(e)
 				}
 				e = next
@@ -495,7 +483,7 @@ func (c *Cache) ForEachBlock(fn func(data []byte)) {
 		s.mu.Lock()
 		e := s.hand
 		for n := s.count; n > 0; n-- {
-			fn(e.data)
+			fn(e.buf.Bytes())
 			e = e.next
 		}
 		s.mu.Unlock()
@@ -548,7 +536,7 @@ func (s *shard) evictOne() *entry {
 			continue
 		}
 		s.unlink(e)
-		delete(s.m, e.key)
+		s.m.del(hashKey(e.key), e.key)
 		return e
 	}
 }

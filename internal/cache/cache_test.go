@@ -212,7 +212,7 @@ func TestShardingSpreadsAndCapacitySums(t *testing.T) {
 	}
 	used := map[*shard]bool{}
 	for off := uint64(0); off < 1000; off++ {
-		used[c.shardFor(key{7, off * 4096})] = true
+		used[c.shardFor(hashKey(key{7, off * 4096}))] = true
 	}
 	if len(used) != len(c.shards) {
 		t.Fatalf("1000 blocks of one table used %d of %d shards", len(used), len(c.shards))

@@ -380,6 +380,12 @@ func (a *slabs) allocLarge(n int) Buf {
 	return Buf{b: mem[:n:n], c: c}
 }
 
+// HeapBuf wraps b, a slice of the Go heap, as a Buf, for code that holds
+// either kind (the block cache's entries, whose buffers are on the heap
+// when there is no cache): Bytes returns b, Size 0, and Free does nothing,
+// leaving b to the collector.
+func HeapBuf(b []byte) Buf { return Buf{b: b} }
+
 // Bytes returns the buffer (length and capacity as allocated). It must not
 // be used after Free.
 func (b Buf) Bytes() []byte { return b.b }
