@@ -4,6 +4,7 @@ import (
 	"hash/crc32"
 	"math/bits"
 
+	"github.com/vigildb/vigil/internal/base"
 	"github.com/zeebo/xxh3"
 )
 
@@ -120,23 +121,12 @@ func boolToUint32(b bool) uint32 {
 	return 0
 }
 
-// fmix64 is a bijective 64-bit finalizer (MurmurHash3's): distinct inputs give
-// distinct outputs and every input bit affects every output bit.
-func fmix64(k uint64) uint64 {
-	k ^= k >> 33
-	k *= 0xff51afd7ed558ccd
-	k ^= k >> 33
-	k *= 0xc4ceb9fe1a85ec53
-	k ^= k >> 33
-	return k
-}
-
 // KV returns the per-key-value protection checksum of (user key, trailer,
 // value) for type t: what the memtable keeps (truncated to 1, 2, 4 or 8
 // bytes) to catch an entry corrupted in memory. Key and value are hashed on
 // their own with Sum64; the two hashes and the trailer are each multiplied by
 // a distinct odd constant (a bijection), rotated apart, xored together with
-// the key length, and finished with one fmix64 (also a bijection). So
+// the key length, and finished with one base.Fmix64 (also a bijection). So
 // changing one component changes the result whenever it changes that
 // component's hash (always for the trailer; for key and value except for a
 // hash collision); swapping key and value changes it (but for a 2^-64
@@ -150,7 +140,7 @@ func fmix64(k uint64) uint64 {
 //
 // The value is never written to disk (flushes drop the protection bytes),
 // but it is pinned by golden tests so that a change is deliberate. The
-// per-component multiplies replaced one fmix64 each (2026-11-30), which made
+// per-component multiplies replaced one Fmix64 each (2026-11-30), which made
 // a protected memtable scan step about 20% cheaper.
 func KV(t Type, key []byte, trailer uint64, value []byte) uint64 {
 	if t == None || !t.Valid() {
@@ -194,5 +184,5 @@ func KVUnsequenced(t Type, key []byte, kind uint8, value []byte) uint64 {
 // a kind changed in between is not laundered. For t None, where KV is 0,
 // the result is meaningless.
 func KVSequence(u, trailer uint64) uint64 {
-	return fmix64(u ^ kvTrailerTerm(uint64(uint8(trailer))) ^ kvTrailerTerm(trailer))
+	return base.Fmix64(u ^ kvTrailerTerm(uint64(uint8(trailer))) ^ kvTrailerTerm(trailer))
 }

@@ -1,5 +1,7 @@
 package cache
 
+import "github.com/vigildb/vigil/internal/base"
+
 // table is a shard's index from key to entry: open addressing with linear
 // probing over a power-of-two array of slots, each holding an entry and
 // its key's hash, kept at most half full; a deletion shifts the slots
@@ -32,18 +34,10 @@ type slot struct {
 // minTableSlots is a table's size when it first holds an entry.
 const minTableSlots = 64
 
-// hashKey mixes both halves of k (MurmurHash3's finalizer, fmix64): the
-// shard takes its top bits, the table its low bits. Blocks of one table
-// spread over all shards, and so do equal offsets of different tables.
-func hashKey(k key) uint64 {
-	h := k.id*0x9e3779b97f4a7c15 ^ k.offset
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	return h
-}
+// hashKey mixes both halves of k (base.Fmix64 over them): the shard takes
+// its top bits, the table its low bits. Blocks of one table spread over
+// all shards, and so do equal offsets of different tables.
+func hashKey(k key) uint64 { return base.Fmix64(k.id*0x9e3779b97f4a7c15 ^ k.offset) }
 
 // get returns the entry of k (hash h), or nil.
 func (t *table) get(h uint64, k key) *entry {
