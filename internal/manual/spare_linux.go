@@ -108,5 +108,5 @@ func dropPages(b []byte) {
 	if end <= first {
 		return
 	}
-	_ = unix.Madvise(b[first-start:end-start], unix.MADV_DONTNEED)
+	dontNeed(b[first-start : end-start])
 }
