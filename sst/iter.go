@@ -84,8 +84,9 @@ func (r *Reader) NewIterWithOptions(lower, upper []byte, o ReadOptions) Internal
 		return emptyIter{}
 	}
 	i := iterPool.Get().(*tableIter)
-	raw, dec, bi, ra := i.raw, i.dec, i.bi, i.ra
-	*i = tableIter{r: r, cmp: r.cmp, lower: lower, upper: upper, blockIdx: -1, raw: raw, dec: dec, ra: ra, seqBits: r.globalSeq << 8, skipChecksums: o.SkipChecksums}
+	// Keep the scratch buffers; the readahead buffer went at Close.
+	raw, dec, bi := i.raw, i.dec, i.bi
+	*i = tableIter{r: r, cmp: r.cmp, lower: lower, upper: upper, blockIdx: -1, raw: raw, dec: dec, seqBits: r.globalSeq << 8, skipChecksums: o.SkipChecksums}
 	i.ra.reset(lower, upper)
 	if !r.cmp.IsBytewise() {
 		i.compare = r.cmp.Compare

@@ -66,7 +66,7 @@ func (ra *readahead) release() {
 }
 
 // reset starts over for an iterator with bounds [lower, upper): no run,
-// nothing read ahead (the buffer is kept).
+// nothing read ahead (a buffer is kept for the next read ahead).
 func (ra *readahead) reset(lower, upper []byte) {
 	ra.last, ra.run, ra.size, ra.off, ra.buf = -1, 0, 0, 0, ra.buf[:0]
 	ra.lower, ra.upper = lower, upper
