@@ -77,7 +77,7 @@ import (
 
 // EntryOverhead is the number of bytes charged against the capacity for each
 // cached block on top of the memory its buffer takes (its slab slot, at
-// most 1/16 more than its length above 1 KiB): the entry struct and its map
+// most 1/16 more than its length above 1 KiB): the entry struct and its table
 // slot. It keeps a cache of many tiny blocks from using far more memory
 // than its capacity says.
 const EntryOverhead = 128
@@ -118,7 +118,7 @@ type key struct {
 
 // entry is one block buffer and its reference count. buf is set
 // by Alloc and immutable; key, sum, charge and cached are written by Set
-// before the entry is published in a shard's map (while only the Alloc
+// before the entry is published in a shard's table (while only the Alloc
 // caller can see it) and immutable after, so a Get under the read lock
 // never sees a torn value (Set replaces a whole entry rather than mutating
 // one); prev/next belong to the shard's ring and are only touched under the
@@ -304,7 +304,7 @@ func (c *Cache) Get(id, offset uint64) (Handle, bool) {
 	s.mu.RLock()
 	e := s.m.get(h, k)
 	if e != nil {
-		// The cache's reference is held (e is in the map, and removing it
+		// The cache's reference is held (e is in the table, and removing it
 		// takes the write lock), so the count is >= 1 here.
 		e.refs.Add(1)
 		// Avoid dirtying the cache line when the bit is already set.
@@ -506,7 +506,7 @@ func (s *shard) link(e *entry) {
 	s.count++
 }
 
-// unlink removes e from the ring (not from the map).
+// unlink removes e from the ring (not from the table).
 func (s *shard) unlink(e *entry) {
 	if e.next == e {
 		s.hand = nil
