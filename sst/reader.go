@@ -43,6 +43,9 @@ type indexBlock struct {
 	// compare orders the separators' user keys under a comparer that is
 	// not bytewise; nil: bytewise, inline in search's loop.
 	compare func(a, b []byte) int
+	// samples narrow a bytewise search (see indexSamples; built after
+	// the separators' order is checked).
+	samples indexSamples
 }
 
 // len returns the number of entries, i.e. of data blocks.
@@ -97,13 +100,38 @@ func (x *indexBlock) search(ukey []byte, trailer uint64) int {
 	if x.compare != nil {
 		return x.searchFunc(ukey, trailer)
 	}
+	n := x.len()
+	if x.samples.abbrs == nil {
+		return x.searchIn(0, n, ukey, trailer)
+	}
+	lo, hi := x.samples.narrow(ukey, n)
+	// The samples are a hint: the range holds the answer if the entry
+	// before it is < the key and the one after it is not.
+	if lo > n || hi > n || lo > hi || lo > 0 && !x.less(lo-1, ukey, trailer) {
+		return x.searchIn(0, n, ukey, trailer)
+	}
+	i := x.searchIn(lo, hi, ukey, trailer)
+	if i == hi && hi < n && x.less(hi, ukey, trailer) {
+		return x.searchIn(hi, n, ukey, trailer)
+	}
+	return i
+}
+
+// less reports whether separator i < (ukey, trailer) (bytewise).
+func (x *indexBlock) less(i int, ukey []byte, trailer uint64) bool {
+	s, e, _ := x.entry(i)
+	c := bytes.Compare(x.data[s:e], ukey)
+	return c < 0 || c == 0 && binary.LittleEndian.Uint64(x.data[e:e+base.TrailerLen]) > trailer
+}
+
+// searchIn is search within entries [lo, hi), bytewise: the first entry
+// there whose separator is >= (ukey, trailer), or hi.
+func (x *indexBlock) searchIn(lo, hi int, ukey []byte, trailer uint64) int {
 	data := x.data
-	lo, hi := 0, x.len()
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		s, e, _ := x.entry(m)
-		// compareIKey(separator, ukey, trailer) < 0, inlined (the compiler
-		// does not).
+		// x.less(m, ukey, trailer), inlined (the compiler does not).
 		if c := bytes.Compare(data[s:e], ukey); c < 0 || c == 0 && binary.LittleEndian.Uint64(data[e:e+base.TrailerLen]) > trailer {
 			lo = m + 1
 		} else {
@@ -249,6 +277,7 @@ func open(f vfs.File, name string, size int64, o ReaderOptions) (*Reader, uint64
 		f.Close()
 		return nil, m.decoded, err
 	}
+	m.index.buildSamples(m.mem.alloc)
 	r := &Reader{fileReader: fr, opts: o, cache: o.Cache.internal(), tableMeta: m, tombs: m.rangeDels}
 	if gs := o.GlobalSeqNum; gs != 0 {
 		switch {

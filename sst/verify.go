@@ -302,5 +302,5 @@ func (r *Reader) sameMeta(m *tableMeta) error {
 			return fmt.Errorf("index entry %d differs", i)
 		}
 	}
-	return nil
+	return r.index.checkSamples()
 }
