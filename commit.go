@@ -800,11 +800,21 @@ func (d *DB) newMemTable(size int) (*memtable.MemTable, error) {
 		ProtectionBytesPerKey: d.opts.MemtableProtectionBytesPerKey,
 		ManualMemory:          true,
 		Comparer:              d.cmp,
+		FilterBytes:           d.memtableFilterBytes(size),
 	})
 	if err == nil {
 		d.stats.memtableBytes.add(int64(mt.Capacity()))
 	}
 	return mt, err
+}
+
+// memtableFilterBytes sizes the filter of a memtable of size bytes
+// (Options.MemtableFilterRatio; 0: none).
+func (d *DB) memtableFilterBytes(size int) int {
+	if r := d.opts.MemtableFilterRatio; r > 0 {
+		return int(float64(size) * r)
+	}
+	return 0
 }
 
 // releaseMemTable frees a memtable's arena (or a flushable batch's memory)

@@ -126,6 +126,7 @@ func TestOptionsValidateReportsEverything(t *testing.T) {
 		Compression:                   9,
 		ZstdLevel:                     23,
 		WALRecoveryMode:               7,
+		MemtableFilterRatio:           0.5,
 	}
 	o.EnsureDefaults()
 	err := o.Validate()
@@ -136,7 +137,8 @@ func TestOptionsValidateReportsEverything(t *testing.T) {
 	// user's terms (the option constants, not the on-disk codes).
 	for _, want := range []string{"ChecksumType = ChecksumType(42): unknown; valid: ChecksumDefault, ChecksumNone", "MemtableProtectionBytesPerKey = 3",
 		"LevelMultiplier = 1", "Compression = Compression(9): unknown; valid: DefaultCompression, NoCompression, SnappyCompression or ZstdCompression",
-		"WALRecoveryMode = WALRecoveryMode(7): unknown; valid: WALRecoverPointInTime", "ZstdLevel = 23: must be in [0, 22]"} {
+		"WALRecoveryMode = WALRecoveryMode(7): unknown; valid: WALRecoverPointInTime", "ZstdLevel = 23: must be in [0, 22]",
+		"MemtableFilterRatio = 0.5: must be at most 0.25"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate error does not mention %s: %v", want, err)
 		}

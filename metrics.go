@@ -148,8 +148,8 @@ type Metrics struct {
 	}
 	// Memory is what the DB holds, by component.
 	Memory struct {
-		// Memtables is the arena memory of every memtable not yet freed
-		// (outside the Go heap); MemtablesPinned is the part of it held
+		// Memtables is the memory of every memtable not yet freed, arena
+		// and filter (outside the Go heap); MemtablesPinned is the part of it held
 		// only by readers and iterators (memtables already flushed).
 		Memtables, MemtablesPinned int64
 		// BlockCache is what the block cache holds now (blocks plus their

@@ -673,6 +673,7 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 		BlockSize:                     cfg.BlockSize,
 		BlockRestartInterval:          int(c.intFlag("block_restart_interval")),
 		CacheSize:                     c.intFlag("cache_size"),
+		MemtableFilterRatio:           c.memtableFilterRatio(),
 		CostWriteBufferToCache:        c.boolFlag("cost_write_buffer_to_cache"),
 		BloomBits:                     int(c.intFlag("bloom_bits")),
 		PrefixSize:                    int(c.intFlag("prefix_size")),
@@ -688,6 +689,17 @@ func (c *CLI) engineOptions(cfg *Config, bad func(string, ...any)) EngineOptions
 	c.integrityOptions(&eo, bad)
 	c.shapeOptions(&eo, bad)
 	return eo
+}
+
+// memtableFilterRatio is --memtable_bloom_size_ratio as
+// EngineOptions.MemtableFilterRatio: off (-1) when <= 0, or with
+// --memtable_whole_key_filtering=false (Vigil's memtable filter holds
+// whole keys or nothing).
+func (c *CLI) memtableFilterRatio() float64 {
+	if r := c.floatFlag("memtable_bloom_size_ratio"); r > 0 && c.boolFlag("memtable_whole_key_filtering") {
+		return r
+	}
+	return -1
 }
 
 // integrityOptions reads the checksum, protection and compression flags

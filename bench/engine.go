@@ -113,6 +113,11 @@ type EngineOptions struct {
 	BatchProtectionBytesPerKey    int // --write_batch_protection_bytes_per_key
 	BlockSize                     int
 	CacheSize                     int64 // bytes; 0 disables
+	// MemtableFilterRatio sizes each memtable's bloom filter in bytes per
+	// byte of WriteBufferSize (--memtable_bloom_size_ratio;
+	// vigil.Options.MemtableFilterRatio): 0 the engine's default, negative
+	// none.
+	MemtableFilterRatio float64
 	// CostWriteBufferToCache charges the memtables' arenas to the block
 	// cache (--cost_write_buffer_to_cache): CacheSize is then one limit for
 	// blocks and memtables together (vigil.Options.MemoryBudget), as in

@@ -8,6 +8,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/vigildb/vigil"
 )
 
 // DefaultSuite is what `vigil kvbench` runs with no flags at all: a short
@@ -559,12 +561,28 @@ func (r *Runner) printHeader() {
 	fmt.Fprintf(w, "FileSize:   %.1f MB (estimated)\n", file)
 	fmt.Fprintf(w, "Compression: %s\n", c.Engine.Compression)
 	fmt.Fprintf(w, "Checksum:   %d\n", c.Engine.ChecksumType)
-	fmt.Fprintf(w, "Memtablerep: skip_list\n")
+	fmt.Fprintf(w, "Memtablerep: skip_list; memtable filter: %s\n", memtableFilterHeader(c.Engine))
 	fmt.Fprintf(w, "Paranoid memory checks: %v; memtable protection bytes per key: %d; write batch protection bytes per key: %d; verify checksums on read: %v\n",
 		c.Engine.ParanoidMemoryChecks, c.Engine.MemtableProtectionBytesPerKey, c.Engine.BatchProtectionBytesPerKey, !c.Engine.SkipReadChecksums)
 	fmt.Fprintf(w, "Write buffer size: %d; block size: %d; cache: %d; bloom bits: %d; sync: %v; WAL disabled: %v; threads: %d; batch size: %d\n",
 		c.Engine.WriteBufferSize, c.Engine.BlockSize, c.Engine.CacheSize, c.Engine.BloomBits, c.Sync, c.Engine.DisableWAL, c.Threads, max(c.BatchSize, 1))
 	fmt.Fprintf(w, "------------------------------------------------\n")
+}
+
+// memtableFilterHeader describes the memtable filter for the header: off
+// with paranoid checks (see vigil.Options.MemtableFilterRatio) or a ratio
+// <= 0, else its bytes per byte of write buffer.
+func memtableFilterHeader(o EngineOptions) string {
+	r := o.MemtableFilterRatio
+	switch {
+	case o.ParanoidMemoryChecks:
+		return "off (paranoid memory checks)"
+	case r < 0:
+		return "off"
+	case r == 0:
+		r = vigil.DefaultMemtableFilterRatio
+	}
+	return fmt.Sprintf("%g of the write buffer", r)
 }
 
 // keysHeader describes the keys for the header's Keys line: db_bench's

@@ -47,6 +47,7 @@ func VigilOptions(o EngineOptions) (*vigil.Options, error) {
 		BlockSize:                     o.BlockSize,
 		BlockRestartInterval:          o.BlockRestartInterval,
 		BlockCacheSize:                o.CacheSize,
+		MemtableFilterRatio:           o.MemtableFilterRatio,
 		BloomBitsPerKey:               o.BloomBits,
 		DisableWAL:                    o.DisableWAL,
 		DisableAutomaticCompactions:   o.DisableAutomaticCompactions,

@@ -37,11 +37,17 @@ func benchKey(buf []byte, n uint64) []byte {
 	return append(buf, "00000000"...)
 }
 
+// benchOptions are the options of a memtable for entries benchmark
+// entries, with a filter the DB's default size (1/128 of the arena; none
+// with paranoid checks), built only after 1024 Gets (so an Add benchmark
+// has none; see BenchmarkAddFiltered).
 func benchOptions(entries, prot int, paranoid bool) Options {
+	size := entries*EntrySize(benchKeyLen, benchValueLen) + MinSize
 	o := Options{
-		Size:                  entries*EntrySize(benchKeyLen, benchValueLen) + MinSize,
+		Size:                  size,
 		ParanoidMemoryChecks:  paranoid,
 		ProtectionBytesPerKey: prot,
+		FilterBytes:           size / 128,
 	}
 	if prot > 0 {
 		o.ChecksumType = checksum.XXH3
@@ -83,6 +89,39 @@ func BenchmarkAdd(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkAddFiltered is BenchmarkAdd/random with the filter built at
+// once: what an Add costs once Gets have come.
+func BenchmarkAddFiltered(b *testing.B) {
+	value := make([]byte, benchValueLen)
+	const perTable = 1 << 18
+	o := benchOptions(perTable, 0, false)
+	o.filterAfterGets = 1
+	newTable := func() *MemTable {
+		m := mustNew(b, o)
+		m.buildFilter(b)
+		return m
+	}
+	m := newTable()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var kbuf []byte
+	n := 0
+	b.SetBytes(benchKeyLen + benchValueLen)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if n == perTable {
+			b.StopTimer()
+			m = newTable()
+			n = 0
+			b.StartTimer()
+		}
+		kbuf = benchKey(kbuf, rng.Uint64())
+		if err := m.Add(uint64(i+1), base.KindSet, kbuf, value); err != nil {
+			b.Fatal(err)
+		}
+		n++
 	}
 }
 
@@ -137,7 +176,7 @@ var benchTables [9]benchTable // by protection bytes
 
 // sharedTable returns a memtable of benchEntries() random keys with the
 // given protection, built once. Benchmarks toggle m.paranoid, which only
-// selects the read paths.
+// selects the read paths, and the filter's readiness.
 func sharedTable(b *testing.B, prot int) (*MemTable, []uint64) {
 	bt := &benchTables[prot]
 	bt.once.Do(func() {
@@ -155,6 +194,32 @@ func sharedTable(b *testing.B, prot int) (*MemTable, []uint64) {
 		}
 	})
 	return bt.m, bt.keys
+}
+
+// BenchmarkGetMiss looks up keys the memtable does not hold (a Get that
+// goes on to the tables), with its filter and without.
+func BenchmarkGetMiss(b *testing.B) {
+	for _, filter := range []bool{true, false} {
+		b.Run(fmt.Sprintf("filter=%t", filter), func(b *testing.B) {
+			m, _ := sharedTable(b, 0)
+			m.buildFilter(b)
+			if !filter {
+				m.filter.ready.Store(false)
+				m.filter.after = -1 // never again
+				defer m.filter.ready.Store(true)
+			}
+			rng := rand.New(rand.NewPCG(9, 10))
+			var k [benchKeyLen]byte
+			copy(k[8:], "00000001") // no key has this filler
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				binary.BigEndian.PutUint64(k[:], rng.Uint64())
+				if _, _, _, found, err := m.Get(k[:], base.SeqNumMax); found || err != nil {
+					b.Fatal("hit", err)
+				}
+			}
+		})
+	}
 }
 
 func BenchmarkGet(b *testing.B) {

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -83,6 +84,19 @@ type Options struct {
 	// base.DefaultComparer, bytewise, which costs nothing extra; New
 	// resolves it once. It must pass base.Comparer.Check.
 	Comparer *base.Comparer
+
+	// FilterBytes sizes a bloom filter over the point entries' user keys
+	// (see filter), which lets Get skip the skiplist search for a key the
+	// memtable does not hold; it is built once Gets come (see
+	// lazyFilter), and counted in Capacity from the start: 0, none (the
+	// DB's is Options.MemtableFilterRatio of the arena). With
+	// ParanoidMemoryChecks there is none, whatever it says: a bit lost in
+	// RAM could hide a key, and no check could tell.
+	FilterBytes int
+
+	// filterAfterGets, if set, replaces filterBuildAfterGets (tests build
+	// filters sooner).
+	filterAfterGets int
 
 	// maxHeight caps skiplist tower heights (tests force 1 to make
 	// neighbours predictable); 0 means the skiplist default.
@@ -151,6 +165,10 @@ type MemTable struct {
 	points    *skiplist.Skiplist
 	rangeDels *skiplist.Skiplist
 
+	// filter holds the point entries' user keys once Gets come (see
+	// lazyFilter and Options.FilterBytes).
+	filter lazyFilter
+
 	csType    checksum.Type
 	protBytes int
 	paranoid  bool
@@ -161,6 +179,10 @@ type MemTable struct {
 	// The invariant Reserve keeps is arena.Size() + pending <= capacity, so
 	// every covered Add finds room.
 	pending atomic.Int64
+
+	// testHookBeforeLink, if set, runs in Add between its first look at
+	// the filter and the link (tests publish a filter there).
+	testHookBeforeLink func()
 
 	// inserters caches skiplist.Inserters (per P, through sync.Pool) so that
 	// a writer adding keys in order, as a batch or a sequential load does,
@@ -202,6 +224,12 @@ func New(o Options) (*MemTable, error) {
 		protBytes: o.ProtectionBytesPerKey,
 		paranoid:  o.ParanoidMemoryChecks,
 	}
+	if o.FilterBytes > 0 && !o.ParanoidMemoryChecks {
+		m.filter = lazyFilter{bytes: filterSize(o.FilterBytes), after: filterBuildAfterGets, manualMem: o.ManualMemory}
+		if o.filterAfterGets > 0 {
+			m.filter.after = o.filterAfterGets
+		}
+	}
 	if m.protBytes > 0 {
 		// Verify the entries an insert goes between (see
 		// skiplist.Options.CheckNeighbor): two checksums per Add.
@@ -229,6 +257,7 @@ func New(o Options) (*MemTable, error) {
 // use the memtable, or any key or value it handed out, afterwards.
 func (m *MemTable) Release() {
 	m.ahead.Stop()
+	m.filter.stop()
 	buf := m.manualBuf
 	m.manualBuf = nil
 	if buf == nil {
@@ -362,12 +391,34 @@ func (m *MemTable) add(seq uint64, kind Kind, key, value []byte, u, mask uint64)
 		putProtection(pn.Value[len(value):], checksum.KV(m.csType, key, trailer, value))
 	}
 	if list == m.points {
+		var h uint64
+		f := m.filter.f.Load()
+		if f != nil {
+			// Load the key's filter line now, so that its cache miss
+			// overlaps the skiplist search instead of adding to it.
+			h = filterHash(key)
+			runtime.KeepAlive(f.touch(h))
+		}
+		if m.testHookBeforeLink != nil {
+			m.testHookBeforeLink()
+		}
 		ins, _ := m.inserters.Get().(*skiplist.Inserter)
 		if ins == nil {
 			ins = m.points.NewInserter()
 		}
 		err = ins.Link(pn)
 		m.inserters.Put(ins)
+		if err == nil {
+			// After the link (see lazyFilter): a filter published
+			// since the load above is loaded again.
+			if f == nil {
+				f = m.filter.f.Load()
+				h = filterHash(key)
+			}
+			if f != nil {
+				f.add(h)
+			}
+		}
 	} else {
 		err = list.Link(pn)
 	}
@@ -492,6 +543,13 @@ func (m *MemTable) verifyBoundary(sit skiplist.Iterator, landed bool, dir int) e
 // entry it lands on is verified whether or not it matches. Corruption gives
 // an error wrapping ErrCorruption and found = false.
 func (m *MemTable) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind Kind, found bool, err error) {
+	f, build := m.filter.forGet()
+	if f != nil && !f.mayContain(filterHash(userKey)) {
+		return nil, 0, 0, false, nil
+	}
+	if build {
+		m.filter.start(m.backfillFilter)
+	}
 	if snapSeq > base.SeqNumMax {
 		snapSeq = base.SeqNumMax
 	}
@@ -586,9 +644,40 @@ func (m *MemTable) Count() uint64 { return m.count.Load() }
 // overhead and the bytes of failed or duplicate inserts.
 func (m *MemTable) ApproximateSize() int { return m.arena.Size() }
 
-// Capacity returns the arena's size (Options.Size): the memory the memtable
-// holds. Its entries can use a few bytes less (skiplist.Arena.Capacity).
-func (m *MemTable) Capacity() int { return m.size }
+// Capacity returns the memory the memtable holds: the arena's size
+// (Options.Size; its entries can use a few bytes less, see
+// skiplist.Arena.Capacity) and its filter's, built or not (so that the
+// DB's accounts stay exact; see lazyFilter).
+func (m *MemTable) Capacity() int { return m.size + m.filter.bytes }
+
+// Filtered reports whether Get consults the filter now: it has one (see
+// Options.FilterBytes), built once Gets came (see lazyFilter).
+func (m *MemTable) Filtered() bool { return m.filter.ready.Load() }
+
+// backfillFilter adds the user key of every point entry the skiplist holds
+// to f, checking each entry's protection bytes, and reports whether it got
+// through them all: false if stop was set, or an entry failed its check
+// (a key changed in RAM must not be filtered under its new bytes; a Get
+// that searches reports it).
+func (m *MemTable) backfillFilter(f *filter, stop *atomic.Bool) bool {
+	it := m.points.NewIter(false)
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if n++; n%1024 == 0 && stop.Load() {
+			return false
+		}
+		k, v, err := it.Entry()
+		if err != nil {
+			return false
+		}
+		ik, _, err := m.decode(k, v)
+		if err != nil {
+			return false
+		}
+		f.add(filterHash(ik.UserKey))
+	}
+	return it.Error() == nil
+}
 
 // Empty reports whether no Add has succeeded.
 func (m *MemTable) Empty() bool { return m.count.Load() == 0 }

@@ -291,7 +291,12 @@ func TestModel(t *testing.T) {
 					if n > 0 {
 						o.ChecksumType = types[i%len(types)]
 					}
-					t.Run(fmt.Sprintf("%s/prot=%d/%s/paranoid=%t/maxheight=%d", cmp.Name, n, o.ChecksumType, paranoid, mh), func(t *testing.T) {
+					if mh == 0 {
+						// A small filter, built after a few Gets:
+						// Gets it answers and Gets it lets through.
+						o.FilterBytes, o.filterAfterGets = 256, 8
+					}
+					t.Run(fmt.Sprintf("%s/prot=%d/%s/paranoid=%t/maxheight=%d/filter=%d", cmp.Name, n, o.ChecksumType, paranoid, mh, o.FilterBytes), func(t *testing.T) {
 						for seed := uint64(1); seed <= 2; seed++ {
 							runMemtableModel(t, o, rand.New(rand.NewPCG(seed, uint64(n))), ops)
 						}
@@ -318,6 +323,9 @@ func FuzzModel(f *testing.F) {
 		o := Options{ProtectionBytesPerKey: prot, ParanoidMemoryChecks: data[1]&1 != 0, Comparer: cmp}
 		if data[1]&2 != 0 {
 			o.maxHeight = 1
+		}
+		if data[1]&0x80 != 0 {
+			o.FilterBytes, o.filterAfterGets = 256, 4
 		}
 		if prot > 0 {
 			o.ChecksumType = checksum.TypeFromCode(uint8(1 + int(data[1]>>2)%5)) // a checked type

@@ -42,6 +42,10 @@ func runConcurrent(t *testing.T, cmp *base.Comparer, paranoid bool, writers, rea
 		ProtectionBytesPerKey: 8,
 		ParanoidMemoryChecks:  paranoid,
 		Comparer:              cmp,
+		// Built while the writers add (paranoid checks have none): a
+		// key whose Add returned must be found through it.
+		FilterBytes:     writers * perWriter * EntrySize(16, 32) / 128,
+		filterAfterGets: 200,
 	})
 	cmpInternal := m.Comparer().CompareInternal
 	key := func(w, i int) []byte { return []byte(fmt.Sprintf("w%d-%08d", w, (i*7919)%perWriter)) }
