@@ -45,8 +45,14 @@ func (d *DB) deleteObsoleteFiles() {
 	d.vs.obsoleteManifests = nil
 	d.mu.Unlock()
 
+	// Every table leaves the cache (closing it, and freeing its index and
+	// filter, once no reader holds it) before any file is removed: the
+	// removals take milliseconds each, and a compaction's tens of inputs
+	// kept their memory that long beside the outputs readers open.
 	for _, f := range tables {
 		d.tableCache.evict(f.FileNum)
+	}
+	for _, f := range tables {
 		d.removeObsolete(makeFilename(d.fs, d.dirname, fileTypeTable, f.FileNum))
 	}
 	for _, n := range wals {
