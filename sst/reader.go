@@ -105,14 +105,16 @@ func (x *indexBlock) search(ukey []byte, trailer uint64) int {
 		return x.searchIn(0, n, ukey, trailer)
 	}
 	lo, hi := x.samples.narrow(ukey, n)
-	// The samples are a hint: the range holds the answer if the entry
-	// before it is < the key and the one after it is not.
-	if lo > n || hi > n || lo > hi || lo > 0 && !x.less(lo-1, ukey, trailer) {
+	if lo > n || hi > n || lo > hi {
 		return x.searchIn(0, n, ukey, trailer)
 	}
+	// The samples are a hint, and the answer i is checked: it is the
+	// first separator >= the key if separator i-1 is < the key and
+	// separator i is not (they increase). The search within the range
+	// compared them unless i is at an end of it.
 	i := x.searchIn(lo, hi, ukey, trailer)
-	if i == hi && hi < n && x.less(hi, ukey, trailer) {
-		return x.searchIn(hi, n, ukey, trailer)
+	if i == lo && lo > 0 && !x.less(lo-1, ukey, trailer) || i == hi && hi < n && x.less(hi, ukey, trailer) {
+		return x.searchIn(0, n, ukey, trailer)
 	}
 	return i
 }
