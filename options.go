@@ -194,9 +194,11 @@ type Options struct {
 	// A Get of a key the memtable does not hold, nearly every Get after a
 	// fill of random keys, then costs a cache line instead of a search of
 	// the skiplist (twenty levels or so for a full 64 MiB memtable, each a
-	// cache miss). A memtable builds its filter once Gets come (after
-	// 1024), not from its first write: keeping one up to date costs an
-	// insert 10-15 %, which a bulk load would pay for nothing. Default
+	// cache miss). A memtable builds its filter once Gets of keys it does
+	// not hold come (1024 of them), not from its first write: keeping one
+	// up to date costs an insert 10-15 %, which a bulk load would pay for
+	// nothing, and a Get that finds its key pays a cache line for nothing.
+	// Default
 	// DefaultMemtableFilterRatio (1/128); negative disables it; at most
 	// 1/4. ParanoidMemoryChecks turns it off: a bit lost in RAM could hide
 	// a key there, and no check could tell.

@@ -127,15 +127,18 @@ func (f *filter) mayContain(h uint64) bool {
 	return true
 }
 
-// filterBuildAfterGets is how many Gets a memtable answers by searching
-// before it builds its filter.
+// filterBuildAfterGets is how many Gets of keys it does not hold a
+// memtable answers by searching before it builds its filter.
 const filterBuildAfterGets = 1024
 
 // lazyFilter is a MemTable's filter over its life. It is built once Gets
-// come (filterBuildAfterGets of them), not from the first Add: keeping a
-// filter up to date costs an insert 10-15 % (its lines, spread over the
-// filter, push skiplist nodes out of the CPU caches), which a memtable
-// that only takes writes, as in a bulk load, would pay for nothing.
+// of keys the memtable does not hold come (filterBuildAfterGets of them),
+// not from the first Add: keeping a filter up to date costs an insert
+// 10-15 % (its lines, spread over the filter, push skiplist nodes out of
+// the CPU caches), which a memtable that only takes writes, as in a bulk
+// load, would pay for nothing; and a Get the filter passes pays a line
+// more for nothing, which a memtable whose Gets find their keys, as one
+// that holds the whole working set, would pay for every Get.
 //
 // The build: start publishes a new filter (f), from which moment every Add
 // sets its key's bits after linking its entry; a goroutine then adds every
@@ -156,18 +159,24 @@ type lazyFilter struct {
 	manualMem bool // allocate outside the Go heap
 	f         atomic.Pointer[filter]
 	ready     atomic.Bool
-	searched  atomic.Int64 // Gets answered without a ready filter
+	searched  atomic.Int64 // Gets that searched without a ready filter and missed
 	stopping  atomic.Bool  // stop was called: the walk gives up
 	building  sync.WaitGroup
 }
 
-// forGet returns the filter if it is ready, else nil, counting the Get;
-// build is true for the Get that should start the build.
-func (l *lazyFilter) forGet() (f *filter, build bool) {
+// forGet returns the filter if it is ready, else nil.
+func (l *lazyFilter) forGet() *filter {
 	if l.ready.Load() {
-		return l.f.Load(), false
+		return l.f.Load()
 	}
-	return nil, l.bytes > 0 && l.searched.Add(1) == int64(l.after)
+	return nil
+}
+
+// missed counts a Get that searched without a ready filter and did not
+// find its key, and reports whether it is the one that should start the
+// build.
+func (l *lazyFilter) missed() bool {
+	return l.bytes > 0 && l.searched.Add(1) == int64(l.after)
 }
 
 // start publishes a new filter and backfills it on a goroutine of its own

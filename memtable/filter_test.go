@@ -61,8 +61,8 @@ func (m *MemTable) buildFilter(tb testing.TB) {
 }
 
 // TestMemTableFilter checks what the filter changes for a MemTable: its
-// Capacity counts it from the start; it is built after the Gets it waits
-// for, not before; a Get of a key it refuses answers "absent" without the
+// Capacity counts it from the start; it is built after the Gets of absent
+// keys it waits for, not before, and never for Gets that find their keys; a Get of a key it refuses answers "absent" without the
 // search; every point kind (Set, Delete, Merge) enters it, and a range
 // tombstone does not; paranoid checks have none.
 func TestMemTableFilter(t *testing.T) {
@@ -79,13 +79,18 @@ func TestMemTableFilter(t *testing.T) {
 	if err := m.Add(20, base.KindRangeDelete, []byte("r"), []byte("s")); err != nil {
 		t.Fatal(err)
 	}
+	// Gets that find their keys never build it; Gets of absent keys do,
+	// at the 5th.
+	for i := range 20 {
+		m.Get(key(i%3), base.SeqNumMax)
+	}
 	for i := range 4 {
-		m.Get(key(i), base.SeqNumMax)
+		m.Get(key(100+i), base.SeqNumMax)
 	}
 	if m.filter.f.Load() != nil {
 		t.Fatal("a filter before the Gets it waits for")
 	}
-	m.Get(key(0), base.SeqNumMax) // the 5th: the build starts
+	m.Get(key(104), base.SeqNumMax) // the 5th: the build starts
 	m.filter.building.Wait()
 	f := m.filter.f.Load()
 	if f == nil || !m.filter.ready.Load() {

@@ -87,7 +87,7 @@ type Options struct {
 
 	// FilterBytes sizes a bloom filter over the point entries' user keys
 	// (see filter), which lets Get skip the skiplist search for a key the
-	// memtable does not hold; it is built once Gets come (see
+	// memtable does not hold; it is built once such Gets come (see
 	// lazyFilter), and counted in Capacity from the start: 0, none (the
 	// DB's is Options.MemtableFilterRatio of the arena). With
 	// ParanoidMemoryChecks there is none, whatever it says: a bit lost in
@@ -543,13 +543,19 @@ func (m *MemTable) verifyBoundary(sit skiplist.Iterator, landed bool, dir int) e
 // entry it lands on is verified whether or not it matches. Corruption gives
 // an error wrapping ErrCorruption and found = false.
 func (m *MemTable) Get(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind Kind, found bool, err error) {
-	f, build := m.filter.forGet()
+	f := m.filter.forGet()
 	if f != nil && !f.mayContain(filterHash(userKey)) {
 		return nil, 0, 0, false, nil
 	}
-	if build {
+	value, seq, kind, found, err = m.search(userKey, snapSeq)
+	if !found && err == nil && f == nil && m.filter.missed() {
 		m.filter.start(m.backfillFilter)
 	}
+	return value, seq, kind, found, err
+}
+
+// search is Get's search of the skiplist.
+func (m *MemTable) search(userKey []byte, snapSeq uint64) (value []byte, seq uint64, kind Kind, found bool, err error) {
 	if snapSeq > base.SeqNumMax {
 		snapSeq = base.SeqNumMax
 	}
