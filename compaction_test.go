@@ -240,3 +240,72 @@ func TestCompactionDeletesInputsBeforeTheNext(t *testing.T) {
 		}
 	}
 }
+
+// TestObsoleteTablesDeletedWhileCompactionsRun: tables that go obsolete
+// while the compaction loop is busy (here: held off by compactionMu, as a
+// running compaction would hold it) are deleted then, not after it. A
+// reader's iterator pins a manual compaction's inputs; once it closes,
+// they must go with the loop still held.
+func TestObsoleteTablesDeletedWhileCompactionsRun(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openMem(t, fs, &Options{DisableAutomaticCompactions: true})
+	defer db.Close()
+	for r := range 3 {
+		for i := range 100 {
+			db.Put(fmt.Appendf(nil, "k%04d", i), fmt.Appendf(nil, "v%d", r), nil)
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tables := func() map[string]bool {
+		names, _ := fs.List("db")
+		m := map[string]bool{}
+		for _, n := range names {
+			if strings.HasSuffix(n, ".sst") {
+				m[n] = true
+			}
+		}
+		return m
+	}
+	inputs := tables()
+	if len(inputs) != 3 {
+		t.Fatalf("%d tables after 3 flushes", len(inputs))
+	}
+	it, err := db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The compaction loop, woken, blocks on compactionMu: as busy as a
+	// compaction would keep it.
+	db.compactionMu.Lock()
+	defer db.compactionMu.Unlock()
+	db.maybeScheduleCompactionLocked()
+	time.Sleep(20 * time.Millisecond)
+	for n := range inputs {
+		if !tables()[n] {
+			t.Fatalf("%s deleted while an iterator pins it", n)
+		}
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		left := 0
+		now := tables()
+		for n := range inputs {
+			if now[n] {
+				left++
+			}
+		}
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d obsolete tables still there while the compaction loop is busy", left, len(inputs))
+		}
+	}
+}

@@ -117,6 +117,8 @@ type DB struct {
 	// flushPending signals the flush goroutine.
 	flushPending chan struct{}
 	compactKick  chan struct{}
+	// obsoleteKick wakes obsoleteLoop: tables went obsolete.
+	obsoleteKick chan struct{}
 	bgWG         sync.WaitGroup
 	closing      chan struct{}
 	scrubMu      sync.Mutex // one scrubber pass at a time (scrub.go)

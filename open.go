@@ -82,6 +82,7 @@ func newDB(dir string, opts *Options) *DB {
 		session:      base.NewRandomID(),
 		flushPending: make(chan struct{}, 1),
 		compactKick:  make(chan struct{}, 1),
+		obsoleteKick: make(chan struct{}, 1),
 		closing:      make(chan struct{}),
 	}
 	d.stallCond = sync.NewCond(&d.mu)
@@ -221,9 +222,10 @@ func (d *DB) openCaches() {
 // startBackground starts the flush and compaction goroutines and schedules
 // what the opened state already calls for.
 func (d *DB) startBackground() {
-	d.bgWG.Add(2)
+	d.bgWG.Add(3)
 	go d.flushLoop()
 	go d.compactionLoop()
+	go d.obsoleteLoop()
 	if d.opts.ScrubInterval > 0 && !d.opts.ReadOnly {
 		d.bgWG.Add(1)
 		go d.scrubLoop()
