@@ -56,36 +56,12 @@ func benchOptions(entries, prot int, paranoid bool) Options {
 }
 
 func BenchmarkAdd(b *testing.B) {
-	value := make([]byte, benchValueLen)
 	for _, order := range []string{"seq", "random"} {
 		for _, prot := range []int{0, 8} {
 			for _, paranoid := range []bool{false, true} {
 				b.Run(fmt.Sprintf("%s/prot=%d/paranoid=%t", order, prot, paranoid), func(b *testing.B) {
-					const perTable = 1 << 18
-					o := benchOptions(perTable, prot, paranoid)
-					m := mustNew(b, o)
-					rng := rand.New(rand.NewPCG(1, 2))
-					var kbuf []byte
-					n := 0
-					b.SetBytes(benchKeyLen + benchValueLen)
-					b.ResetTimer()
-					for i := 0; i < b.N; i++ {
-						if n == perTable {
-							b.StopTimer()
-							m = mustNew(b, o)
-							n = 0
-							b.StartTimer()
-						}
-						k := uint64(i)
-						if order == "random" {
-							k = rng.Uint64()
-						}
-						kbuf = benchKey(kbuf, k)
-						if err := m.Add(uint64(i+1), base.KindSet, kbuf, value); err != nil {
-							b.Fatal(err)
-						}
-						n++
-					}
+					o := benchOptions(addsPerTable, prot, paranoid)
+					benchAdds(b, order == "random", func() *MemTable { return mustNew(b, o) })
 				})
 			}
 		}
@@ -95,15 +71,22 @@ func BenchmarkAdd(b *testing.B) {
 // BenchmarkAddFiltered is BenchmarkAdd/random with the filter built at
 // once: what an Add costs once Gets have come.
 func BenchmarkAddFiltered(b *testing.B) {
-	value := make([]byte, benchValueLen)
-	const perTable = 1 << 18
-	o := benchOptions(perTable, 0, false)
-	o.filterAfterGets = 1
-	newTable := func() *MemTable {
+	o := benchOptions(addsPerTable, 0, false)
+	benchAdds(b, true, func() *MemTable {
 		m := mustNew(b, o)
 		m.buildFilter(b)
 		return m
-	}
+	})
+}
+
+// addsPerTable is how many entries the Add benchmarks put in a memtable
+// before they take a new one.
+const addsPerTable = 1 << 18
+
+// benchAdds adds b.N entries, in key order or random, to memtables from
+// newTable (a new one every addsPerTable entries, untimed).
+func benchAdds(b *testing.B, random bool, newTable func() *MemTable) {
+	value := make([]byte, benchValueLen)
 	m := newTable()
 	rng := rand.New(rand.NewPCG(1, 2))
 	var kbuf []byte
@@ -111,13 +94,17 @@ func BenchmarkAddFiltered(b *testing.B) {
 	b.SetBytes(benchKeyLen + benchValueLen)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if n == perTable {
+		if n == addsPerTable {
 			b.StopTimer()
 			m = newTable()
 			n = 0
 			b.StartTimer()
 		}
-		kbuf = benchKey(kbuf, rng.Uint64())
+		k := uint64(i)
+		if random {
+			k = rng.Uint64()
+		}
+		kbuf = benchKey(kbuf, k)
 		if err := m.Add(uint64(i+1), base.KindSet, kbuf, value); err != nil {
 			b.Fatal(err)
 		}
