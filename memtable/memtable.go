@@ -412,8 +412,9 @@ func (m *MemTable) add(seq uint64, kind Kind, key, value []byte, u, mask uint64)
 			// After the link (see lazyFilter): a filter published
 			// since the load above is loaded again.
 			if f == nil {
-				f = m.filter.f.Load()
-				h = filterHash(key)
+				if f = m.filter.f.Load(); f != nil {
+					h = filterHash(key)
+				}
 			}
 			if f != nil {
 				f.add(h)
