@@ -71,14 +71,6 @@ func (f *filter) free() {
 	}
 }
 
-// bytes returns the filter's size (0 for a nil f).
-func (f *filter) bytes() int {
-	if f == nil {
-		return 0
-	}
-	return int(f.numLines) * filterLineWords * 8
-}
-
 // filterHash is the hash the filter keeps of a user key.
 func filterHash(userKey []byte) uint64 { return xxh3.Hash(userKey) }
 
