@@ -198,10 +198,9 @@ type Options struct {
 	// not hold come (1024 of them), not from its first write: keeping one
 	// up to date costs an insert 10-15 %, which a bulk load would pay for
 	// nothing, and a Get that finds its key pays a cache line for nothing.
-	// Default
-	// DefaultMemtableFilterRatio (1/128); negative disables it; at most
-	// 1/4. ParanoidMemoryChecks turns it off: a bit lost in RAM could hide
-	// a key there, and no check could tell.
+	// Default DefaultMemtableFilterRatio (1/128); negative disables it; at
+	// most 1/4. ParanoidMemoryChecks turns it off: a bit lost in RAM could
+	// hide a key there, and no check could tell.
 	MemtableFilterRatio float64
 	// MaxImmutableMemtables: writes stall while this many memtables wait to be
 	// flushed. Default 2.

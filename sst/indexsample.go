@@ -8,8 +8,8 @@ import (
 
 // indexSampleStride is how many index entries share one sample (see
 // indexSamples): 2 bytes of memory per data block, and after the samples'
-// search a binary search of at most this many entries, plus the two that
-// check the range.
+// search a binary search of at most this many entries, plus one beyond
+// them when the answer is at an end of the range.
 const indexSampleStride = 4
 
 // indexSamples narrows an index search before it touches the index block:
@@ -33,10 +33,10 @@ const indexSampleStride = 4
 // is a prefix of them. Under another comparer the index is searched whole.
 //
 // Invariant: nothing a search returns rests on the samples alone. They
-// only pick the range [lo, hi) to search; before that range is trusted,
-// the entries on both sides of it are compared with the key (see
-// indexBlock.search), and if they disagree, the whole index is searched.
-// So samples corrupted in memory cost time, never a wrong answer.
+// only pick the range [lo, hi) to search; the answer i found there is
+// checked against the index (separator i-1 < the key <= separator i; see
+// indexBlock.search), and if it fails, the whole index is searched. So
+// samples corrupted in memory cost time, never a wrong answer.
 //
 // Concurrency: built once at Open, before the Reader is shared; read-only
 // afterwards.
