@@ -283,7 +283,10 @@ func TestObsoleteTablesDeletedWhileCompactionsRun(t *testing.T) {
 	// compaction would keep it.
 	db.compactionMu.Lock()
 	defer db.compactionMu.Unlock()
-	db.maybeScheduleCompactionLocked()
+	select {
+	case db.compactKick <- struct{}{}:
+	default:
+	}
 	time.Sleep(20 * time.Millisecond)
 	for n := range inputs {
 		if !tables()[n] {
