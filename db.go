@@ -137,6 +137,11 @@ type DB struct {
 	// obsoleteMu, not mu: versions are released on readers' goroutines.
 	obsoleteMu     sync.Mutex
 	obsoleteTables []*manifest.FileMetadata
+	// deleteMu makes deletion passes one at a time: a caller's pass
+	// (the compaction loop's, before its next compaction) returns only
+	// after a pass already under way on obsoleteLoop has removed its
+	// files, so a compaction's inputs are gone before the next one writes.
+	deleteMu sync.Mutex
 
 	stats dbStats
 	// openIters counts iterators not yet closed, so that Close can report

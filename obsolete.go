@@ -55,6 +55,8 @@ func (d *DB) deleteObsoleteFiles() {
 	if d.opts.ReadOnly {
 		return
 	}
+	d.deleteMu.Lock()
+	defer d.deleteMu.Unlock()
 	d.obsoleteMu.Lock()
 	tables := d.obsoleteTables
 	d.obsoleteTables = nil
