@@ -76,6 +76,9 @@ func (d *DB) compactionLoop() {
 			var c *compaction
 			if d.bgErr == nil && !d.opts.DisableAutomaticCompactions {
 				c = d.picker.pick(d.vs.current)
+				if c == nil && d.seekAllowance > 0 {
+					c = d.pickSeekCompactionLocked(d.vs.current)
+				}
 			}
 			d.mu.Unlock()
 			if c == nil {
@@ -180,7 +183,7 @@ func (d *DB) runCompaction(c *compaction) error {
 		d.mu.Lock()
 		d.setBackgroundErrorLocked(err, "compaction "+c.String())
 		d.mu.Unlock()
-		d.emitCompaction(CompactionInfo{Level: c.level, OutputLevel: c.outputLevel, Inputs: c.fileNums(), Duration: time.Since(start), Err: err})
+		d.emitCompaction(CompactionInfo{Level: c.level, OutputLevel: c.outputLevel, Reason: c.reason, Inputs: c.fileNums(), Duration: time.Since(start), Err: err})
 		return err
 	}
 	e := &manifest.VersionEdit{}
@@ -203,11 +206,11 @@ func (d *DB) runCompaction(c *compaction) error {
 	defer d.mu.Unlock()
 	// Outputs stay if this fails: the edit may be durable despite the error
 	// (see flushOne); orphans are deleted at the next Open.
-	if err := d.installCompactionLocked(e); err != nil {
+	if err := d.installCompactionLocked(c, e); err != nil {
 		return err
 	}
 	dur := time.Since(start)
-	info := CompactionInfo{Level: c.level, OutputLevel: c.outputLevel, Inputs: c.fileNums(), ReadBytes: readBytes, WriteBytes: writeBytes, Duration: dur}
+	info := CompactionInfo{Level: c.level, OutputLevel: c.outputLevel, Reason: c.reason, Inputs: c.fileNums(), ReadBytes: readBytes, WriteBytes: writeBytes, Duration: dur}
 	for _, m := range outputs {
 		info.Outputs = append(info.Outputs, m.FileNum)
 	}
@@ -220,16 +223,19 @@ func (d *DB) runCompaction(c *compaction) error {
 	return nil
 }
 
-// installCompactionLocked makes a compaction's edit durable and current,
-// and wakes what waits for compactions: stalled writers, the next pick.
-// A failure is a background error. d.mu is held.
-func (d *DB) installCompactionLocked(e *manifest.VersionEdit) error {
+// installCompactionLocked makes the edit of compaction c durable and
+// current, and wakes what waits for compactions: stalled writers, the next
+// pick. A failure is a background error. d.mu is held.
+func (d *DB) installCompactionLocked(c *compaction, e *manifest.VersionEdit) error {
 	if err := d.vs.logAndApply(e); err != nil {
 		d.setBackgroundErrorLocked(err, "compaction: MANIFEST update")
 		return err
 	}
 	d.updateReadStateLocked()
 	d.stats.compactions.Add(1)
+	if c.reason == reasonSeeks {
+		d.stats.seekCompactions.Add(1)
+	}
 	d.stallCond.Broadcast()
 	d.maybeScheduleCompactionLocked()
 	return nil

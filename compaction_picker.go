@@ -140,6 +140,18 @@ func (p *leveledPicker) pick(v *manifest.Version) *compaction {
 	return nil
 }
 
+// seekCompaction is the compaction of f, at level, that its seeks call
+// for (see seek_compaction.go): f with what overlaps it in the next level;
+// for an L0 table, with every L0 table overlapping it too (expandL0), to
+// keep newer over older. nil if an input is damaged.
+func seekCompaction(v *manifest.Version, level int, f *manifest.FileMetadata) *compaction {
+	inputs := []*manifest.FileMetadata{f}
+	if level == 0 {
+		inputs = expandL0(v.Cmp, v.Levels[0], inputs)
+	}
+	return undamaged(newCompaction(v, level, inputs, reasonSeeks))
+}
+
 // undamaged returns c, or nil if one of its inputs was found damaged (see
 // scrub.go).
 func undamaged(c *compaction) *compaction {
@@ -282,10 +294,10 @@ func (d *DB) moveFiles(c *compaction) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.installCompactionLocked(e); err != nil {
+	if err := d.installCompactionLocked(c, e); err != nil {
 		return err
 	}
 	d.log.Infof("compaction moved %v from L%d to L%d", nums, c.level, c.outputLevel)
-	d.emitCompaction(CompactionInfo{Level: c.level, OutputLevel: c.outputLevel, Inputs: nums, Outputs: nums, TrivialMove: true})
+	d.emitCompaction(CompactionInfo{Level: c.level, OutputLevel: c.outputLevel, Reason: c.reason, Inputs: nums, Outputs: nums, TrivialMove: true})
 	return nil
 }

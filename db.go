@@ -128,6 +128,14 @@ type DB struct {
 	compactionMu sync.Mutex
 	// picker decides what to compact (d.mu).
 	picker compactionPolicy
+	// seekAllowance is the bytes of a table per seek it may be charged
+	// before a seek compaction (0: none; see seek_compaction.go).
+	seekAllowance int64
+	// seekDue holds the tables whose seeks reached their allowance, with
+	// their levels, for the compaction loop. Guarded by seekMu, not mu:
+	// readers add to it.
+	seekMu  sync.Mutex
+	seekDue []seekCandidate
 	// ingestSeq is the first seqnum of an ingestion that has taken its
 	// seqnums and not yet installed its MANIFEST edit (0: none): the flush
 	// of a memtable holding later seqnums waits for it (see ingest.go).
@@ -872,6 +880,7 @@ type dbStats struct {
 	scrubLastPass     atomic.Int64 // UnixNano of the end of the last pass, 0: none
 	flushNanos        atomic.Int64
 	compactions       atomic.Int64
+	seekCompactions   atomic.Int64
 	compactReadBytes  atomic.Int64
 	compactWriteBytes atomic.Int64
 	compactNanos      atomic.Int64

@@ -44,7 +44,10 @@ type FlushInfo struct {
 
 // CompactionInfo describes a compaction.
 type CompactionInfo struct {
-	Level, OutputLevel    int
+	Level, OutputLevel int
+	// Reason says why it ran: "score N" (the level's score), "manual"
+	// (Compact), "seeks" (see Options.SeekCompactionBytes).
+	Reason                string
 	Inputs, Outputs       []uint64 // file numbers
 	ReadBytes, WriteBytes uint64
 	// TrivialMove: the inputs moved down without being rewritten.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/internal/rangedel"
 	"github.com/vigildb/vigil/memtable"
 	"github.com/vigildb/vigil/sst"
@@ -164,14 +165,20 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 				if err != nil {
 					return fail(err)
 				}
-				children = append(children, &tableIter{InternalIterator: h.reader.NewIterWithOptions(it.lower, it.upper, ro), h: h, filter: ro.Filter})
+				children = append(children, &tableIter{InternalIterator: h.reader.NewIterWithOptions(it.lower, it.upper, ro), h: h, meta: f, filter: ro.Filter})
 			}
 			continue
 		}
-		children = append(children, newLevelIter(d.tableCache, files, it.lower, it.upper, ro))
+		li := newLevelIter(d.tableCache, files, it.lower, it.upper, ro)
+		li.level = level
+		children = append(children, li)
 	}
 	it.tombs = tombs.Set(snap)
-	it.iter = newMergingIter(d.cmp, children)
+	m := newMergingIter(d.cmp, children)
+	if d.seekAllowance > 0 {
+		m.onSeek = d.chargeSeek
+	}
+	it.iter = m
 	d.openIters.Add(1)
 	return it, nil
 }
@@ -184,12 +191,16 @@ func cloneOrNil(b []byte) []byte {
 }
 
 // tableIter is a table's iterator holding its table cache reference.
-// filter counts its prefix probes (nil: none).
+// filter counts its prefix probes (nil: none). meta is the L0 table's.
 type tableIter struct {
 	base.InternalIterator
 	h      *tableEntry
+	meta   *manifest.FileMetadata
 	filter *sst.FilterStats
 }
+
+// positionedTable returns the table, in L0 (see mergingIter.chargeSeek).
+func (t *tableIter) positionedTable() (*manifest.FileMetadata, int) { return t.meta, 0 }
 
 // mayHoldUserKey reports whether the table's filter may contain userKey
 // (see mergingIter.SeekGE).

@@ -17,6 +17,7 @@ type levelIter struct {
 	lower, upper []byte
 	ro           sst.ReadOptions
 	idx          int // index of the open file, -1 if none
+	level        int // the level of files (for positionedTable)
 	h            *tableEntry
 	iter         base.InternalIterator
 	err          error
@@ -123,6 +124,15 @@ func (l *levelIter) backwardFrom(i int, seek func(base.InternalIterator) bool) b
 	}
 	l.closeFile()
 	return false
+}
+
+// positionedTable returns the file the iterator is positioned in, nil if
+// none (see mergingIter.chargeSeek).
+func (l *levelIter) positionedTable() (*manifest.FileMetadata, int) {
+	if l.iter == nil || l.idx < 0 {
+		return nil, l.level
+	}
+	return l.files[l.idx], l.level
 }
 
 // mayHoldUserKey reports whether the level may hold an entry of userKey:

@@ -2,6 +2,7 @@ package vigil
 
 import (
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/manifest"
 )
 
 // mergingIter merges the internal keys of several sources (memtables, L0
@@ -38,6 +39,19 @@ type mergingIter struct {
 	// filters[i] is children[i] as a userKeyFilter, nil if it is none
 	// (asserted once, not on every seek).
 	filters []userKeyFilter
+	// sources[i] is children[i] as a tableSource, nil if it is none.
+	sources []tableSource
+	// onSeek, when set, is given the table to charge for a seek that left
+	// two or more tables positioned (see chargeSeek); nil: no charging
+	// (compactions' inputs, tests).
+	onSeek func(f *manifest.FileMetadata, level int)
+}
+
+// tableSource is implemented by the children that read tables (L0 table
+// iterators and level iterators): the table the child is positioned in,
+// and its level (nil when it is in none).
+type tableSource interface {
+	positionedTable() (f *manifest.FileMetadata, level int)
 }
 
 // userKeyFilter is implemented by the children that can tell, from a bloom
@@ -59,12 +73,40 @@ func newMergingIter(cmp *base.Comparer, children []base.InternalIterator) *mergi
 		keys:     make([]base.InternalKey, len(children)),
 		parked:   make([]bool, len(children)),
 		filters:  make([]userKeyFilter, len(children)),
+		sources:  make([]tableSource, len(children)),
 		cur:      -1,
 	}
 	for i, c := range children {
 		m.filters[i], _ = c.(userKeyFilter)
+		m.sources[i], _ = c.(tableSource)
 	}
 	return m
+}
+
+// chargeSeek gives onSeek the newest of the tables a seek left positioned,
+// if it left two or more: the seek read a data block in each, and those
+// below the first would have been read alone had the first been compacted
+// into them. Children are ordered newest first, so the first table source
+// in the heap is the one to charge. The DB counts these per table and
+// compacts a table once its count reaches its allowance (LevelDB's
+// allowed_seeks; see DB.chargeSeek).
+func (m *mergingIter) chargeSeek() {
+	first, n := -1, 0
+	for _, i := range m.heap {
+		if m.sources[i] == nil {
+			continue
+		}
+		n++
+		if first < 0 || i < first {
+			first = i
+		}
+	}
+	if n < 2 {
+		return
+	}
+	if f, level := m.sources[first].positionedTable(); f != nil {
+		m.onSeek(f, level)
+	}
 }
 
 // less orders heap entries: by internal key, reversed going backward.
@@ -160,14 +202,16 @@ func (m *mergingIter) SeekGE(key []byte) bool {
 		c.SeekGE(key)
 	}
 	ok := m.rebuild(true)
-	if m.nParked == 0 || m.err != nil {
-		return ok
+	if m.nParked > 0 && m.err == nil {
+		m.deferKey = append(m.deferKey[:0], key...)
+		if !ok || !m.cmp.Eq(m.keys[m.cur].UserKey, key) {
+			ok = m.unpark()
+		}
 	}
-	m.deferKey = append(m.deferKey[:0], key...)
-	if ok && m.cmp.Eq(m.keys[m.cur].UserKey, key) {
-		return true
+	if ok && m.onSeek != nil {
+		m.chargeSeek()
 	}
-	return m.unpark()
+	return ok
 }
 
 // SeekPrefixGE is SeekGE for a seek that wants only keys of prefix, key's
@@ -191,6 +235,9 @@ func (m *mergingIter) SeekPrefixGE(prefix, key []byte) bool {
 		c.SeekGE(key)
 	}
 	ok := m.rebuild(true)
+	if ok && m.onSeek != nil {
+		m.chargeSeek()
+	}
 	if m.nParked > 0 && m.err == nil {
 		m.deferKey = append(m.deferKey[:0], key...)
 	}
@@ -220,7 +267,11 @@ func (m *mergingIter) clearParked() {
 }
 
 func (m *mergingIter) SeekLT(key []byte) bool {
-	return m.position(false, func(c base.InternalIterator) bool { return c.SeekLT(key) })
+	ok := m.position(false, func(c base.InternalIterator) bool { return c.SeekLT(key) })
+	if ok && m.onSeek != nil && len(m.children) > 1 {
+		m.chargeSeek()
+	}
+	return ok
 }
 
 func (m *mergingIter) First() bool {

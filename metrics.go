@@ -116,7 +116,10 @@ type Metrics struct {
 		Elided uint64
 	}
 	Compact struct {
-		Count      int64
+		Count int64
+		// Seeks counts the compactions (of Count) that seeks asked for
+		// (Options.SeekCompactionBytes).
+		Seeks      int64
 		ReadBytes  int64
 		WriteBytes int64
 		Duration   time.Duration
@@ -241,6 +244,7 @@ func (d *DB) Metrics() *Metrics {
 		m.Scrub.LastPass = time.Unix(0, t)
 	}
 	m.Compact.Count = s.compactions.Load()
+	m.Compact.Seeks = s.seekCompactions.Load()
 	m.Compact.ReadBytes = s.compactReadBytes.Load()
 	m.Compact.WriteBytes = s.compactWriteBytes.Load()
 	m.Compact.Duration = time.Duration(s.compactNanos.Load())
@@ -327,7 +331,7 @@ func (m *Metrics) String() string {
 		fmt.Fprintf(&b, "scrub: %d passes, %d tables and %s verified, %d corruptions found, last pass %s\n",
 			m.Scrub.Passes, m.Scrub.Files, humanBytes(uint64(m.Scrub.Bytes)), m.Scrub.Corruptions, m.Scrub.LastPass.Format(time.RFC3339))
 	}
-	fmt.Fprintf(&b, "compactions: %d, read %s, wrote %s in %v\n", m.Compact.Count,
+	fmt.Fprintf(&b, "compactions: %d (%d for seeks), read %s, wrote %s in %v\n", m.Compact.Count, m.Compact.Seeks,
 		humanBytes(uint64(m.Compact.ReadBytes)), humanBytes(uint64(m.Compact.WriteBytes)), m.Compact.Duration.Round(time.Millisecond))
 	fmt.Fprintf(&b, "write stalls: %d, %v", m.Stall.Count, m.Stall.Duration.Round(time.Millisecond))
 	if m.Stall.Waiting > 0 {

@@ -86,6 +86,9 @@ func newDB(dir string, opts *Options) *DB {
 		closing:      make(chan struct{}),
 	}
 	d.stallCond = sync.NewCond(&d.mu)
+	if opts.SeekCompactionBytes > 0 && !opts.ReadOnly && !opts.DisableAutomaticCompactions {
+		d.seekAllowance = opts.SeekCompactionBytes
+	}
 	return d
 }
 

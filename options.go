@@ -323,6 +323,16 @@ type Options struct {
 	// DisableAutomaticCompactions turns background compactions off; Compact
 	// still works. For tests and benchmarks that control the LSM shape.
 	DisableAutomaticCompactions bool
+	// SeekCompactionBytes makes seeks compact what they read too much of:
+	// a seek (SeekGE, SeekLT, SeekPrefixGE) that leaves tables of two or
+	// more levels (or L0 tables) positioned is charged to the newest, and
+	// a table charged once per SeekCompactionBytes of its size (at least
+	// 100 times) is compacted into the next level when no level's score
+	// calls for a compaction, so that later seeks read one table less.
+	// LevelDB's allowed_seeks; Pebble's read-triggered compactions do the
+	// same. Default 16 KiB (DefaultSeekCompactionBytes); negative: no seek
+	// compactions (the LSM then changes with writes only).
+	SeekCompactionBytes int64
 	// Logger receives the info log instead of the LOG file. Default: the
 	// LOG file of the DB directory (none when ReadOnly).
 	Logger Logger
@@ -375,6 +385,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.LBaseMaxBytes == 0 {
 		o.LBaseMaxBytes = DefaultLBaseMaxBytes
+	}
+	if o.SeekCompactionBytes == 0 {
+		o.SeekCompactionBytes = DefaultSeekCompactionBytes
 	}
 	if o.LevelMultiplier == 0 {
 		o.LevelMultiplier = DefaultLevelMultiplier
@@ -602,6 +615,7 @@ func (o *Options) String() string {
 	p("wal_bytes_per_sync", o.WALBytesPerSync)
 	p("recycle_log_file_num", o.WALRecycleFiles)
 	p("disable_automatic_compactions", o.DisableAutomaticCompactions)
+	p("seek_compaction_bytes", o.SeekCompactionBytes)
 	return b.String()
 }
 

@@ -49,7 +49,17 @@ type FileMetadata struct {
 	// damaged is set when the scrubber found the file damaged (in memory
 	// only: the next pass after a restart finds it again).
 	damaged atomic.Bool
+	// seeks counts the seeks charged to the file (ChargeSeek; in memory
+	// only, from 0 at every Open).
+	seeks atomic.Int64
 }
+
+// ChargeSeek counts a seek that read this file and another one below it
+// (read amplification a compaction of this file would remove), and
+// reports whether the count just reached allowed: the file is then due for
+// a seek compaction. It reports true once per file. Safe for concurrent
+// use (readers charge from their own goroutines).
+func (m *FileMetadata) ChargeSeek(allowed int64) bool { return m.seeks.Add(1) == allowed }
 
 // MarkDamaged records that the file failed a check: compactions no longer
 // take it as an input.
