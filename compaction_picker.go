@@ -297,6 +297,9 @@ func (d *DB) moveFiles(c *compaction) error {
 	if err := d.installCompactionLocked(c, e); err != nil {
 		return err
 	}
+	for _, f := range c.inputs[0] {
+		f.ResetSeeks() // its seeks now charge it at its new level
+	}
 	d.log.Infof("compaction moved %v from L%d to L%d", nums, c.level, c.outputLevel)
 	d.emitCompaction(CompactionInfo{Level: c.level, OutputLevel: c.outputLevel, Reason: c.reason, Inputs: nums, Outputs: nums, TrivialMove: true})
 	return nil

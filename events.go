@@ -45,8 +45,9 @@ type FlushInfo struct {
 // CompactionInfo describes a compaction.
 type CompactionInfo struct {
 	Level, OutputLevel int
-	// Reason says why it ran: "score N" (the level's score), "manual"
-	// (Compact), "seeks" (see Options.SeekCompactionBytes).
+	// Reason says why it ran: "score 1.25" (the level's score), "manual"
+	// or "manual, bottom level in place" (Compact), "seeks" (see
+	// Options.SeekCompactionBytes).
 	Reason                string
 	Inputs, Outputs       []uint64 // file numbers
 	ReadBytes, WriteBytes uint64

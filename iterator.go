@@ -176,7 +176,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 	it.tombs = tombs.Set(snap)
 	m := newMergingIter(d.cmp, children)
 	if d.seekAllowance > 0 {
-		m.onSeek = d.chargeSeek
+		m.onSeek = d
 	}
 	it.iter = m
 	d.openIters.Add(1)

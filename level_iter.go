@@ -126,8 +126,10 @@ func (l *levelIter) backwardFrom(i int, seek func(base.InternalIterator) bool) b
 	return false
 }
 
-// positionedTable returns the file the iterator is positioned in, nil if
-// none (see mergingIter.chargeSeek).
+// positionedTable returns the file the iterator has open, nil if none
+// (see mergingIter.chargeSeek, which asks only children in its heap: valid,
+// so positioned in that file; a parked child may have a file open that
+// mayHoldUserKey opened without positioning in it).
 func (l *levelIter) positionedTable() (*manifest.FileMetadata, int) {
 	if l.iter == nil || l.idx < 0 {
 		return nil, l.level

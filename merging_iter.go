@@ -36,15 +36,25 @@ type mergingIter struct {
 	parked   []bool
 	nParked  int
 	deferKey []byte
-	// filters[i] is children[i] as a userKeyFilter, nil if it is none
-	// (asserted once, not on every seek).
-	filters []userKeyFilter
-	// sources[i] is children[i] as a tableSource, nil if it is none.
-	sources []tableSource
-	// onSeek, when set, is given the table to charge for a seek that left
+	// ext[i] is what children[i] is besides an iterator (asserted once,
+	// not on every seek).
+	ext []childExt
+	// onSeek, when set, is told the table to charge for a seek that left
 	// two or more tables positioned (see chargeSeek); nil: no charging
 	// (compactions' inputs, tests).
-	onSeek func(f *manifest.FileMetadata, level int)
+	onSeek seekCharger
+}
+
+// childExt is a child as a userKeyFilter and as a tableSource, each nil
+// if it is none.
+type childExt struct {
+	filter userKeyFilter
+	source tableSource
+}
+
+// seekCharger is told the table to charge for a seek (DB.chargeSeek).
+type seekCharger interface {
+	chargeSeek(f *manifest.FileMetadata, level int)
 }
 
 // tableSource is implemented by the children that read tables (L0 table
@@ -72,13 +82,12 @@ func newMergingIter(cmp *base.Comparer, children []base.InternalIterator) *mergi
 		heap:     make([]int, 0, len(children)),
 		keys:     make([]base.InternalKey, len(children)),
 		parked:   make([]bool, len(children)),
-		filters:  make([]userKeyFilter, len(children)),
-		sources:  make([]tableSource, len(children)),
+		ext:      make([]childExt, len(children)),
 		cur:      -1,
 	}
 	for i, c := range children {
-		m.filters[i], _ = c.(userKeyFilter)
-		m.sources[i], _ = c.(tableSource)
+		m.ext[i].filter, _ = c.(userKeyFilter)
+		m.ext[i].source, _ = c.(tableSource)
 	}
 	return m
 }
@@ -93,7 +102,7 @@ func newMergingIter(cmp *base.Comparer, children []base.InternalIterator) *mergi
 func (m *mergingIter) chargeSeek() {
 	first, n := -1, 0
 	for _, i := range m.heap {
-		if m.sources[i] == nil {
+		if m.ext[i].source == nil {
 			continue
 		}
 		n++
@@ -104,8 +113,8 @@ func (m *mergingIter) chargeSeek() {
 	if n < 2 {
 		return
 	}
-	if f, level := m.sources[first].positionedTable(); f != nil {
-		m.onSeek(f, level)
+	if f, level := m.ext[first].source.positionedTable(); f != nil {
+		m.onSeek.chargeSeek(f, level)
 	}
 }
 
@@ -194,7 +203,7 @@ func (m *mergingIter) SeekGE(key []byte) bool {
 	m.err = nil
 	m.clearParked()
 	for i, c := range m.children {
-		if f := m.filters[i]; f != nil && !f.mayHoldUserKey(key) {
+		if f := m.ext[i].filter; f != nil && !f.mayHoldUserKey(key) {
 			m.parked[i] = true
 			m.nParked++
 			continue
@@ -227,7 +236,7 @@ func (m *mergingIter) SeekPrefixGE(prefix, key []byte) bool {
 	m.err = nil
 	m.clearParked()
 	for i, c := range m.children {
-		if f := m.filters[i]; f != nil && !f.mayHoldPrefix(prefix, key) {
+		if f := m.ext[i].filter; f != nil && !f.mayHoldPrefix(prefix, key) {
 			m.parked[i] = true
 			m.nParked++
 			continue

@@ -25,8 +25,14 @@ import (
 // the table's metadata, and the table whose count reaches one seek per
 // SeekCompactionBytes of its size (at least minAllowedSeeks) is queued for
 // the compaction loop, which runs its compaction when no level's score
-// calls for one. Reads pay one atomic add per seek that read two tables or
-// more; a table is queued once.
+// calls for one. A seek of a merging iterator pays a look over its heap;
+// one that leaves two tables or more positioned also a division and an
+// atomic load, and an atomic add until the table is queued (once per table
+// and level: a trivial move starts the count again).
+//
+// What counts as a seek is every positioning of the merging iterator by
+// key: SeekGE, SeekLT and SeekPrefixGE, and so also First and Last within
+// bounds and an Iterator's change of direction, each of which seeks.
 
 // DefaultSeekCompactionBytes is the default Options.SeekCompactionBytes:
 // LevelDB's, a seek costing about what compacting 16 KiB does.

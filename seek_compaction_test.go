@@ -24,6 +24,11 @@ type tableTestIter struct {
 
 func (t *tableTestIter) positionedTable() (*manifest.FileMetadata, int) { return t.meta, t.level }
 
+// seekChargeFunc is a seekCharger.
+type seekChargeFunc func(f *manifest.FileMetadata, level int)
+
+func (fn seekChargeFunc) chargeSeek(f *manifest.FileMetadata, level int) { fn(f, level) }
+
 // mayHoldUserKey and mayHoldPrefix are a filter without false positives.
 func (t *tableTestIter) mayHoldUserKey(k []byte) bool {
 	return slices.ContainsFunc(t.keys, func(ik base.InternalKey) bool { return string(ik.UserKey) == string(k) })
@@ -60,9 +65,9 @@ func TestSeekCharge(t *testing.T) {
 		case "seek":
 			m := newMergingIter(base.DefaultComparer, children)
 			var charged []string
-			m.onSeek = func(f *manifest.FileMetadata, level int) {
+			m.onSeek = seekChargeFunc(func(f *manifest.FileMetadata, level int) {
 				charged = append(charged, fmt.Sprintf("table %d at L%d", f.FileNum, level))
-			}
+			})
 			var b strings.Builder
 			for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
 				op, key, _ := strings.Cut(line, " ")
@@ -91,10 +96,11 @@ func TestSeekCharge(t *testing.T) {
 	})
 }
 
-// TestSeekCompaction: seeks that read two L0 tables compact them into L1
-// once the newer one's allowance is used up (minAllowedSeeks for a small
-// table), the keys all still there; with SeekCompactionBytes negative the
-// same seeks queue nothing.
+// TestSeekCompaction: seeks that read two L0 tables queue the newer once
+// its allowance (minAllowedSeeks for a small table) is used up, not
+// before, and its compaction takes the L0 tables overlapping it and not
+// the one beside them, newer versions staying on top; with
+// SeekCompactionBytes negative the same seeks charge nothing.
 func TestSeekCompaction(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -112,62 +118,98 @@ func TestSeekCompaction(t *testing.T) {
 				}},
 			})
 			defer db.Close()
-			key := func(i int) []byte { return fmt.Appendf(nil, "k%05d", i) }
-			// Two L0 tables over one range: even keys, then odd ones.
-			for r := range 2 {
-				for i := r; i < 2000; i += 2 {
-					if err := db.Put(key(i), key(i), nil); err != nil {
-						t.Fatal(err)
-					}
+			key := func(c byte, i int) []byte { return fmt.Appendf(nil, "%c%05d", c, i) }
+			put := func(k []byte, v string) {
+				if err := db.Put(k, []byte(v), nil); err != nil {
+					t.Fatal(err)
 				}
+			}
+			flush := func() {
 				if err := db.Flush(); err != nil {
 					t.Fatal(err)
 				}
 			}
-			l0 := func() int {
-				db.mu.Lock()
-				defer db.mu.Unlock()
-				return len(db.vs.current.Levels[0])
+			// L0, oldest first: even k-keys; odd k-keys and every 10th
+			// k-key again; a-keys, beside the other two.
+			for i := 0; i < 2000; i += 2 {
+				put(key('k', i), "old")
 			}
-			if n := l0(); n != 2 {
-				t.Fatalf("L0 has %d tables, want 2", n)
+			flush()
+			for i := 0; i < 2000; i++ {
+				if i%2 == 1 || i%10 == 0 {
+					put(key('k', i), "new")
+				}
 			}
-			// Each seek to an absent key stops in both tables.
+			flush()
+			for i := range 100 {
+				put(key('a', i), "a")
+			}
+			flush()
+			db.mu.Lock()
+			tables := slices.Clone(db.vs.current.Levels[0]) // newest first
+			db.mu.Unlock()
+			if len(tables) != 3 {
+				t.Fatalf("L0 has %d tables, want 3", len(tables))
+			}
+			queued := func() int {
+				db.seekMu.Lock()
+				defer db.seekMu.Unlock()
+				return len(db.seekDue)
+			}
+			// Each seek to an absent k-key stops in the two k-tables (the
+			// a-table holds nothing at or after it). The compaction loop
+			// is held off until the last one, so the queue is as the seeks
+			// left it.
+			db.compactionMu.Lock()
 			it, err := db.NewIter(nil)
 			if err != nil {
+				db.compactionMu.Unlock()
 				t.Fatal(err)
 			}
 			for i := range minAllowedSeeks - 1 {
-				it.SeekGE(append(key(i), '5'))
+				it.SeekGE(append(key('k', i), '5'))
 			}
-			db.mu.Lock()
-			db.seekMu.Lock()
-			queued := len(db.seekDue)
-			db.seekMu.Unlock()
-			db.mu.Unlock()
-			if queued != 0 {
-				t.Fatalf("%d tables queued after %d seeks, want none before the allowance", queued, minAllowedSeeks-1)
-			}
-			it.SeekLT(append(key(500), '5'))
-			if err := it.Close(); err != nil {
+			before := queued()
+			it.SeekGE(append(key('k', 500), '5'))
+			after := queued()
+			err = it.Close()
+			db.compactionMu.Unlock()
+			if err != nil {
 				t.Fatal(err)
 			}
 			if tc.bytes < 0 {
-				db.mu.Lock()
-				c := db.pickSeekCompactionLocked(db.vs.current)
-				db.mu.Unlock()
-				if c != nil || l0() != 2 {
-					t.Fatalf("seek compactions off: picked %v, L0 has %d tables", c, l0())
+				for _, f := range tables {
+					if f.Seeks() != 0 || after != 0 {
+						t.Fatalf("seek compactions off: table %d charged %d seeks, %d queued", f.FileNum, f.Seeks(), after)
+					}
 				}
 				return
 			}
-			for deadline := time.Now().Add(10 * time.Second); l0() != 0; time.Sleep(time.Millisecond) {
+			if before != 0 || after != 1 {
+				t.Fatalf("%d tables queued after %d seeks and %d after one more, want 0 and 1", before, minAllowedSeeks-1, after)
+			}
+			if got := tables[1].Seeks(); got != minAllowedSeeks {
+				t.Fatalf("the newer k-table was charged %d seeks, want %d", got, minAllowedSeeks)
+			}
+			l0 := func() []*manifest.FileMetadata {
+				db.mu.Lock()
+				defer db.mu.Unlock()
+				return db.vs.current.Levels[0]
+			}
+			for deadline := time.Now().Add(10 * time.Second); len(l0()) != 1; time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Fatalf("L0 still has %d tables after %d seeks", l0(), minAllowedSeeks)
+					t.Fatalf("L0 still has %d tables after %d seeks", len(l0()), minAllowedSeeks)
 				}
 			}
+			if l0()[0] != tables[0] {
+				t.Errorf("L0 kept table %d, want the a-table %d", l0()[0].FileNum, tables[0].FileNum)
+			}
 			for i := range 2000 {
-				mustGet(t, db, string(key(i)), string(key(i)))
+				want := "old"
+				if i%2 == 1 || i%10 == 0 {
+					want = "new"
+				}
+				mustGet(t, db, string(key('k', i)), want)
 			}
 			if m := db.Metrics(); m.Compact.Seeks != 1 {
 				t.Errorf("Metrics.Compact.Seeks = %d, want 1", m.Compact.Seeks)

@@ -57,9 +57,23 @@ type FileMetadata struct {
 // ChargeSeek counts a seek that read this file and another one below it
 // (read amplification a compaction of this file would remove), and
 // reports whether the count just reached allowed: the file is then due for
-// a seek compaction. It reports true once per file. Safe for concurrent
-// use (readers charge from their own goroutines).
-func (m *FileMetadata) ChargeSeek(allowed int64) bool { return m.seeks.Add(1) == allowed }
+// a seek compaction. It reports true once per file and level (see
+// ResetSeeks); past allowed it only reads the count, so a hot table's
+// readers do not keep writing its cache line. Safe for concurrent use
+// (readers charge from their own goroutines).
+func (m *FileMetadata) ChargeSeek(allowed int64) bool {
+	if m.seeks.Load() >= allowed {
+		return false
+	}
+	return m.seeks.Add(1) == allowed
+}
+
+// ResetSeeks starts the file's seek count again, for the level a trivial
+// move put it in.
+func (m *FileMetadata) ResetSeeks() { m.seeks.Store(0) }
+
+// Seeks returns the file's seek count (ChargeSeek).
+func (m *FileMetadata) Seeks() int64 { return m.seeks.Load() }
 
 // MarkDamaged records that the file failed a check: compactions no longer
 // take it as an input.

@@ -160,6 +160,9 @@ type plan struct {
 	// WALRecycle is Options.WALRecycleFiles, drawn from a stream of its
 	// own (see drawWALRecycle).
 	WALRecycle int `json:"wal_recycle_files"`
+	// SeekCompaction is Options.SeekCompactionBytes, drawn from a stream
+	// of its own (see drawSeekCompaction).
+	SeekCompaction int64 `json:"seek_compaction_bytes"`
 }
 
 // pick returns one of xs uniformly.
@@ -197,6 +200,7 @@ func drawPlan(cfg *Config) plan {
 	}
 	p.drawBatchProtection()
 	p.drawWALRecycle()
+	p.drawSeekCompaction()
 	if cfg.planHook != nil {
 		cfg.planHook(&p)
 	}
@@ -328,6 +332,17 @@ func (p *plan) drawWALRecycle() {
 	}
 }
 
+// drawSeekCompaction draws Options.SeekCompactionBytes from a random
+// stream of its own (every other draw of a seed stays what it was): the
+// default for half the plans, off for a quarter, and for the rest so large
+// that every table is compacted after its first 100 charged seeks, so that
+// seek compactions run beside the workload's writes, flushes and
+// compactions.
+func (p *plan) drawSeekCompaction() {
+	rng := rand.New(rand.NewPCG(p.Seed, 0x5eec))
+	p.SeekCompaction = pick(rng, int64(0), 0, -1, 1<<40)
+}
+
 // forCorruptFiles adjusts the plan for --corrupt-files. Its draws come
 // last, so that without the option the plan is the same.
 func (p *plan) forCorruptFiles(rng *rand.Rand) {
@@ -396,6 +411,7 @@ func (p *plan) options(fs vfs.FS) *vigil.Options {
 		DisableWAL:                    p.DisableWAL,
 		WALRecycleFiles:               p.WALRecycle,
 		DisableAutomaticCompactions:   p.NoAutoCompact,
+		SeekCompactionBytes:           p.SeekCompaction,
 	}
 }
 
@@ -437,7 +453,8 @@ func (p *plan) describe(cfg *Config) string {
 		p.BlockSize, p.Restart, p.Bloom, p.Compression, sizeStr(p.Cache), p.MaxOpenFiles)
 	fmt.Fprintf(&b, "           l0_trigger=%d l0_stop=%d lbase=%s multiplier=%d target_file=%s\n",
 		p.L0Trigger, p.L0Stop, sizeStr(p.LBase), p.Multiplier, sizeStr(p.TargetFile))
-	fmt.Fprintf(&b, "           wal_recovery=%s disable_wal=%v wal_recycle_files=%d auto_compactions=%v\n", p.WALMode, p.DisableWAL, p.WALRecycle, !p.NoAutoCompact)
+	fmt.Fprintf(&b, "           wal_recovery=%s disable_wal=%v wal_recycle_files=%d auto_compactions=%v seek_compaction_bytes=%d\n",
+		p.WALMode, p.DisableWAL, p.WALRecycle, !p.NoAutoCompact, p.SeekCompaction)
 	for _, n := range p.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}
