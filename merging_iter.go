@@ -98,7 +98,8 @@ func newMergingIter(cmp *base.Comparer, children []base.InternalIterator) *mergi
 // into them. Children are ordered newest first, so the first table source
 // in the heap is the one to charge. The DB counts these per table and
 // compacts a table once its count reaches its allowance (LevelDB's
-// allowed_seeks; see DB.chargeSeek).
+// allowed_seeks; see DB.chargeSeek). A lone child's iterator never fills
+// the heap (see single), so it never charges.
 func (m *mergingIter) chargeSeek() {
 	first, n := -1, 0
 	for _, i := range m.heap {
@@ -277,7 +278,7 @@ func (m *mergingIter) clearParked() {
 
 func (m *mergingIter) SeekLT(key []byte) bool {
 	ok := m.position(false, func(c base.InternalIterator) bool { return c.SeekLT(key) })
-	if ok && m.onSeek != nil && len(m.children) > 1 {
+	if ok && m.onSeek != nil {
 		m.chargeSeek()
 	}
 	return ok
