@@ -7,7 +7,6 @@ import (
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/internal/rangedel"
-	"github.com/vigildb/vigil/memtable"
 	"github.com/vigildb/vigil/sst"
 )
 
@@ -39,10 +38,12 @@ type Iterator struct {
 	// custom is cmp.Compare when the order is not bytewise, nil when it
 	// is: the per-entry compares then call bytes.Compare inline (see
 	// compare).
-	custom   func(a, b []byte) int
-	rs       *readState
-	snap     uint64
-	iter     base.InternalIterator
+	custom func(a, b []byte) int
+	rs     *readState
+	snap   uint64
+	iter   base.InternalIterator
+	// alloc holds iter and what it merges (see iterAlloc), until Close.
+	alloc    *iterAlloc
 	lower    []byte
 	upper    []byte
 	tombs    rangedel.Set
@@ -110,13 +111,14 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 			}
 		}
 	}
-	var children []base.InternalIterator
+	a := newIterAlloc()
+	children := a.children[:0]
 	tombs := rangedel.Sources{Cmp: d.cmp}
 	addMem := func(e *memTableEntry) error {
 		if err := e.readable(); err != nil {
 			return err
 		}
-		children = append(children, e.t.NewIter(memtable.IterOptions{}))
+		children = append(children, a.memIter(e.t))
 		if e.rangeDels.Load() > 0 {
 			ts, idx, err := e.tombstones(snap)
 			if err != nil {
@@ -130,6 +132,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 		for _, c := range children {
 			c.Close()
 		}
+		a.release()
 		rs.unref()
 		return nil, err
 	}
@@ -165,16 +168,15 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 				if err != nil {
 					return fail(err)
 				}
-				children = append(children, &tableIter{InternalIterator: h.reader.NewIterWithOptions(it.lower, it.upper, ro), h: h, meta: f, filter: ro.Filter})
+				children = append(children, a.tableIter(h, f, it.lower, it.upper, ro))
 			}
 			continue
 		}
-		li := newLevelIter(d.tableCache, files, it.lower, it.upper, ro)
-		li.level = level
-		children = append(children, li)
+		children = append(children, a.levelIter(d.tableCache, files, level, it.lower, it.upper, ro))
 	}
 	it.tombs = tombs.Set(snap)
-	m := newMergingIter(d.cmp, children)
+	m := a.mergingIter(d.cmp, children)
+	it.alloc = a
 	if d.seekAllowance > 0 {
 		m.onSeek = d
 	}
@@ -649,6 +651,11 @@ func (it *Iterator) Close() error {
 		return it.ov.db.Close()
 	}
 	err := it.iter.Close()
+	it.iter = nil
+	if it.alloc != nil {
+		it.alloc.release()
+		it.alloc = nil
+	}
 	it.rs.unref()
 	it.d.openIters.Add(-1)
 	if it.err != nil {

@@ -75,21 +75,31 @@ type userKeyFilter interface {
 }
 
 func newMergingIter(cmp *base.Comparer, children []base.InternalIterator) *mergingIter {
-	m := &mergingIter{
+	m := new(mergingIter)
+	n := len(children)
+	m.init(cmp, children, make([]int, 0, n), make([]base.InternalKey, n), make([]bool, n), make([]childExt, n))
+	return m
+}
+
+// init makes m a merging iterator over children, with the slices it works
+// in (each of len(children), heap of that capacity) given by the caller:
+// fresh ones (newMergingIter) or an iterAlloc's arrays. Whatever m held
+// before is overwritten.
+func (m *mergingIter) init(cmp *base.Comparer, children []base.InternalIterator, heap []int, keys []base.InternalKey, parked []bool, ext []childExt) {
+	*m = mergingIter{
 		cmp:      cmp,
 		bytewise: cmp.IsBytewise(),
 		children: children,
-		heap:     make([]int, 0, len(children)),
-		keys:     make([]base.InternalKey, len(children)),
-		parked:   make([]bool, len(children)),
-		ext:      make([]childExt, len(children)),
+		heap:     heap[:0],
+		keys:     keys,
+		parked:   parked,
+		ext:      ext,
 		cur:      -1,
 	}
 	for i, c := range children {
 		m.ext[i].filter, _ = c.(userKeyFilter)
 		m.ext[i].source, _ = c.(tableSource)
 	}
-	return m
 }
 
 // chargeSeek gives onSeek the newest of the tables a seek left positioned,

@@ -600,14 +600,23 @@ type IterOptions struct {
 // entry it lands on, and validates neighbour order if the memtable is
 // paranoid or o.Validate is set.
 func (m *MemTable) NewIter(o IterOptions) InternalIterator {
-	return &iterator{m: m, sit: m.points.NewIter(o.Validate || m.paranoid), what: "point"}
+	it := new(Iter)
+	m.InitIter(it, o)
+	return it
+}
+
+// InitIter makes *it what NewIter returns, in memory the caller provides:
+// the DB builds its iterators in one pooled allocation (see iterAlloc in
+// package vigil). Whatever *it held before is overwritten.
+func (m *MemTable) InitIter(it *Iter, o IterOptions) {
+	*it = Iter{m: m, sit: m.points.NewIter(o.Validate || m.paranoid), what: "point"}
 }
 
 // NewRangeDelIter returns an iterator over the range tombstones:
 // Key().UserKey is the start, Value() the end, ordered by start ascending
 // (under the comparer) then seqnum descending. Checks as NewIter.
 func (m *MemTable) NewRangeDelIter() InternalIterator {
-	return &iterator{m: m, sit: m.rangeDels.NewIter(m.paranoid), what: "range deletion"}
+	return &Iter{m: m, sit: m.rangeDels.NewIter(m.paranoid), what: "range deletion"}
 }
 
 // RangeDels returns every range tombstone with seqnum <= snapSeq, in
@@ -788,8 +797,11 @@ func (m *MemTable) entryKindForTesting(userKey []byte) (keyOff, keyLen, valOff, 
 	return 0, 0, 0, 0, false, false
 }
 
-// iterator implements InternalIterator over one of the skiplists.
-type iterator struct {
+// Iter is a memtable iterator (NewIter, InitIter, NewRangeDelIter): it
+// implements InternalIterator over one of the skiplists. It is exported
+// only so that a caller can hold one in memory of its own (InitIter); its
+// zero value is not usable. Not safe for concurrent use.
+type Iter struct {
 	m     *MemTable
 	sit   skiplist.Iterator
 	what  string // "point" or "range deletion", for errors
@@ -800,7 +812,7 @@ type iterator struct {
 }
 
 // land decodes and verifies the entry the skiplist iterator reached.
-func (it *iterator) land(ok bool) bool {
+func (it *Iter) land(ok bool) bool {
 	if !ok {
 		it.valid = false
 		if err := it.sit.Error(); err != nil {
@@ -822,7 +834,7 @@ func (it *iterator) land(ok bool) bool {
 	return true
 }
 
-func (it *iterator) SeekGE(userKey []byte) bool {
+func (it *Iter) SeekGE(userKey []byte) bool {
 	it.err = nil
 	ok := it.sit.SeekGESplit(userKey, ^uint64(0))
 	if err := it.boundary(ok, -1); err != nil {
@@ -832,7 +844,7 @@ func (it *iterator) SeekGE(userKey []byte) bool {
 	return it.land(ok)
 }
 
-func (it *iterator) SeekLT(userKey []byte) bool {
+func (it *Iter) SeekLT(userKey []byte) bool {
 	it.err = nil
 	ok := it.sit.SeekLTSplit(userKey, ^uint64(0))
 	if err := it.boundary(ok, +1); err != nil {
@@ -843,43 +855,43 @@ func (it *iterator) SeekLT(userKey []byte) bool {
 }
 
 // boundary runs verifyBoundary after a seek that did not fail.
-func (it *iterator) boundary(landed bool, dir int) error {
+func (it *Iter) boundary(landed bool, dir int) error {
 	if it.m.protBytes == 0 || it.sit.Error() != nil {
 		return nil
 	}
 	return it.m.verifyBoundary(it.sit, landed, dir)
 }
 
-func (it *iterator) First() bool {
+func (it *Iter) First() bool {
 	it.err = nil
 	return it.land(it.sit.First())
 }
 
-func (it *iterator) Last() bool {
+func (it *Iter) Last() bool {
 	it.err = nil
 	return it.land(it.sit.Last())
 }
 
-func (it *iterator) Next() bool {
+func (it *Iter) Next() bool {
 	if !it.valid {
 		return false
 	}
 	return it.land(it.sit.Next())
 }
 
-func (it *iterator) Prev() bool {
+func (it *Iter) Prev() bool {
 	if !it.valid {
 		return false
 	}
 	return it.land(it.sit.Prev())
 }
 
-func (it *iterator) Valid() bool           { return it.valid }
-func (it *iterator) Key() base.InternalKey { return it.key }
-func (it *iterator) Value() []byte         { return it.val }
-func (it *iterator) Error() error          { return it.err }
+func (it *Iter) Valid() bool           { return it.valid }
+func (it *Iter) Key() base.InternalKey { return it.key }
+func (it *Iter) Value() []byte         { return it.val }
+func (it *Iter) Error() error          { return it.err }
 
-func (it *iterator) Close() error {
+func (it *Iter) Close() error {
 	it.valid = false
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/vigildb/vigil/internal/testcmp"
 )
 
-var _ base.InternalIterator = (*iterator)(nil)
+var _ base.InternalIterator = (*Iter)(nil)
 
 func mustNew(t testing.TB, o Options) *MemTable {
 	t.Helper()
