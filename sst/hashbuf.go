@@ -1,6 +1,10 @@
 package sst
 
-import "github.com/vigildb/vigil/internal/manual"
+import (
+	"sync"
+
+	"github.com/vigildb/vigil/internal/manual"
+)
 
 // hashBuf is a table writer's list of filter hashes (8 bytes per distinct
 // user key), kept outside the Go heap.
@@ -14,7 +18,9 @@ import "github.com/vigildb/vigil/internal/manual"
 // manual and frees the old one at once, and release frees the last, so the
 // memory is returned the moment the filter is built (on Linux, manual
 // keeps freed ranges below 4 MiB for reuse, their pages dropped: no mmap
-// and munmap per doubling).
+// and munmap per doubling). The one exception is the spare: release keeps
+// one buffer of at most maxSpareHashes, pages and all, for the next writer
+// (see spareHashes).
 //
 // A hashBuf belongs to one writer (no concurrency, but for the writer's
 // cleanup, which runs only once the writer is unreachable); the zero value
@@ -36,9 +42,15 @@ func (h *hashBuf) add(v uint64) {
 }
 
 func (h *hashBuf) grow() {
+	if cap(h.s) == 0 {
+		if s := takeSpareHashes(); s != nil {
+			h.s = s
+			return
+		}
+	}
 	s := manual.AllocSlice[uint64](max(2*cap(h.s), minHashCap))[:len(h.s)]
 	copy(s, h.s)
-	h.release()
+	manual.FreeSlice(h.s) // not to the spare: a table growing past it wants larger ones
 	h.s = s
 }
 
@@ -54,12 +66,53 @@ func (h *hashBuf) hashes() []uint64 {
 // len returns the number of hashes added; 0 for a nil hashBuf.
 func (h *hashBuf) len() int { return len(h.hashes()) }
 
-// release unmaps the buffer; the hashBuf is empty and reusable after. It
-// accepts nil.
+// release gives the buffer up (as the spare, or unmapped); the hashBuf is
+// empty and reusable after. It accepts nil.
 func (h *hashBuf) release() {
 	if h == nil {
 		return
 	}
-	manual.FreeSlice(h.s)
+	putSpareHashes(h.s)
 	h.s = nil
+}
+
+// maxSpareHashes is the largest buffer kept as the spare, in bytes: what
+// a compaction output of some 64K distinct keys fills, and no more, so
+// that the spare a flush's larger buffer would be does not stay resident.
+const maxSpareHashes = 512 << 10
+
+// spareHashes is one freed buffer kept mapped, pages and all, for the
+// next writer. A compaction writes its outputs one after another; without
+// it, each output faulted in a fresh buffer (manual drops the pages of a
+// freed range) and copied it at every doubling: on a 2-core VM, where a
+// first touch costs several microseconds, that was 5 % of a busy read
+// phase's CPU (seekrandom during the compactions after a 10M-key fill).
+var spareHashes struct {
+	mu sync.Mutex
+	s  []uint64
+}
+
+// takeSpareHashes returns the spare buffer, emptied, or nil.
+func takeSpareHashes() []uint64 {
+	spareHashes.mu.Lock()
+	s := spareHashes.s
+	spareHashes.s = nil
+	spareHashes.mu.Unlock()
+	return s[:0]
+}
+
+// putSpareHashes keeps s as the spare if it is small enough and larger
+// than the spare it would replace, and frees what it does not keep.
+func putSpareHashes(s []uint64) {
+	if cap(s) == 0 {
+		return
+	}
+	if cap(s)*8 <= maxSpareHashes {
+		spareHashes.mu.Lock()
+		if cap(s) > cap(spareHashes.s) {
+			s, spareHashes.s = spareHashes.s, s
+		}
+		spareHashes.mu.Unlock()
+	}
+	manual.FreeSlice(s)
 }

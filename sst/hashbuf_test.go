@@ -8,9 +8,14 @@ import (
 	"github.com/vigildb/vigil/internal/manual"
 )
 
+// dropSpareHashes frees the spare hash buffer, so that a test starts from
+// nothing mapped for hashes.
+func dropSpareHashes() { manual.FreeSlice(takeSpareHashes()) }
+
 // TestHashBuf checks the hashes survive every doubling in order, and that
-// release returns exactly what was mapped.
+// release keeps exactly what was mapped as the spare (it is small enough).
 func TestHashBuf(t *testing.T) {
+	dropSpareHashes()
 	before := manual.Allocated()
 	var h hashBuf
 	const n = 5*minHashCap + 17 // three doublings and a partial buffer
@@ -29,15 +34,23 @@ func TestHashBuf(t *testing.T) {
 	if m := manual.Allocated() - before; m != int64(cap(h.s))*8 {
 		t.Fatalf("%d bytes mapped for a capacity of %d hashes: old buffers not unmapped", m, cap(h.s))
 	}
+	kept := int64(cap(h.s)) * 8
 	h.release()
-	if m := manual.Allocated() - before; m != 0 || h.len() != 0 {
-		t.Fatalf("after release: %d bytes still mapped, %d hashes", m, h.len())
+	if m := manual.Allocated() - before; m != kept || h.len() != 0 {
+		t.Fatalf("after release: %d bytes mapped, %d hashes; want the %d-byte spare, none", m, h.len(), kept)
 	}
-	h.add(1) // reusable after release
-	if h.len() != 1 {
-		t.Fatalf("%d hashes after reuse", h.len())
+	h.add(1) // reusable after release, from the spare: nothing new mapped
+	if got := h.hashes(); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("hashes after reuse: %v", got)
+	}
+	if m := manual.Allocated() - before; m != kept {
+		t.Fatalf("reuse mapped %d bytes, want the spare's %d", m, kept)
 	}
 	h.release()
+	dropSpareHashes()
+	if m := manual.Allocated() - before; m != 0 {
+		t.Fatalf("%d bytes mapped once the spare is dropped", m)
+	}
 	var nilBuf *hashBuf
 	nilBuf.release()
 	if nilBuf.len() != 0 || nilBuf.hashes() != nil {
@@ -45,11 +58,12 @@ func TestHashBuf(t *testing.T) {
 	}
 }
 
-// TestWriterReleasesHashes checks that Close and Abort both unmap the
-// filter hashes of a table writer.
+// TestWriterReleasesHashes checks that Close and Abort both release the
+// filter hashes of a table writer: to the spare, and nothing else mapped.
 func TestWriterReleasesHashes(t *testing.T) {
 	fs := vfs.NewMem()
 	for _, abort := range []bool{false, true} {
+		dropSpareHashes()
 		before := manual.Allocated()
 		f, err := fs.Create("t.sst")
 		if err != nil {
@@ -71,8 +85,36 @@ func TestWriterReleasesHashes(t *testing.T) {
 		} else if _, err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if m := manual.Allocated() - before; m != 0 {
-			t.Errorf("abort=%v: %d bytes still mapped after the writer finished", abort, m)
+		spare := takeSpareHashes()
+		if m := manual.Allocated() - before; m != int64(cap(spare))*8 || cap(spare) == 0 {
+			t.Errorf("abort=%v: %d bytes still mapped after the writer finished, spare %d bytes", abort, m, cap(spare)*8)
 		}
+		manual.FreeSlice(spare)
+	}
+}
+
+// TestSpareHashesBounded checks that a buffer larger than maxSpareHashes
+// (a flush's) is freed, not kept, and that the larger of two small ones is
+// the one kept.
+func TestSpareHashesBounded(t *testing.T) {
+	dropSpareHashes()
+	before := manual.Allocated()
+	putSpareHashes(manual.AllocSlice[uint64](2 * maxSpareHashes / 8))
+	if m := manual.Allocated() - before; m != 0 {
+		t.Fatalf("%d bytes kept from a buffer over the limit", m)
+	}
+	putSpareHashes(manual.AllocSlice[uint64](minHashCap))
+	putSpareHashes(manual.AllocSlice[uint64](2 * minHashCap))
+	putSpareHashes(manual.AllocSlice[uint64](minHashCap))
+	if m := manual.Allocated() - before; m != 2*minHashCap*8 {
+		t.Fatalf("%d bytes mapped, want only the larger spare's %d", m, 2*minHashCap*8)
+	}
+	if s := takeSpareHashes(); cap(s) != 2*minHashCap || len(s) != 0 {
+		t.Fatalf("spare: len %d cap %d, want empty of capacity %d", len(s), cap(s), 2*minHashCap)
+	} else {
+		manual.FreeSlice(s)
+	}
+	if s := takeSpareHashes(); s != nil {
+		t.Fatalf("a second take returned a buffer of capacity %d", cap(s))
 	}
 }

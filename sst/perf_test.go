@@ -259,29 +259,41 @@ const benchN = 1_000_000
 // values, XXH3, snappy, bloom 10; bytes are key+value bytes added.
 func BenchmarkWriter(b *testing.B) {
 	for _, c := range []Compression{NoCompression, SnappyCompression} {
-		b.Run(c.String(), func(b *testing.B) {
-			val := make([]byte, 100)
-			for j := range val {
-				val[j] = byte('a' + j%8)
-			}
-			b.SetBytes(116)
-			b.ReportAllocs()
-			f := discardFile{}
-			w := NewWriter(f, testWriterOptions(checksum.XXH3, c, 4096))
-			i := 0
-			for b.Loop() {
-				if err := w.Add(base.MakeInternalKey(benchKey(i), 1, base.KindSet), val); err != nil {
-					b.Fatal(err)
-				}
-				i++
-				if i%100000 == 0 {
-					w.Close()
-					w = NewWriter(f, testWriterOptions(checksum.XXH3, c, 4096))
-				}
-			}
-			w.Close()
-		})
+		b.Run(c.String(), func(b *testing.B) { benchWriter(b, c, 100000) })
 	}
+}
+
+// BenchmarkWriterTables writes tables the size of a compaction's outputs
+// (32K entries, some 3.7 MB), one after another, as a compaction does: what
+// a table costs to start and finish (its filter hashes' buffer, its
+// filter) weighs more than in BenchmarkWriter.
+func BenchmarkWriterTables(b *testing.B) {
+	benchWriter(b, SnappyCompression, 32768)
+}
+
+// benchWriter adds entries of 16-byte keys and 100-byte values, starting
+// a new table every perTable entries.
+func benchWriter(b *testing.B, c Compression, perTable int) {
+	val := make([]byte, 100)
+	for j := range val {
+		val[j] = byte('a' + j%8)
+	}
+	b.SetBytes(116)
+	b.ReportAllocs()
+	f := discardFile{}
+	w := NewWriter(f, testWriterOptions(checksum.XXH3, c, 4096))
+	i := 0
+	for b.Loop() {
+		if err := w.Add(base.MakeInternalKey(benchKey(i), 1, base.KindSet), val); err != nil {
+			b.Fatal(err)
+		}
+		i++
+		if i%perTable == 0 {
+			w.Close()
+			w = NewWriter(f, testWriterOptions(checksum.XXH3, c, 4096))
+		}
+	}
+	w.Close()
 }
 
 // discardFile is a vfs.File that drops writes, so BenchmarkWriter measures
