@@ -42,7 +42,7 @@ const (
 type iterAlloc struct {
 	merging  mergingIter
 	mems     [iterAllocMems]memtable.Iter
-	levels   [manifest.NumLevels]levelIter
+	levels   [manifest.NumLevels - 1]levelIter // L1-L6; L0's tables are l0
 	l0       [iterAllocL0]tableIter
 	children [iterAllocChildren]base.InternalIterator
 	heap     [iterAllocChildren]int
@@ -71,7 +71,9 @@ func (a *iterAlloc) memIter(f flushable) base.InternalIterator {
 	return it
 }
 
-// levelIter returns an iterator over the files of one level below L0.
+// levelIter returns an iterator over the files of one level below L0
+// (levels has room for all of them; the fallback keeps the accounting
+// honest should the level count ever change).
 func (a *iterAlloc) levelIter(tables *tableCache, files []*manifest.FileMetadata, level int, lower, upper []byte, ro sst.ReadOptions) *levelIter {
 	if a.nLevels == len(a.levels) {
 		l := newLevelIter(tables, files, lower, upper, ro)
@@ -127,6 +129,6 @@ func (a *iterAlloc) reset() {
 	clear(a.keys[:])
 	clear(a.parked[:])
 	clear(a.ext[:])
-	a.merging = mergingIter{}
+	a.merging = mergingIter{deferKey: a.merging.deferKey[:0]} // bytes only: kept for the next seek that parks
 	a.nMems, a.nLevels, a.nL0 = 0, 0, 0
 }

@@ -84,9 +84,11 @@ func newMergingIter(cmp *base.Comparer, children []base.InternalIterator) *mergi
 // init makes m a merging iterator over children, with the slices it works
 // in (each of len(children), heap of that capacity) given by the caller:
 // fresh ones (newMergingIter) or an iterAlloc's arrays. Whatever m held
-// before is overwritten.
+// before is overwritten, but for deferKey's buffer (bytes, no references),
+// which a reused m keeps.
 func (m *mergingIter) init(cmp *base.Comparer, children []base.InternalIterator, heap []int, keys []base.InternalKey, parked []bool, ext []childExt) {
 	*m = mergingIter{
+		deferKey: m.deferKey[:0],
 		cmp:      cmp,
 		bytewise: cmp.IsBytewise(),
 		children: children,

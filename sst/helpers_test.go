@@ -116,11 +116,13 @@ func buildBytes(o WriterOptions, spec tableSpec) ([]byte, *Meta, error) {
 	w := NewWriter(f, o)
 	for _, e := range spec.points {
 		if err := w.Add(e.key, e.value); err != nil {
+			w.Abort()
 			return nil, nil, fmt.Errorf("Add(%s): %w", e.key, err)
 		}
 	}
 	for _, rt := range spec.tombs {
 		if err := w.AddRangeDel(rt.Start, rt.End, rt.Seq); err != nil {
+			w.Abort()
 			return nil, nil, fmt.Errorf("AddRangeDel: %w", err)
 		}
 	}

@@ -172,6 +172,7 @@ func TestWriterRejectsBadInput(t *testing.T) {
 	k := func(s string, seq uint64) base.InternalKey { return base.MakeInternalKey([]byte(s), seq, base.KindSet) }
 
 	w := newW()
+	defer w.Abort() // writers left open would release their hashes at some later collection
 	if err := w.Add(k("b", 5), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -194,14 +195,17 @@ func TestWriterRejectsBadInput(t *testing.T) {
 		}
 	}
 	w3 := newW()
+	defer w3.Abort()
 	if err := w3.Add(base.MakeInternalKey([]byte("a"), 1, base.KindRangeDelete), nil); !errors.Is(err, base.ErrInvalidArgument) {
 		t.Fatalf("Add(RANGEDEL) = %v", err)
 	}
 	w4 := newW()
+	defer w4.Abort()
 	if err := w4.AddRangeDel([]byte("b"), []byte("a"), 1); !errors.Is(err, base.ErrInvalidArgument) {
 		t.Fatalf("inverted range = %v", err)
 	}
 	w5 := newW()
+	defer w5.Abort()
 	w5.AddRangeDel([]byte("b"), []byte("c"), 5)
 	if err := w5.AddRangeDel([]byte("b"), []byte("d"), 6); !errors.Is(err, base.ErrCorruption) {
 		t.Fatalf("out-of-order range del = %v", err)
