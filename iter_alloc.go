@@ -49,9 +49,9 @@ type iterAlloc struct {
 	keys     [iterAllocChildren]base.InternalKey
 	parked   [iterAllocChildren]bool
 	ext      [iterAllocChildren]childExt
-	// nMems, nLevels and nL0 count the entries of mems, levels and l0 in
-	// use.
-	nMems, nLevels, nL0 int
+	// nMems and nL0 count the entries of mems and l0 in use (levels are
+	// indexed by level).
+	nMems, nL0 int
 }
 
 var iterAllocPool = sync.Pool{New: func() any { return new(iterAlloc) }}
@@ -71,18 +71,11 @@ func (a *iterAlloc) memIter(f flushable) base.InternalIterator {
 	return it
 }
 
-// levelIter returns an iterator over the files of one level below L0
-// (levels has room for all of them; the fallback keeps the accounting
-// honest should the level count ever change).
+// levelIter returns the iterator over the files of level (L1-L6: each has
+// its own slot, and newIter asks for each level once).
 func (a *iterAlloc) levelIter(tables *tableCache, files []*manifest.FileMetadata, level int, lower, upper []byte, ro sst.ReadOptions) *levelIter {
-	if a.nLevels == len(a.levels) {
-		l := newLevelIter(tables, files, lower, upper, ro)
-		l.level = level
-		return l
-	}
-	l := &a.levels[a.nLevels]
-	a.nLevels++
-	*l = levelIter{tables: tables, files: files, lower: lower, upper: upper, ro: ro, idx: -1, level: level}
+	l := &a.levels[level-1]
+	l.init(tables, files, level, lower, upper, ro)
 	return l
 }
 
@@ -122,7 +115,7 @@ func (a *iterAlloc) release() {
 // keeps nothing reachable.
 func (a *iterAlloc) reset() {
 	clear(a.mems[:a.nMems])
-	clear(a.levels[:a.nLevels])
+	clear(a.levels[:])
 	clear(a.l0[:a.nL0])
 	clear(a.children[:])
 	clear(a.heap[:])
@@ -130,5 +123,5 @@ func (a *iterAlloc) reset() {
 	clear(a.parked[:])
 	clear(a.ext[:])
 	a.merging = mergingIter{deferKey: a.merging.deferKey[:0]} // bytes only: kept for the next seek that parks
-	a.nMems, a.nLevels, a.nL0 = 0, 0, 0
+	a.nMems, a.nL0 = 0, 0
 }

@@ -24,7 +24,15 @@ type levelIter struct {
 }
 
 func newLevelIter(tables *tableCache, files []*manifest.FileMetadata, lower, upper []byte, ro sst.ReadOptions) *levelIter {
-	return &levelIter{tables: tables, files: files, lower: lower, upper: upper, ro: ro, idx: -1}
+	l := new(levelIter)
+	l.init(tables, files, 0, lower, upper, ro)
+	return l
+}
+
+// init makes l an iterator over files, the files of level, positioned
+// nowhere; whatever l held before is overwritten (see iterAlloc).
+func (l *levelIter) init(tables *tableCache, files []*manifest.FileMetadata, level int, lower, upper []byte, ro sst.ReadOptions) {
+	*l = levelIter{tables: tables, files: files, level: level, lower: lower, upper: upper, ro: ro, idx: -1}
 }
 
 // inBounds reports whether file i may hold keys within the iterator bounds.
