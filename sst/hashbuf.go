@@ -3,6 +3,7 @@ package sst
 import (
 	"sync"
 
+	"github.com/vigildb/vigil/internal/invariants"
 	"github.com/vigildb/vigil/internal/manual"
 )
 
@@ -87,6 +88,14 @@ const maxSpareHashes = 512 << 10
 // freed range) and copied it at every doubling: on a 2-core VM, where a
 // first touch costs several microseconds, that was 5 % of a busy read
 // phase's CPU (seekrandom during the compactions after a 10M-key fill).
+//
+// It is here, not in manual's spares, because a hash list is written
+// before it is read and needs no zeroing: manual.Alloc promises zeroed
+// memory, so a range kept with its pages would have to be cleared on each
+// reuse, and WAL blocks and other small buffers would share its budget.
+//
+// Invariants builds keep no spare: a freed buffer goes back to manual,
+// which poisons it and makes it fault, so a use after release is caught.
 var spareHashes struct {
 	mu sync.Mutex
 	s  []uint64
@@ -102,12 +111,13 @@ func takeSpareHashes() []uint64 {
 }
 
 // putSpareHashes keeps s as the spare if it is small enough and larger
-// than the spare it would replace, and frees what it does not keep.
+// than the spare it would replace (never in invariants builds), and frees
+// what it does not keep.
 func putSpareHashes(s []uint64) {
 	if cap(s) == 0 {
 		return
 	}
-	if cap(s)*8 <= maxSpareHashes {
+	if cap(s)*8 <= maxSpareHashes && !invariants.Enabled {
 		spareHashes.mu.Lock()
 		if cap(s) > cap(spareHashes.s) {
 			s, spareHashes.s = spareHashes.s, s

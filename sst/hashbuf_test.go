@@ -5,6 +5,7 @@ import (
 
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/vigildb/vigil/internal/base"
+	"github.com/vigildb/vigil/internal/invariants"
 	"github.com/vigildb/vigil/internal/manual"
 )
 
@@ -13,7 +14,8 @@ import (
 func dropSpareHashes() { manual.FreeSlice(takeSpareHashes()) }
 
 // TestHashBuf checks the hashes survive every doubling in order, and that
-// release keeps exactly what was mapped as the spare (it is small enough).
+// release keeps exactly what was mapped as the spare (it is small enough),
+// or frees it in invariants builds, which keep no spare.
 func TestHashBuf(t *testing.T) {
 	dropSpareHashes()
 	before := manual.Allocated()
@@ -34,17 +36,20 @@ func TestHashBuf(t *testing.T) {
 	if m := manual.Allocated() - before; m != int64(cap(h.s))*8 {
 		t.Fatalf("%d bytes mapped for a capacity of %d hashes: old buffers not unmapped", m, cap(h.s))
 	}
-	kept := int64(cap(h.s)) * 8
+	kept, reused := int64(cap(h.s))*8, int64(cap(h.s))*8 // the spare, then the spare again
+	if invariants.Enabled {
+		kept, reused = 0, minHashCap*8 // freed, then a first buffer
+	}
 	h.release()
 	if m := manual.Allocated() - before; m != kept || h.len() != 0 {
-		t.Fatalf("after release: %d bytes mapped, %d hashes; want the %d-byte spare, none", m, h.len(), kept)
+		t.Fatalf("after release: %d bytes mapped, %d hashes; want %d (the spare), none", m, h.len(), kept)
 	}
 	h.add(1) // reusable after release, from the spare: nothing new mapped
 	if got := h.hashes(); len(got) != 1 || got[0] != 1 {
 		t.Fatalf("hashes after reuse: %v", got)
 	}
-	if m := manual.Allocated() - before; m != kept {
-		t.Fatalf("reuse mapped %d bytes, want the spare's %d", m, kept)
+	if m := manual.Allocated() - before; m != reused {
+		t.Fatalf("reuse: %d bytes mapped, want %d", m, reused)
 	}
 	h.release()
 	dropSpareHashes()
@@ -59,7 +64,8 @@ func TestHashBuf(t *testing.T) {
 }
 
 // TestWriterReleasesHashes checks that Close and Abort both release the
-// filter hashes of a table writer: to the spare, and nothing else mapped.
+// filter hashes of a table writer: to the spare (none in invariants
+// builds), and nothing else mapped.
 func TestWriterReleasesHashes(t *testing.T) {
 	fs := vfs.NewMem()
 	for _, abort := range []bool{false, true} {
@@ -86,8 +92,8 @@ func TestWriterReleasesHashes(t *testing.T) {
 			t.Fatal(err)
 		}
 		spare := takeSpareHashes()
-		if m := manual.Allocated() - before; m != int64(cap(spare))*8 || cap(spare) == 0 {
-			t.Errorf("abort=%v: %d bytes still mapped after the writer finished, spare %d bytes", abort, m, cap(spare)*8)
+		if m := manual.Allocated() - before; m != int64(cap(spare))*8 || (cap(spare) > 0) == invariants.Enabled {
+			t.Errorf("abort=%v: %d bytes still mapped after the writer finished, spare %d bytes (invariants build: %v)", abort, m, cap(spare)*8, invariants.Enabled)
 		}
 		manual.FreeSlice(spare)
 	}
@@ -95,10 +101,17 @@ func TestWriterReleasesHashes(t *testing.T) {
 
 // TestSpareHashesBounded checks that a buffer larger than maxSpareHashes
 // (a flush's) is freed, not kept, and that the larger of two small ones is
-// the one kept.
+// the one kept; in invariants builds, that nothing is.
 func TestSpareHashesBounded(t *testing.T) {
 	dropSpareHashes()
 	before := manual.Allocated()
+	if invariants.Enabled {
+		putSpareHashes(manual.AllocSlice[uint64](minHashCap))
+		if m, s := manual.Allocated()-before, takeSpareHashes(); m != 0 || s != nil {
+			t.Fatalf("invariants build: %d bytes kept, spare of capacity %d", m, cap(s))
+		}
+		return
+	}
 	putSpareHashes(manual.AllocSlice[uint64](2 * maxSpareHashes / 8))
 	if m := manual.Allocated() - before; m != 0 {
 		t.Fatalf("%d bytes kept from a buffer over the limit", m)
