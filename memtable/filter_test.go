@@ -57,6 +57,28 @@ func (m *MemTable) buildFilter(tb testing.TB) {
 	}
 }
 
+// TestEmptyMemTableGet checks that Gets of an empty memtable answer
+// "absent" without counting toward the filter's build (a DB's memtable
+// after a flush must not build a filter of nothing), and that the first
+// entry is found.
+func TestEmptyMemTableGet(t *testing.T) {
+	m := mustNew(t, Options{Size: 1 << 20, FilterBytes: 1 << 13, filterAfterGets: 5})
+	for i := range 20 {
+		if _, _, _, found, err := m.Get(fmt.Appendf(nil, "k%d", i), base.SeqNumMax); found || err != nil {
+			t.Fatalf("Get of an empty memtable: found %t, %v", found, err)
+		}
+	}
+	if m.filter.f.Load() != nil || m.filter.searched.Load() != 0 {
+		t.Fatalf("Gets of an empty memtable counted toward its filter (%d)", m.filter.searched.Load())
+	}
+	if err := m.Add(1, base.KindSet, []byte("k1"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _, found, err := m.Get([]byte("k1"), base.SeqNumMax); !found || err != nil || string(v) != "v" {
+		t.Fatalf("Get after the first Add: %q %t %v", v, found, err)
+	}
+}
+
 // TestMemTableFilter checks what the filter changes for a MemTable: its
 // Capacity counts it from the start; it is built after the Gets of absent
 // keys it waits for, not before, and never for Gets that find their keys; a Get of a key it refuses answers "absent" without the
