@@ -127,6 +127,44 @@ func TestSlotReuse(t *testing.T) {
 	keep.Free()
 }
 
+// TestHotSlot: outside invariants builds, Alloc hands out the slot freed
+// last, wherever it is, while it is still free; then allocation goes on
+// from the oldest partly used chunk. Invariants builds never reuse a slot
+// that way (a freed slot stays poisoned until allocation reaches it).
+func TestHotSlot(t *testing.T) {
+	a := NewAllocator()
+	cls := &a.s.classes[classOf(4100)]
+	var bufs []Buf
+	for range cls.nslots + 2 { // the first chunk full, two slots of a second
+		bufs = append(bufs, a.Alloc(4100))
+	}
+	ptr := func(b Buf) *byte { return unsafe.SliceData(b.Bytes()) }
+	first, fifth := ptr(bufs[0]), ptr(bufs[5])
+	bufs[0].Free() // the first chunk joins the partial list, behind the second
+	bufs[5].Free() // the slot freed last
+	b := a.Alloc(4100)
+	if got := ptr(b) == fifth; got != !invariants.Enabled {
+		t.Fatalf("Alloc took the slot freed last: %t", got)
+	}
+	c := a.Alloc(4100) // no hot slot: the partial list's head, the second chunk
+	if ptr(c) == first || ptr(c) == fifth {
+		t.Fatal("Alloc without a hot slot took a slot of the younger chunk's")
+	}
+	if st := a.Stats(); st.Buffers != int64(cls.nslots+2) {
+		t.Fatalf("%d buffers counted, want %d", st.Buffers, cls.nslots+2)
+	}
+	b.Free()
+	c.Free()
+	for i, x := range bufs {
+		if i != 0 && i != 5 {
+			x.Free()
+		}
+	}
+	if st := a.Stats(); st.Buffers != 0 || st.InUse != 0 {
+		t.Fatalf("after freeing everything: %+v", st)
+	}
+}
+
 // TestChunkRelease: a chunk whose slots are all free is returned to the OS,
 // but for one spare per class (invariants builds: retired).
 func TestChunkRelease(t *testing.T) {
