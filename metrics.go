@@ -31,6 +31,10 @@ type CacheMetrics struct {
 	Count    int64 // blocks cached now
 	Hits     int64 // lookups that found the block
 	Misses   int64 // lookups that did not
+	// Rejected counts the blocks read but not cached: the cache was full
+	// and had not been offered them lately (a block read once does not
+	// evict one that may be read again).
+	Rejected int64
 	// Mapped is the memory the cache has mapped outside the Go heap: cached
 	// blocks, evicted blocks still read by iterators, and free slots.
 	Mapped int64
@@ -361,8 +365,8 @@ func (m *Metrics) String() string {
 		fmt.Fprintf(&b, "; budget %s", humanBytes(uint64(mem.Budget)))
 	}
 	b.WriteByte('\n')
-	fmt.Fprintf(&b, "block cache: %s in %d blocks, %d hits, %d misses (%.1f%% hit)\n",
-		humanBytes(uint64(max(bc.Size, 0))), bc.Count, bc.Hits, bc.Misses, hitRate)
+	fmt.Fprintf(&b, "block cache: %s in %d blocks, %d hits, %d misses (%.1f%% hit), %d not admitted\n",
+		humanBytes(uint64(max(bc.Size, 0))), bc.Count, bc.Hits, bc.Misses, hitRate, bc.Rejected)
 	fmt.Fprintf(&b, "table cache: %d open, %d hits, %d misses\n", m.TableCache.Open, m.TableCache.Hits, m.TableCache.Misses)
 	fmt.Fprintf(&b, "snapshots: %d; visible seq: %d; read amp: %d\n", m.Snapshots, m.VisibleSeq, m.ReadAmp())
 	if m.BackgroundError != nil {

@@ -28,7 +28,8 @@
 //
 //   - Alloc returns a Handle holding the only reference to a new buffer; the
 //     caller fills it and may publish it with Set, which adds the cache's own
-//     reference (or none, if the block is too large to cache).
+//     reference (or none, if the block is too large to cache, or if its
+//     shard is full and turns it away: see Admission).
 //   - Get returns a Handle holding a new reference (one atomic increment,
 //     under the shard's read lock, while the cache's reference is still held,
 //     so a count never rises from zero).
@@ -39,6 +40,14 @@
 //     buffer. A holder must release exactly once and not touch the bytes
 //     after: a block evicted while it is read stays intact until then, and
 //     its memory is never handed to anyone else before.
+//
+// # Admission
+//
+// A shard with room takes every block. A full one takes a block only if it
+// turned the same block away lately (see doorkeeper): one read once is
+// used and freed by its reader instead of evicting a block as likely to
+// be read again. So reads spread over a DB many times the cache pay no
+// eviction for most misses, and one pass of a scan cannot flush the cache.
 //
 // Blocks are immutable once published: the cache never writes into a
 // buffer. The one exception is ForEachBlock, which exists so a stress
@@ -93,6 +102,9 @@ type Metrics struct {
 	Count    int64 // blocks cached now
 	Hits     int64 // Get calls that found the block
 	Misses   int64 // Get calls that did not
+	// Rejected counts the blocks Set did not cache because their shard was
+	// full and they had not been offered lately (see doorkeeper).
+	Rejected int64
 	// Mapped is the memory the cache's allocator has mapped from the OS
 	// (outside the Go heap): cached blocks, blocks evicted but still held
 	// by readers, buffers being filled, and the allocator's free slots and
@@ -108,8 +120,8 @@ func (m Metrics) String() string {
 	if t := m.Hits + m.Misses; t > 0 {
 		hitRate = 100 * float64(m.Hits) / float64(t)
 	}
-	return fmt.Sprintf("block cache: %d/%d bytes, %d blocks, %d hits, %d misses (%.1f%% hit rate), %d bytes mapped",
-		m.Size, m.Capacity, m.Count, m.Hits, m.Misses, hitRate, m.Mapped)
+	return fmt.Sprintf("block cache: %d/%d bytes, %d blocks, %d hits, %d misses (%.1f%% hit rate), %d not admitted, %d bytes mapped",
+		m.Size, m.Capacity, m.Count, m.Hits, m.Misses, hitRate, m.Rejected, m.Mapped)
 }
 
 type key struct {
@@ -224,10 +236,13 @@ type shard struct {
 	size     int64
 	capacity int64
 	count    int64
+	door     doorkeeper // the blocks this shard turned away lately
 
 	hits, misses atomic.Int64
-	sizeA        atomic.Int64 // mirrors size for lock-free Metrics
-	countA       atomic.Int64 // mirrors count
+	rejected     atomic.Int64 // blocks turned away (Metrics.Rejected)
+
+	sizeA  atomic.Int64 // mirrors size for lock-free Metrics
+	countA atomic.Int64 // mirrors count
 
 	_ [64]byte // keep shards' hot fields on different cache lines
 }
@@ -326,8 +341,9 @@ func (c *Cache) Get(id, offset uint64) (Handle, bool) {
 // cached there, and evicts blocks until the shard is within capacity. The
 // cache takes a reference of its own: the caller keeps its reference and
 // still releases it; nobody may modify the bytes any more. A block whose
-// charge exceeds a shard's capacity is not cached (the caller's reference
-// is then the only one).
+// charge exceeds a shard's capacity is not cached, nor is a new block when
+// its shard is full and did not turn it away lately (see doorkeeper): the
+// caller's reference is then the only one.
 func (c *Cache) Set(id, offset uint64, h Handle, sum uint64) {
 	e := h.e
 	if c == nil || e == nil {
@@ -347,6 +363,13 @@ func (c *Cache) Set(id, offset uint64, h Handle, sum uint64) {
 	s.mu.Lock()
 	if charge > s.capacity {
 		s.mu.Unlock()
+		return
+	}
+	if s.size+charge > s.capacity && !s.door.seen(hk) && s.m.get(hk, k) == nil {
+		// Full, and a block not asked for lately: see doorkeeper.
+		s.door.add(hk, s.count)
+		s.mu.Unlock()
+		s.rejected.Add(1)
 		return
 	}
 	e.key, e.sum, e.charge, e.cached = k, sum, charge, true
@@ -457,6 +480,7 @@ func (c *Cache) Metrics() Metrics {
 		m.Count += s.countA.Load()
 		m.Hits += s.hits.Load()
 		m.Misses += s.misses.Load()
+		m.Rejected += s.rejected.Load()
 	}
 	return m
 }

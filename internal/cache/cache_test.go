@@ -23,6 +23,17 @@ func set(c *Cache, id, off uint64, data []byte, sum uint64) {
 	h.Release()
 }
 
+// admit caches a copy of data like set, offering it a second time if its
+// shard turned it away (a full shard takes a block on its second offer:
+// see doorkeeper).
+func admit(c *Cache, id, off uint64, data []byte, sum uint64) {
+	before := c.Metrics().Rejected
+	set(c, id, off, data, sum)
+	if c.Metrics().Rejected > before {
+		set(c, id, off, data, sum)
+	}
+}
+
 // get returns a copy of the cached block.
 func get(c *Cache, id, off uint64) ([]byte, uint64, bool) {
 	h, ok := c.Get(id, off)
@@ -161,7 +172,7 @@ func TestSecondChance(t *testing.T) {
 		set(c, 1, i, block(sz, byte(i)), i)
 	}
 	get(c, 1, 0) // referenced: gets a second chance
-	set(c, 1, 4, block(sz, 4), 4)
+	admit(c, 1, 4, block(sz, 4), 4)
 	if _, _, ok := get(c, 1, 0); !ok {
 		t.Fatal("referenced block 0 was evicted")
 	}
@@ -375,7 +386,7 @@ func TestEvictedBlockStaysIntactWhileHeld(t *testing.T) {
 	evictions := map[string]func(c *Cache){
 		"capacity": func(c *Cache) {
 			for i := uint64(1); i < 200; i++ {
-				set(c, 2, i, block(4000, 0xee), 0)
+				admit(c, 2, i, block(4000, 0xee), 0)
 			}
 		},
 		"delete":      func(c *Cache) { c.Delete(1, 0) },
