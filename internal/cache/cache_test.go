@@ -473,6 +473,45 @@ func TestReleaseTwicePanics(t *testing.T) {
 	h.Release()
 }
 
+// TestStaleHandleAfterReuse: entries are reused once freed, but a stale
+// Handle to one (a copy released already) cannot reach the block that
+// reuses it: its Release panics and leaves the new block's count alone.
+func TestStaleHandleAfterReuse(t *testing.T) {
+	c := New(1 << 20)
+	h := c.Alloc(100)
+	stale := h
+	h.Release()
+	// Take entries until the freed one comes back (the pool gives it to
+	// this goroutine's processor first, but need not).
+	var fresh []Handle
+	var reused Handle
+	for range 1000 {
+		x := c.Alloc(100)
+		if x.e == stale.e {
+			reused = x
+			break
+		}
+		fresh = append(fresh, x)
+	}
+	for _, x := range fresh {
+		x.Release()
+	}
+	if !reused.Valid() {
+		t.Skip("the pool did not hand the freed entry back")
+	}
+	copy(reused.Data(), block(100, 7))
+	if !panics(func() { stale.Release() }) {
+		t.Fatal("Release of a stale handle did not panic")
+	}
+	if n := reused.e.refs.Load(); n != 1 {
+		t.Fatalf("the stale Release moved the new block's count to %d", n)
+	}
+	if !bytes.Equal(reused.Data(), block(100, 7)) {
+		t.Fatal("the new block changed")
+	}
+	reused.Release()
+}
+
 func TestSetTwicePanics(t *testing.T) {
 	c := New(1 << 20)
 	h := c.Alloc(10)
