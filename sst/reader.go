@@ -651,9 +651,10 @@ func (r *fileReader) decodeInto(dst, b []byte, c Compression, h handle, kind Blo
 // cached block (re-verified with paranoid checks; a bad one is deleted
 // from the cache and reported); a miss reads the block into *raw (nil
 // means a pooled buffer) and decompresses it, or copies it, into a buffer
-// from the cache's allocator, which is then cached (if not too large): so
-// a cached block is one manual buffer of its decompressed size, and the
-// miss leaves no garbage.
+// from the cache's allocator, which is then offered to the cache (a full
+// one may turn it away: the caller's release then frees it): so a cached
+// block is one manual buffer of its decompressed size, and the miss
+// leaves no garbage.
 //
 // With skip (ReadOptions.SkipChecksums) a miss does not verify the block's
 // trailer, and the block is cached under its own key (unverifiedKey): a
