@@ -23,8 +23,9 @@ import "math/bits"
 // window additions (the shard's entry count when the generation began,
 // at least minWindow), cur becomes prev and a cleared one takes its place,
 // so a key is remembered for one to two windows. Three probes per key in a
-// filter of 8 bits per key of a window: about 3 % false positives (a block
-// let in on its first miss).
+// filter of at least 8 bits per key of a window: about 3 % false positives
+// in each generation, up to 6 % for both (a block let in on its first
+// miss).
 //
 // Concurrency: none; the shard's write lock guards it (Set).
 type doorkeeper struct {
@@ -37,8 +38,10 @@ type doorkeeper struct {
 const minWindow = 64
 
 // probes returns the three bit positions of hash h in a filter of mask+1
-// bits (double hashing over bits the shard and table indexes do not use
-// alone).
+// bits, by double hashing: a from bits 17 and up (above the bits that
+// place a key in its table), b from bits 41 and up (within one shard its
+// top bits are constant, which large filters only feel as a few more
+// collisions).
 func probes(h uint64, mask uint64) (uint64, uint64, uint64) {
 	a := h >> 17
 	b := h>>41 | 1

@@ -56,7 +56,10 @@
 // In invariants builds (go test -tags invariants) a freed buffer is poisoned
 // and made inaccessible (see manual.Allocator), Handle.Data and Sum panic on
 // a released handle, and Set panics on a handle already published. In every
-// build, releasing a handle more often than it was acquired panics.
+// build, a Release after the block was freed panics (the Handle's entry
+// generation has moved on). A Handle released twice while others still
+// hold the block is not caught: its second Release takes one of their
+// references, as it did before entries were reused.
 //
 // # Concurrency
 //
@@ -140,8 +143,8 @@ type key struct {
 // entry is in a shard (cached); at zero the buffer is freed and the entry
 // goes back to entryPool for the next Alloc, its generation advanced. A
 // Handle carries the generation it was made in, and Release checks it: a
-// stale Handle (released already, or a copy of one) panics instead of
-// reaching the count of the block that reuses its entry.
+// Handle whose block was freed since (released already, or a copy of one)
+// panics instead of reaching the count of the block that reuses its entry.
 //
 // Why reuse entries: most misses on a DB larger than the cache are blocks
 // the cache turns away (see doorkeeper), so their entries would die at
@@ -190,7 +193,7 @@ func (h Handle) live(what string) {
 // block from Get. The bytes stay valid and unchanged until Release, which
 // must be called exactly once; the zero Handle is empty (Valid is false,
 // Release does nothing). A Handle is two words: pass it by value, but
-// release only one copy (a second Release panics).
+// release only one copy (a Release after the block was freed panics).
 type Handle struct {
 	e   *entry
 	gen uint32 // e's generation when the Handle was made
