@@ -175,7 +175,8 @@ type slabs struct {
 // holds exactly the chunks with both free and used slots; a full chunk is
 // in no list; an empty one is the spare, retired (invariants builds) or
 // unmapped. Alloc takes the slot freed last if it is still free (hot, not
-// in invariants builds: see takeHot), else partial's head; a chunk that
+// in invariants builds nor dropping allocators: see takeHot), else
+// partial's head; a chunk that
 // gets a free slot goes to the tail, so allocation favours older, fuller
 // chunks and lets the others drain. hot is nil or the chunk of the last
 // Free, which left it partly used (it may have filled since).
@@ -189,8 +190,9 @@ type sizeClass struct {
 	all      uint64 // bitmap with the nslots low bits set
 	partial  chunkList
 	spare    *chunk // an empty chunk kept mapped (not in invariants builds)
-	// hot, hotIdx: the slot freed last (not in invariants builds), which
-	// Alloc takes first while it is free (see takeHot).
+	// hot, hotIdx: the slot freed last (not in invariants builds, nor
+	// when Free drops pages), which Alloc takes first while it is free
+	// (see takeHot).
 	hot     *chunk
 	hotIdx  uint
 	retired []*chunk // invariants builds: empty, inaccessible, oldest first
@@ -321,25 +323,20 @@ func (a *slabs) alloc(n int) Buf {
 	}
 	cls := &a.classes[classOf(max(n, 1))]
 	cls.mu.Lock()
-	if c, i, ok := cls.takeHot(); ok {
-		cls.mu.Unlock()
-		a.stats.inUse.Add(int64(cls.slot))
-		a.stats.buffers.Add(1)
-		off := int(i) * cls.slot
-		return Buf{b: c.mem[off : off+n : off+n], c: c}
-	}
-	c := cls.partial.head
-	if c == nil {
-		if c = cls.spare; c != nil {
-			cls.spare = nil
-		} else {
-			cls.mu.Unlock()
-			c = cls.newChunk()
-			cls.mu.Lock()
+	c, i, ok := cls.takeHot()
+	if !ok {
+		if c = cls.partial.head; c == nil {
+			if c = cls.spare; c != nil {
+				cls.spare = nil
+			} else {
+				cls.mu.Unlock()
+				c = cls.newChunk()
+				cls.mu.Lock()
+			}
+			cls.partial.pushBack(c)
 		}
-		cls.partial.pushBack(c)
+		i = c.take()
 	}
-	i := c.take()
 	if c.free == 0 {
 		cls.partial.remove(c)
 	}
@@ -361,7 +358,8 @@ func (a *slabs) alloc(n int) Buf {
 	return Buf{b: slot[:n:n], c: c}
 }
 
-// takeHot claims the slot freed last, if it is still free (cls.mu held).
+// takeHot claims the slot freed last, if it is still free (cls.mu held);
+// the caller takes c out of partial if that filled it.
 //
 // Why: a buffer freed a moment ago is still in the CPU's caches, and one
 // filled next costs less than half what a cold one does (decoding a 4 KiB
@@ -379,9 +377,6 @@ func (cls *sizeClass) takeHot() (*chunk, uint, bool) {
 		return nil, 0, false
 	}
 	c.free &^= bit
-	if c.free == 0 {
-		cls.partial.remove(c)
-	}
 	return c, cls.hotIdx, true
 }
 
@@ -485,7 +480,8 @@ func (b Buf) Free() {
 	}
 	wasFull := c.free == 0
 	c.free |= bit
-	if !invariants.Enabled {
+	if !invariants.Enabled && !a.dropFreed {
+		// A dropping allocator's freed slot has no pages left to be hot.
 		cls.hot, cls.hotIdx = c, i
 	}
 	switch {

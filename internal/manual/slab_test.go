@@ -130,9 +130,14 @@ func TestSlotReuse(t *testing.T) {
 // TestHotSlot: outside invariants builds, Alloc hands out the slot freed
 // last, wherever it is, while it is still free; then allocation goes on
 // from the oldest partly used chunk. Invariants builds never reuse a slot
-// that way (a freed slot stays poisoned until allocation reaches it).
+// that way (a freed slot stays poisoned until allocation reaches it), nor
+// does a dropping allocator (its freed slots keep no pages).
 func TestHotSlot(t *testing.T) {
-	a := NewAllocator()
+	t.Run("plain", func(t *testing.T) { testHotSlot(t, NewAllocator(), !invariants.Enabled) })
+	t.Run("dropping", func(t *testing.T) { testHotSlot(t, NewDroppingAllocator(), false) })
+}
+
+func testHotSlot(t *testing.T, a *Allocator, hot bool) {
 	cls := &a.s.classes[classOf(4100)]
 	var bufs []Buf
 	for range cls.nslots + 2 { // the first chunk full, two slots of a second
@@ -143,7 +148,7 @@ func TestHotSlot(t *testing.T) {
 	bufs[0].Free() // the first chunk joins the partial list, behind the second
 	bufs[5].Free() // the slot freed last
 	b := a.Alloc(4100)
-	if got := ptr(b) == fifth; got != !invariants.Enabled {
+	if got := ptr(b) == fifth; got != hot {
 		t.Fatalf("Alloc took the slot freed last: %t", got)
 	}
 	c := a.Alloc(4100) // no hot slot: the partial list's head, the second chunk
