@@ -42,18 +42,23 @@ const minWindow = 64
 // place a key in its table), b from bits 41 and up (within one shard its
 // top bits are constant, which large filters only feel as a few more
 // collisions).
-func probes(h uint64, mask uint64) (uint64, uint64, uint64) {
+func probes(h uint64, mask uint64) [3]uint64 {
 	a := h >> 17
 	b := h>>41 | 1
-	return a & mask, (a + b) & mask, (a + 2*b) & mask
+	return [3]uint64{a & mask, (a + b) & mask, (a + 2*b) & mask}
 }
 
+// has reports whether filter f holds every bit of h (false for no filter).
 func has(f []uint64, h uint64) bool {
 	if len(f) == 0 {
 		return false
 	}
-	p, q, r := probes(h, uint64(len(f))*64-1)
-	return f[p/64]&(1<<(p%64)) != 0 && f[q/64]&(1<<(q%64)) != 0 && f[r/64]&(1<<(r%64)) != 0
+	for _, p := range probes(h, uint64(len(f))*64-1) {
+		if f[p/64]&(1<<(p%64)) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // seen reports whether h was added in this generation or the last.
@@ -65,10 +70,9 @@ func (d *doorkeeper) add(h uint64, count int64) {
 	if d.cur == nil || d.adds >= d.window {
 		d.rotate(count)
 	}
-	p, q, r := probes(h, uint64(len(d.cur))*64-1)
-	d.cur[p/64] |= 1 << (p % 64)
-	d.cur[q/64] |= 1 << (q % 64)
-	d.cur[r/64] |= 1 << (r % 64)
+	for _, p := range probes(h, uint64(len(d.cur))*64-1) {
+		d.cur[p/64] |= 1 << (p % 64)
+	}
 	d.adds++
 }
 
