@@ -352,6 +352,14 @@ func TestIngestRefuses(t *testing.T) {
 	if err := db.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	// The flush's rotation starts the next WAL in the background: let it
+	// be made before the directory is listed below, or it shows up as a
+	// file the refused ingestions left.
+	waitFor(t, "the next WAL", func() bool {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		return !db.wal.preparing
+	})
 	writeExt(t, fs, "a.sst", extFile{points: []extEntry{{key: ikey(1), val: "x"}, {key: ikey(9), val: "x"}}}, nil)
 	writeExt(t, fs, "b.sst", extFile{points: []extEntry{{key: ikey(5), val: "y"}}}, nil)
 	writeExt(t, fs, "c.sst", extFile{tombs: [][2]string{{ikey(9), ikey(12)}}}, nil)
