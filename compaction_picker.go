@@ -195,7 +195,7 @@ func (p *leveledPicker) manual(v *manifest.Version, level int, start, end []byte
 		c.noMove = true
 	case prevOutput == level:
 		// The previous step merged everything in range into this
-		// bottom level already.
+		// bottom level already (see wholeBottom).
 		return nil, false
 	default:
 		// The bottom level: rewrite it in place, which drops what no
@@ -204,7 +204,28 @@ func (p *leveledPicker) manual(v *manifest.Version, level int, start, end []byte
 		c.inputs[0] = inputs
 		c.smallest, c.largest = keyRange(v.Cmp, inputs)
 	}
+	if c.outputLevel == last && c.level < last {
+		wholeBottom(v, c, start, end)
+	}
 	return c, false
+}
+
+// wholeBottom makes a manual step into the bottom level take every bottom
+// file in [start, end], not only those under its inputs: the next step,
+// seeing that this one wrote the bottom level, does not rewrite it in
+// place, and a bottom file in range beside the inputs' keys would keep its
+// tombstones and its old compression.
+func wholeBottom(v *manifest.Version, c *compaction, start, end []byte) {
+	lo, hi := c.smallest, c.largest
+	if start == nil || v.Cmp.Cmp(start, lo) < 0 {
+		lo = start
+	}
+	if end == nil || v.Cmp.Cmp(end, hi) > 0 {
+		hi = end
+	}
+	c.inputs[1] = v.Overlaps(c.outputLevel, lo, hi)
+	all := append(slices.Clone(c.inputs[0]), c.inputs[1]...)
+	c.smallest, c.largest = keyRange(v.Cmp, all)
 }
 
 // newCompaction adds to level's inputs the overlapping files of the next
