@@ -561,7 +561,7 @@ func (d *DB) queueFlushable(b *Batch, fb *flushableBatch, need int) (commitSlot,
 	var mt *memtable.MemTable
 	if need == 2 || !d.opts.DisableWAL {
 		var err error
-		if mt, err = d.newMemTable(d.nextMemtableSize(0)); err != nil {
+		if mt, err = d.newMemTable(d.memtableSizeFor(0)); err != nil {
 			fb.Release()
 			return commitSlot{}, err
 		}
@@ -741,32 +741,12 @@ func (d *DB) l0Stopped() bool { return len(d.vs.current.Levels[0]) >= d.opts.L0S
 // d.mu is held.
 func (d *DB) stallReasonLocked() string {
 	switch {
-	case d.immFullLocked():
+	case len(d.imm) >= d.opts.MaxImmutableMemtables:
 		return fmt.Sprintf("too many immutable memtables (%d, MaxImmutableMemtables=%d)", len(d.imm), d.opts.MaxImmutableMemtables)
 	case d.l0Stopped():
 		return fmt.Sprintf("too many L0 files (%d, L0StopWritesTrigger=%d)", len(d.vs.current.Levels[0]), d.opts.L0StopWritesTrigger)
 	}
 	return ""
-}
-
-// immFullLocked reports whether rotating the mutable memtable would leave
-// more than MaxImmutableMemtables WriteBufferSizes waiting for a flush,
-// each memtable counted by its arena but at most one WriteBufferSize (one
-// is larger only to hold one batch). With memtables of WriteBufferSize
-// that is "MaxImmutableMemtables of them wait", the rule as it was; the
-// small ones of the growth schedule (nextMemtableSize) count by their
-// size, so a row of them flushing does not stall writes, and what waits
-// stays within the same bound. d.mu is held.
-func (d *DB) immFullLocked() bool {
-	if len(d.imm) == 0 {
-		return false
-	}
-	wb := int64(d.opts.WriteBufferSize)
-	bytes := min(int64(d.mem.t.Capacity()), wb)
-	for _, e := range d.imm {
-		bytes += min(int64(e.t.Capacity()), wb)
-	}
-	return bytes > int64(d.opts.MaxImmutableMemtables)*wb
 }
 
 // rotationClearedLocked reports whether a rotation no longer needs to
@@ -800,41 +780,14 @@ func (d *DB) waitStalled(cleared func() bool) error {
 	}
 }
 
-// memtableSizeFor returns the arena size for a memtable of WriteBufferSize
-// that must hold at least a batch of memSize bytes. Recovery replays WALs
-// into such memtables; mutable ones take nextMemtableSize.
+// memtableSizeFor returns the arena size for a new memtable that must hold
+// at least a batch of memSize bytes.
 func (d *DB) memtableSizeFor(memSize int) int {
-	return arenaSizeFor(d.opts.WriteBufferSize, memSize)
-}
-
-// arenaSizeFor returns size, or more if a batch of memSize bytes needs it.
-func arenaSizeFor(size, memSize int) int {
+	size := d.opts.WriteBufferSize
 	if need := memSize + memSize/8 + 64<<10; need > size {
 		size = need
 	}
 	return size
-}
-
-// initialMemtableSize is the arena of the first mutable memtable after
-// Open; each rotation doubles it, up to WriteBufferSize (Pebble's schedule).
-//
-// Why: a DB that holds little uses little memory, and a random insert into
-// a small list stays in the CPU's caches. A 1M-key random fill of 33-byte
-// keys (bench/peers geth) spends over half its time in the skiplist search,
-// whose cost is its cache misses: with 16 MiB memtables it ran at 0.92M
-// against 0.68M inserts/s with 64 MiB ones.
-const initialMemtableSize = 256 << 10
-
-// nextMemtableSize returns the arena size for the next mutable memtable,
-// which must hold a batch of memSize bytes, and doubles the growth step.
-// d.mu is held (or Open runs alone).
-func (d *DB) nextMemtableSize(memSize int) int {
-	step := d.memStep
-	if step == 0 {
-		step = min(initialMemtableSize, d.opts.WriteBufferSize)
-	}
-	d.memStep = min(2*step, d.opts.WriteBufferSize)
-	return arenaSizeFor(step, memSize)
 }
 
 // newMemTable creates a memtable whose arena lives outside the Go heap,
@@ -918,7 +871,7 @@ func (d *DB) rotateMemtableLocked(memSize int) error {
 	}
 	// The memtable first: it can fail (an arena too large), and must do so
 	// before the WAL switches.
-	mt, err := d.newMemTable(d.nextMemtableSize(memSize))
+	mt, err := d.newMemTable(d.memtableSizeFor(memSize))
 	if err != nil {
 		return err
 	}

@@ -107,9 +107,6 @@ type DB struct {
 	stallCond *sync.Cond
 	mem       *memTableEntry
 	imm       []*memTableEntry // oldest first
-	// memStep is the arena size of the next mutable memtable (see
-	// nextMemtableSize); 0 until the first.
-	memStep int
 	// wal is the DB's WALs (see walSet for which lock guards what).
 	wal       walSet
 	vs        versionSet

@@ -187,10 +187,6 @@ type Options struct {
 	// Default 0 (off). Needs a ChecksumType other than None.
 	BatchProtectionBytesPerKey int
 	// WriteBufferSize is the memtable size before rotation. Default 64 MiB.
-	// The first memtable after Open is 256 KiB (or WriteBufferSize if
-	// smaller), and each rotation doubles the next one up to
-	// WriteBufferSize, as in Pebble: a DB holding little uses little
-	// memory, and its first inserts go to small, cache-friendly lists.
 	WriteBufferSize int
 	// MemtableFilterRatio sizes a bloom filter over each memtable's keys, in
 	// bytes per byte of WriteBufferSize (RocksDB's
@@ -207,8 +203,7 @@ type Options struct {
 	// hide a key there, and no check could tell.
 	MemtableFilterRatio float64
 	// MaxImmutableMemtables: writes stall while this many memtables wait to be
-	// flushed, and they hold this many WriteBufferSizes (the small first
-	// memtables count by their size). Default 2.
+	// flushed. Default 2.
 	MaxImmutableMemtables int
 	// BlockSize is the target uncompressed size of SST data blocks. Default 4096.
 	BlockSize int

@@ -327,11 +327,9 @@ func TestSeekModes(t *testing.T) {
 // TestPrefixStatistics: --statistics names the four bloom filter tickers
 // of db_bench's, in RocksDB's order, and the header the prefix flags.
 func TestPrefixStatistics(t *testing.T) {
-	// 1500 keys fit the first memtable (256 KiB): one table, one filter
-	// check a read at most.
-	out := runKV(t, "--benchmarks=fillrandom,flush,readrandom,readmissing,seekrandom", "--num=1500", "--seed=1",
+	out := runKV(t, "--benchmarks=fillrandom,flush,readrandom,readmissing,seekrandom", "--num=3000", "--seed=1",
 		"--prefix_size=8", "--keys_per_prefix=10", "--statistics")
-	if !strings.Contains(out, "Entries:    1500\nPrefix:    8 bytes\nKeys per prefix:    10\n") {
+	if !strings.Contains(out, "Entries:    3000\nPrefix:    8 bytes\nKeys per prefix:    10\n") {
 		t.Errorf("header lacks db_bench's prefix lines:\n%s", out)
 	}
 	last := -1
@@ -356,7 +354,7 @@ func TestPrefixStatistics(t *testing.T) {
 		fmt.Sscanf(l, "rocksdb.bloom.filter.prefix.useful COUNT : %d", &prefixUseful)
 	}
 	checked = useful + positive
-	if useful < 0 || positive < 0 || prefixUseful < 0 || prefixUseful > prefixChecked || checked > 3000 {
+	if useful < 0 || positive < 0 || prefixUseful < 0 || prefixUseful > prefixChecked || checked > 6000 {
 		t.Errorf("filter tickers: useful %d, full.positive %d, prefix checked %d, useful %d", useful, positive, prefixChecked, prefixUseful)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/vigildb/vigil"
 )
 
-const paranoidKeys = 4000 // all in the first memtable (256 KiB)
+const paranoidKeys = 20000
 
 func paranoidKey(i int) []byte { return []byte(fmt.Sprintf("key%06d", i)) }
 
