@@ -36,12 +36,26 @@ func splitKey(c *base.Comparer, key []byte) (n int, ok bool) {
 
 // buildFilter encodes a filter over the given key hashes.
 func buildFilter(hashes []uint64, bitsPerKey int) []byte {
+	return buildFilterInto(nil, hashes, bitsPerKey)
+}
+
+// buildFilterInto is buildFilter into dst's memory when it is large enough
+// (its contents do not matter), else into a new buffer. The result has
+// BlockTrailerLen bytes of spare capacity.
+func buildFilterInto(dst []byte, hashes []uint64, bitsPerKey int) []byte {
 	numLines := 0
 	if len(hashes) > 0 {
 		numLines = (len(hashes)*bitsPerKey + filterLineBits - 1) / filterLineBits
 	}
 	probes := filterProbes(bitsPerKey)
-	out := make([]byte, numLines*filterLineBytes+filterTrailer, numLines*filterLineBytes+filterTrailer+BlockTrailerLen)
+	n := numLines*filterLineBytes + filterTrailer
+	out := dst[:0]
+	if cap(out) < n+BlockTrailerLen {
+		out = make([]byte, n, n+BlockTrailerLen)
+	} else {
+		out = out[:n]
+		clear(out)
+	}
 	for _, h := range hashes {
 		lo, hi := uint32(h), uint32(h>>32)
 		line := out[int((uint64(lo)*uint64(numLines))>>32)*filterLineBytes:][:filterLineBytes]
