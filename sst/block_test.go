@@ -145,7 +145,7 @@ func TestFilter(t *testing.T) {
 			keys = append(keys, k)
 			hashes = append(hashes, filterHash(k))
 		}
-		f, err := decodeFilter(buildFilter(hashes, bits))
+		f, err := decodeFilter(buildFilter(nil, hashes, bits))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestFilter(t *testing.T) {
 		}
 	}
 	// An empty filter matches nothing.
-	f, err := decodeFilter(buildFilter(nil, 10))
+	f, err := decodeFilter(buildFilter(nil, nil, 10))
 	if err != nil || f.mayContain(filterHash([]byte("x"))) {
 		t.Fatalf("empty filter: %v", err)
 	}

@@ -34,15 +34,10 @@ func splitKey(c *base.Comparer, key []byte) (n int, ok bool) {
 	return n, n >= 0 && n <= len(key)
 }
 
-// buildFilter encodes a filter over the given key hashes.
-func buildFilter(hashes []uint64, bitsPerKey int) []byte {
-	return buildFilterInto(nil, hashes, bitsPerKey)
-}
-
-// buildFilterInto is buildFilter into dst's memory when it is large enough
-// (its contents do not matter), else into a new buffer. The result has
-// BlockTrailerLen bytes of spare capacity.
-func buildFilterInto(dst []byte, hashes []uint64, bitsPerKey int) []byte {
+// buildFilter encodes a filter over the given key hashes, into dst's
+// memory when it is large enough (its contents do not matter), else into
+// a new buffer. The result has BlockTrailerLen bytes of spare capacity.
+func buildFilter(dst []byte, hashes []uint64, bitsPerKey int) []byte {
 	numLines := 0
 	if len(hashes) > 0 {
 		numLines = (len(hashes)*bitsPerKey + filterLineBits - 1) / filterLineBits

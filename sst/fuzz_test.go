@@ -216,8 +216,8 @@ func comparerSeedProps() *Properties {
 
 // FuzzFilter decodes arbitrary filter blocks and probes them.
 func FuzzFilter(f *testing.F) {
-	f.Add(buildFilter([]uint64{1, 2, 3, 1 << 40}, 10))
-	f.Add(buildFilter(nil, 10))
+	f.Add(buildFilter(nil, []uint64{1, 2, 3, 1 << 40}, 10))
+	f.Add(buildFilter(nil, nil, 10))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var fl bloomFilter
 		var err error
@@ -371,7 +371,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		LargestKey: base.MakeInternalKey([]byte("b"), 1, base.KindSet), ChecksumType: checksum.XXH3, Compression: NoCompression}
 	add("FuzzProperties", fmt.Sprintf("[]byte(%q)", encodeProperties(&p)))
 	add("FuzzProperties", fmt.Sprintf("[]byte(%q)", encodeProperties(comparerSeedProps())))
-	add("FuzzFilter", fmt.Sprintf("[]byte(%q)", buildFilter([]uint64{1, 2, 3, 1 << 40}, 10)))
+	add("FuzzFilter", fmt.Sprintf("[]byte(%q)", buildFilter(nil, []uint64{1, 2, 3, 1 << 40}, 10)))
 	var bw blockWriter
 	bw.init(16)
 	bw.add(base.MakeInternalKey([]byte("a"), 5, base.KindRangeDelete).Append(nil), []byte("c"))

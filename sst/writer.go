@@ -86,8 +86,7 @@ type Writer struct {
 	sepBuf        []byte
 	handleBuf     []byte
 	cbuf          []byte        // compressed output
-	filterBuf     []byte        // the filter block (see tailPool)
-	tail          *tailBufs     // tailPool's holder of the buffers above, if they came from it
+	filterBuf     []byte        // the filter block
 	zstd          *zstd.Encoder // while the writer compresses with zstd; back to the pool at Close
 
 	hashes *hashBuf // filter hashes of distinct user keys (outside the Go heap); nil without a filter
@@ -140,7 +139,7 @@ func NewWriter(f vfs.File, o WriterOptions) *Writer {
 	if w.o.ChecksumType != checksum.None {
 		w.hasher = newFileHasher(w.o.ChecksumType)
 	}
-	w.wbuf = newWriteBuf()
+	w.takeScratch()
 	if w.o.BloomBitsPerKey > 0 {
 		w.hashes = new(hashBuf)
 		// A writer dropped without Close or Abort (a misused
@@ -149,7 +148,6 @@ func NewWriter(f vfs.File, o WriterOptions) *Writer {
 	}
 	w.data.init(w.o.BlockRestartInterval)
 	w.index.init(1)
-	w.takeTail()
 	w.rangeDel.init(w.o.BlockRestartInterval)
 	// The reader materialises range tombstones and rejects a block whose
 	// keys total more than maxRangeDelKeyAmp times its size.
@@ -545,95 +543,68 @@ func (w *Writer) Abort() {
 	}
 }
 
-// wbufPool holds write buffers shared by writers one after another. With
-// the filter hashes (see hashBuf) they were most of what a flush or
-// compaction allocated, some 100 MB in a 2M random fill, and the garbage
-// drives the collector, whose mark phases take a processor from the
-// foreground writes. A buffer returns to the pool when its writer closes;
-// a pool drops what it holds over two collections, so nothing stays pinned.
-var wbufPool sync.Pool
+// scratchPool holds the buffers writers gather and end their tables in,
+// handed from one writer to the next: the write buffer, the index block
+// and its restarts, the compression buffer (data blocks use it too) and
+// the filter. Why: with the filter hashes (see hashBuf) they were most of
+// what a flush or compaction allocated (the last four alone 27 MB over a
+// 2M-key random fill once write buffers were pooled), a collection every
+// half second of a heap this small, and each collection's mark phase takes
+// a processor from the foreground writes for a few milliseconds (runtime
+// trace of a fill: the writer preempted and runnable 4.9 ms). Writers take
+// them in NewWriter and give them back in releaseScratch; a pool drops
+// what it holds over two collections, so nothing stays pinned.
+var scratchPool sync.Pool
 
-// tailPool holds the buffers a writer's table ends in: the index block,
-// its restarts and compressed form (cbuf, which the data blocks use too),
-// and the filter. They grow with the table, by doubling (a 64 MiB
-// memtable's index is some 500 KB, its filter 1.2 MB), and were most of
-// the garbage left after wbufPool: 27 MB in a 2M-key random fill, a
-// collection every half second of a heap this small, and each collection's
-// mark phase takes a processor from the foreground writes for a few
-// milliseconds (runtime trace of a fill: the writer preempted and runnable
-// 4.9 ms). Buffers over maxTailBuf are left to the collector.
-var tailPool sync.Pool
+// maxScratchBuf is the largest buffer scratchPool keeps: a write buffer,
+// or what a compaction output (4 MiB tables) grows, not a large flush's
+// index or filter. Pooled buffers are live heap, and the collector lets
+// the heap grow to twice what is live: with a cap of 4 MiB the peak RSS of
+// a 10M-key fill then reads rose from 150.7 to 157.5 MiB (3 alternating
+// pairs), with this one 150.3 -> 151.9 MiB, within the runs' spread.
+// Collections in a 3M-key fill: 12-13 with only write buffers pooled, 3-5
+// with the 4 MiB cap, 7-8 with this one.
+const maxScratchBuf = writeBufferSize
 
-// maxTailBuf is the largest buffer tailPool keeps: a compaction output's
-// (4 MiB tables), not a large flush's. Pooled buffers are live heap, and
-// the collector lets the heap grow to twice what is live: with a cap of
-// 4 MiB the peak RSS of a 10M-key fill then reads rose from 150.7 to
-// 157.5 MiB (3 alternating pairs), with this one 150.3 -> 151.9 MiB,
-// within the runs' spread. Collections in a 3M-key fill: 12-13 before
-// the pool, 3-5 with the 4 MiB cap, 7-8 with this one.
-const maxTailBuf = 256 << 10
-
-// tailBufs are the buffers of tailPool, emptied.
-type tailBufs struct {
+// scratch is what scratchPool holds: a writer's buffers, emptied.
+type scratch struct {
+	wbuf     []byte
 	index    []byte
 	restarts []uint32
 	cbuf     []byte
 	filter   []byte
 }
 
-// takeTail gives the writer tailPool's buffers, if it has some.
-func (w *Writer) takeTail() {
-	t, ok := tailPool.Get().(*tailBufs)
-	if !ok {
-		return
+// takeScratch gives w scratchPool's buffers, if it has some, and a write
+// buffer of writeBufferSize bytes.
+func (w *Writer) takeScratch() {
+	if s, ok := scratchPool.Get().(*scratch); ok {
+		w.wbuf, w.index.buf, w.index.restarts, w.cbuf, w.filterBuf = s.wbuf, s.index, s.restarts, s.cbuf, s.filter
 	}
-	w.index.buf, w.index.restarts, w.cbuf, w.filterBuf = t.index, t.restarts, t.cbuf, t.filter
-	*t = tailBufs{}
-	w.tail = t // the holder, for giveTail
+	if cap(w.wbuf) < writeBufferSize {
+		w.wbuf = make([]byte, 0, writeBufferSize)
+	}
 }
 
-// giveTail hands the writer's buffers to tailPool; nothing of the table
-// is written after releaseScratch.
-func (w *Writer) giveTail() {
+// releaseScratch frees the filter hashes and hands the writer's buffers
+// back to scratchPool once the writer is closed or aborted: nothing of the
+// table is written after that.
+func (w *Writer) releaseScratch() {
+	w.hashes.release()
 	keep := func(b []byte) []byte {
-		if cap(b) > maxTailBuf {
+		if cap(b) > maxScratchBuf {
 			return nil
 		}
 		return b[:0]
 	}
-	t := w.tail
-	if t == nil {
-		t = new(tailBufs)
+	s := &scratch{wbuf: keep(w.wbuf), index: keep(w.index.buf), restarts: w.index.restarts[:0], cbuf: keep(w.cbuf), filter: keep(w.filterBuf)}
+	if 4*cap(s.restarts) > maxScratchBuf {
+		s.restarts = nil
 	}
-	t.index, t.cbuf, t.filter = keep(w.index.buf), keep(w.cbuf), keep(w.filterBuf)
-	if t.restarts = w.index.restarts[:0]; 4*cap(t.restarts) > maxTailBuf {
-		t.restarts = nil
+	if s.wbuf != nil || s.index != nil || s.cbuf != nil || s.filter != nil || s.restarts != nil {
+		scratchPool.Put(s)
 	}
-	w.index.buf, w.index.restarts, w.cbuf, w.filterBuf, w.tail = nil, nil, nil, nil, nil
-	if t.index != nil || t.cbuf != nil || t.filter != nil || t.restarts != nil {
-		tailPool.Put(t)
-	}
-}
-
-// newWriteBuf returns an empty write buffer of writeBufferSize bytes, from
-// wbufPool when it has one.
-func newWriteBuf() []byte {
-	if b, ok := wbufPool.Get().(*[]byte); ok && cap(*b) >= writeBufferSize {
-		return (*b)[:0]
-	}
-	return make([]byte, 0, writeBufferSize)
-}
-
-// releaseScratch frees the filter hashes and hands the write buffer back
-// to its pool once the writer is closed or aborted: nothing of the table
-// is written after that.
-func (w *Writer) releaseScratch() {
-	w.hashes.release()
-	w.giveTail()
-	if b := w.wbuf[:0]; cap(b) > 0 {
-		wbufPool.Put(&b)
-	}
-	w.wbuf = nil
+	w.wbuf, w.index.buf, w.index.restarts, w.cbuf, w.filterBuf = nil, nil, nil, nil, nil
 	if w.zstd != nil {
 		putZstdEncoder(w.o.ZstdLevel, w.zstd)
 		w.zstd = nil
@@ -655,7 +626,7 @@ func (w *Writer) finish() {
 	}
 	var err error
 	if w.o.BloomBitsPerKey > 0 {
-		w.filterBuf = buildFilterInto(w.filterBuf, w.hashes.hashes(), w.o.BloomBitsPerKey)
+		w.filterBuf = buildFilter(w.filterBuf, w.hashes.hashes(), w.o.BloomBitsPerKey)
 		if w.filterHandle, err = w.emit(w.filterBuf, NoCompression); err != nil {
 			return
 		}

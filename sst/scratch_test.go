@@ -8,13 +8,13 @@ import (
 	"github.com/vigildb/vigil/internal/base"
 )
 
-// TestTailPoolReuse: writers one after another reuse the buffers their
-// tables end in (tailPool), and a reused buffer carries nothing of the
+// TestScratchReuse: writers one after another reuse the buffers their
+// tables end in (scratchPool), and a reused buffer carries nothing of the
 // table before: after a table of 20,000 keys, one of 50 other keys has
 // its own index (every key found) and its own filter (the first table's
 // keys all but rejected; with the first filter's bits left in, most
 // would pass).
-func TestTailPoolReuse(t *testing.T) {
+func TestScratchReuse(t *testing.T) {
 	spec := func(prefix string, n int) tableSpec {
 		var s tableSpec
 		for i := range n {
