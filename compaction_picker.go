@@ -223,9 +223,7 @@ func wholeBottom(v *manifest.Version, c *compaction, start, end []byte) {
 	if end == nil || v.Cmp.Cmp(end, hi) > 0 {
 		hi = end
 	}
-	c.inputs[1] = v.Overlaps(c.outputLevel, lo, hi)
-	all := append(slices.Clone(c.inputs[0]), c.inputs[1]...)
-	c.smallest, c.largest = keyRange(v.Cmp, all)
+	c.takeOutputs(v, lo, hi)
 }
 
 // newCompaction adds to level's inputs the overlapping files of the next
@@ -234,10 +232,16 @@ func newCompaction(v *manifest.Version, level int, inputs []*manifest.FileMetada
 	c := &compaction{level: level, outputLevel: level + 1, reason: reason, cmp: v.Cmp}
 	c.inputs[0] = inputs
 	c.smallest, c.largest = keyRange(v.Cmp, inputs)
-	c.inputs[1] = v.Overlaps(c.outputLevel, c.smallest, c.largest)
+	c.takeOutputs(v, c.smallest, c.largest)
+	return c
+}
+
+// takeOutputs makes the output level's files overlapping [lo, hi] (nil:
+// unbounded) c's second inputs, and c's key range that of all its inputs.
+func (c *compaction) takeOutputs(v *manifest.Version, lo, hi []byte) {
+	c.inputs[1] = v.Overlaps(c.outputLevel, lo, hi)
 	all := append(slices.Clone(c.inputs[0]), c.inputs[1]...)
 	c.smallest, c.largest = keyRange(v.Cmp, all)
-	return c
 }
 
 // keyRange returns the smallest and largest user keys of files under c.
