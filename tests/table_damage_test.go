@@ -301,8 +301,7 @@ func copyDir(t *testing.T, fs vfs.FS, dir, to string) {
 		}
 		if err := vfs.Copy(fs, fs.PathJoin(dir, n), fs.PathJoin(to, n)); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
-				_ = fs.Remove(fs.PathJoin(to, n)) // a partial copy, if any
-				continue
+				continue // vfs.Copy opens the source before it creates the copy
 			}
 			t.Fatal(err)
 		}
