@@ -682,6 +682,7 @@ func (w *worker) flipBatch(b *vigil.Batch, bf *batchFlip) {
 func (w *worker) settleBatchFlip(db store, bf *batchFlip, rec *opRec, keys []int, err error) (div *Divergence, settled bool) {
 	r := w.r
 	var v flipVerdict
+	invalid := false // refused as an invalid batch, not for the flip
 	switch {
 	case err == nil && bf.inHeader:
 		v = flipNoEffect
@@ -689,6 +690,11 @@ func (w *worker) settleBatchFlip(db store, bf *batchFlip, rec *opRec, keys []int
 		v = flipMissed
 	case errors.Is(err, vigil.ErrCorruption) && !errors.Is(err, vigil.ErrReadOnly) && db.Metrics().BackgroundError == nil:
 		v = flipDetectedAtApply
+	case errors.Is(err, vigil.ErrInvalidArgument):
+		// The flip made the batch invalid (a range deletion's end now
+		// before its start) and Apply refused it for that: its check
+		// missed the flip, and nothing was written.
+		v, invalid = flipMissed, true
 	default:
 		return nil, false // never reached the check
 	}
@@ -708,9 +714,13 @@ func (w *worker) settleBatchFlip(db store, bf *batchFlip, rec *opRec, keys []int
 	r.verbosef("flipped %s of a write batch: %s", bf.where, [...]string{"no effect", "", "missed", "refused by Apply"}[v])
 	switch {
 	case v == flipMissed && r.plan.BatchProtection == 8:
-		return &Divergence{Op: "write batch bit flip", Got: "Apply wrote the batch",
+		got := "Apply wrote the batch"
+		if invalid {
+			got = "Apply refused the batch as invalid: " + err.Error()
+		}
+		return &Divergence{Op: "write batch bit flip", Got: got,
 			Detail: fmt.Sprintf("%v; %s: with 8 batch protection bytes Apply must refuse it with ErrCorruption", rec, bf.where)}, true
-	case v != flipDetectedAtApply:
+	case v != flipDetectedAtApply && !invalid:
 		return nil, false // applied, as written: commit it
 	}
 	// Refused: the write never happened.
