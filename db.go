@@ -107,6 +107,9 @@ type DB struct {
 	stallCond *sync.Cond
 	mem       *memTableEntry
 	imm       []*memTableEntry // oldest first
+	// memCount counts the mutable memtables since Open (see
+	// nextMemtableSize).
+	memCount int
 	// wal is the DB's WALs (see walSet for which lock guards what).
 	wal       walSet
 	vs        versionSet
@@ -198,6 +201,11 @@ type memTableEntry struct {
 	// tombs caches the memtable's range tombstones, copied and fragmented
 	// (see rangedel.Cache).
 	tombs rangedel.Cache
+	// forceFlush says that someone waits for this memtable's flush
+	// (Flush, Close, an ingestion, a checkpoint) or that it is a large
+	// batch: it and every memtable before it flush now, whatever
+	// flushDueLocked's threshold says. Guarded by DB.mu.
+	forceFlush bool
 	// poisoned is set when a batch failed halfway into this memtable
 	// (which takes corruption in the memtable): every later read of it
 	// fails, so that the partial batch is never visible.
@@ -244,7 +252,7 @@ func newMemTableEntry(cmp *base.Comparer, mt *memtable.MemTable, logNum uint64, 
 // newBatchEntry wraps a flushable batch with the list's reference; its
 // memory is counted in acct like a memtable's.
 func newBatchEntry(cmp *base.Comparer, fb *flushableBatch, logNum uint64, acct *memAccount) *memTableEntry {
-	e := &memTableEntry{t: fb, cmp: cmp, logNum: logNum, flushed: make(chan struct{}), acct: acct}
+	e := &memTableEntry{t: fb, cmp: cmp, logNum: logNum, flushed: make(chan struct{}), acct: acct, forceFlush: true}
 	e.refs.Store(1)
 	e.rangeDels.Store(int64(len(fb.tombs)))
 	e.lastSeq.Store(fb.seq + fb.count - 1)

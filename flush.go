@@ -86,6 +86,7 @@ func (d *DB) flushAndWait(closing bool) error {
 // error stops flushes, or (unless closing: Close itself waits here) Close
 // begins. d.mu is held (the wait releases it).
 func (d *DB) waitFlushedLocked(e *memTableEntry, closing bool) error {
+	e.forceFlush = true
 	d.maybeScheduleFlushLocked()
 	for {
 		select {
@@ -107,15 +108,48 @@ func (d *DB) waitFlushedLocked(e *memTableEntry, closing bool) error {
 	}
 }
 
-// maybeScheduleFlushLocked wakes the flush goroutine if a memtable waits.
+// maybeScheduleFlushLocked wakes the flush goroutine if a memtable is due
+// (flushDueLocked).
 func (d *DB) maybeScheduleFlushLocked() {
-	if len(d.imm) == 0 || d.bgErr != nil {
+	if !d.flushDueLocked() || d.bgErr != nil {
 		return
 	}
 	select {
 	case d.flushPending <- struct{}{}:
 	default:
 	}
+}
+
+// flushDueLocked reports whether the oldest immutable memtable is to be
+// flushed now: someone waits for it or a newer one (forceFlush), or the
+// immutable memtables' arenas add up to a WriteBufferSize or more (each
+// counted up to one WriteBufferSize). In the second case it marks the
+// newest immutable memtable forceFlush, so that all of them flush, one
+// after another.
+//
+// Why wait: the first three memtables after Open are a quarter, a quarter
+// and a half of WriteBufferSize (scheduledMemtableSize). Flushing the
+// small ones as they fill would put a young DB's data in small L0 tables,
+// which read slower than memtables do; so they wait until the three hold
+// a WriteBufferSize, where one memtable would have rotated. Every later
+// memtable is due as soon as it fills, as before. d.mu is held.
+func (d *DB) flushDueLocked() bool {
+	if len(d.imm) == 0 {
+		return false
+	}
+	wb := int64(d.opts.WriteBufferSize)
+	var bytes int64
+	for _, e := range d.imm {
+		if e.forceFlush {
+			return true
+		}
+		bytes += min(int64(e.t.Capacity()), wb)
+	}
+	if bytes < wb {
+		return false
+	}
+	d.imm[len(d.imm)-1].forceFlush = true
+	return true
 }
 
 // flushLoop runs flushes until the DB closes.
@@ -141,11 +175,11 @@ func (d *DB) flushLoop() {
 	}
 }
 
-// flushOne flushes the oldest immutable memtable. did is false if there was
-// nothing to flush.
+// flushOne flushes the oldest immutable memtable if it is due
+// (flushDueLocked). did is false if there was nothing to flush.
 func (d *DB) flushOne() (did bool, err error) {
 	d.mu.Lock()
-	if len(d.imm) == 0 || d.bgErr != nil {
+	if !d.flushDueLocked() || d.bgErr != nil {
 		d.mu.Unlock()
 		return false, nil
 	}

@@ -15,14 +15,16 @@ import (
 // without it, for keys in the memtable (Sets and Deletes over flushed
 // values) and keys it does not hold.
 func TestMemtableFilterOption(t *testing.T) {
-	const wb = 1 << 20
+	// The first memtable's arena is the first of the growth schedule
+	// (firstMemtableSize); the filter is sized by its arena.
+	const wb, arena = 1 << 20, 256 << 10
 	for _, c := range []struct {
 		name       string
 		o          Options
 		filterSize int64
 	}{
-		{"default", Options{}, wb / 128},
-		{"1/16", Options{MemtableFilterRatio: 1.0 / 16}, wb / 16},
+		{"default", Options{}, arena / 128},
+		{"1/16", Options{MemtableFilterRatio: 1.0 / 16}, arena / 16},
 		{"off", Options{MemtableFilterRatio: -1}, 0},
 		{"paranoid", Options{ParanoidMemoryChecks: true}, 0},
 	} {
@@ -32,8 +34,8 @@ func TestMemtableFilterOption(t *testing.T) {
 			o.DisableAutomaticCompactions = true
 			db := openMem(t, vfs.NewMem(), &o)
 			defer db.Close()
-			if got := db.Metrics().Memory.Memtables; got != wb+c.filterSize {
-				t.Fatalf("Memory.Memtables = %d, want %d (arena) + %d (filter)", got, wb, c.filterSize)
+			if got := db.Metrics().Memory.Memtables; got != arena+c.filterSize {
+				t.Fatalf("Memory.Memtables = %d, want %d (arena) + %d (filter)", got, arena, c.filterSize)
 			}
 			key := func(i int) []byte { return fmt.Appendf(nil, "key-%05d", i) }
 			for i := range 300 {

@@ -187,6 +187,10 @@ type Options struct {
 	// Default 0 (off). Needs a ChecksumType other than None.
 	BatchProtectionBytesPerKey int
 	// WriteBufferSize is the memtable size before rotation. Default 64 MiB.
+	// The first three memtables after Open are a quarter, a quarter and
+	// a half of it (together one WriteBufferSize, flushed together), as
+	// Pebble's grow from 256 KiB: random inserts into a smaller list are
+	// faster. (Under 1 MiB, all are WriteBufferSize.)
 	WriteBufferSize int
 	// MemtableFilterRatio sizes a bloom filter over each memtable's keys, in
 	// bytes per byte of WriteBufferSize (RocksDB's
@@ -203,7 +207,8 @@ type Options struct {
 	// hide a key there, and no check could tell.
 	MemtableFilterRatio float64
 	// MaxImmutableMemtables: writes stall while this many memtables wait to be
-	// flushed. Default 2.
+	// flushed, and they hold this many WriteBufferSizes (the small first
+	// memtables count by their size). Default 2.
 	MaxImmutableMemtables int
 	// BlockSize is the target uncompressed size of SST data blocks. Default 4096.
 	BlockSize int

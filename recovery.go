@@ -84,7 +84,11 @@ func (d *DB) replayWALs() (err error) {
 		return err
 	}
 	rp := &walReplay{d: d, mode: d.opts.WALRecoveryMode, last: d.vs.lastSeq}
-	if err := rp.newMem(0); err != nil {
+	first := rp.newMem
+	if len(logs) == 0 && !d.opts.ReadOnly {
+		first = rp.newMutable // nothing to replay: it takes new writes
+	}
+	if err := first(0); err != nil {
 		return err
 	}
 	defer func() {
@@ -422,8 +426,19 @@ func (rp *walReplay) makeRoom(size int, where string) error {
 	return nil
 }
 
+// newMem starts a memtable of WriteBufferSize to replay into, holding at
+// least a batch of size bytes.
 func (rp *walReplay) newMem(size int) error {
-	m, err := rp.d.newMemTable(rp.d.memtableSizeFor(size))
+	return rp.use(rp.d.newMemTable(rp.d.memtableSizeFor(size)))
+}
+
+// newMutable starts the memtable new writes go to once Open returns: the
+// first of the growth schedule (nextMemtableSize).
+func (rp *walReplay) newMutable(size int) error {
+	return rp.use(rp.d.newMemTable(rp.d.nextMemtableSize(size)))
+}
+
+func (rp *walReplay) use(m *memtable.MemTable, err error) error {
 	if err != nil {
 		return err
 	}
@@ -460,7 +475,7 @@ func (rp *walReplay) finish() error {
 		releaseMemTable(rp.mt, &d.stats.memtableBytes)
 		// A fresh memtable for new writes; an unused replay memtable is
 		// kept, saving the allocation (and zeroing) of a large arena.
-		if err := rp.newMem(0); err != nil {
+		if err := rp.newMutable(0); err != nil {
 			return err
 		}
 	}

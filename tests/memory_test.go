@@ -11,7 +11,10 @@ import (
 // A flushed memtable's arena is freed as soon as no reader holds it; an
 // open iterator pins it until it closes.
 func TestMemtableMemoryFreedAfterFlush(t *testing.T) {
-	const wb = 1 << 20
+	// The first memtable after Open is a quarter of WriteBufferSize but at
+	// least 256 KiB (or WriteBufferSize if smaller): this one is 256 KiB
+	// from the first.
+	const wb = 256 << 10
 	// A memtable holds its arena and its filter's share (built or not).
 	const mt = wb + wb*vigil.DefaultMemtableFilterRatio
 	db, err := vigil.Open("db", &vigil.Options{FS: vfs.NewMem(), WriteBufferSize: wb})
