@@ -745,6 +745,11 @@ func (d *DB) l0Stopped() bool { return len(d.vs.current.Levels[0]) >= d.opts.L0S
 func (d *DB) stallReasonLocked() string {
 	switch {
 	case d.immFullLocked():
+		// The stall counts the mutable memtable too, the flush threshold
+		// only the immutable ones: with MaxImmutableMemtables = 1 the
+		// small first memtables can stall writes below the threshold
+		// (flushDueLocked). The stall needs them flushed.
+		d.imm[len(d.imm)-1].forceFlush = true
 		return fmt.Sprintf("too many immutable memtables (%d, MaxImmutableMemtables=%d)", len(d.imm), d.opts.MaxImmutableMemtables)
 	case d.l0Stopped():
 		return fmt.Sprintf("too many L0 files (%d, L0StopWritesTrigger=%d)", len(d.vs.current.Levels[0]), d.opts.L0StopWritesTrigger)

@@ -134,22 +134,32 @@ func (d *DB) maybeScheduleFlushLocked() {
 // a WriteBufferSize, where one memtable would have rotated. Every later
 // memtable is due as soon as it fills, as before. d.mu is held.
 func (d *DB) flushDueLocked() bool {
-	if len(d.imm) == 0 {
-		return false
+	forced, full := d.immDueLocked(nil)
+	if full {
+		d.imm[len(d.imm)-1].forceFlush = true
 	}
+	return forced || full
+}
+
+// immDueLocked is flushDueLocked without its mark: forced if an immutable
+// memtable has forceFlush set, full if their arenas reach a
+// WriteBufferSize. rotating, if not nil, is a memtable being made
+// immutable, counted with them. d.mu is held.
+func (d *DB) immDueLocked(rotating *memTableEntry) (forced, full bool) {
 	wb := int64(d.opts.WriteBufferSize)
 	var bytes int64
 	for _, e := range d.imm {
 		if e.forceFlush {
-			return true
+			return true, false
 		}
 		bytes += min(int64(e.t.Capacity()), wb)
 	}
-	if bytes < wb {
-		return false
+	n := len(d.imm)
+	if rotating != nil {
+		bytes += min(int64(rotating.t.Capacity()), wb)
+		n++
 	}
-	d.imm[len(d.imm)-1].forceFlush = true
-	return true
+	return false, n > 0 && bytes >= wb
 }
 
 // flushLoop runs flushes until the DB closes.

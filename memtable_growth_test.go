@@ -217,3 +217,46 @@ func TestMemtableFlushThreshold(t *testing.T) {
 		t.Fatal("a large batch stalled behind a memtable waiting below the flush threshold")
 	}
 }
+
+// TestMemtableGrowthMaxImmutableOne: with MaxImmutableMemtables = 1 the
+// stall counts the mutable memtable with the waiting small ones, and
+// stalls before they reach the flush threshold; the stall must flush them
+// rather than wait forever. And a reopen whose WALs hold nothing starts
+// the schedule over too.
+func TestMemtableGrowthMaxImmutableOne(t *testing.T) {
+	const wb = 4 << 20
+	fs := vfs.NewMem()
+	o := &Options{WriteBufferSize: wb, MaxImmutableMemtables: 1}
+	db := openMem(t, fs, o)
+	done := make(chan error, 1)
+	go func() {
+		value := make([]byte, 1000)
+		for i := range 12 << 10 { // 12 MB: past the three first memtables
+			if err := db.Put(fmt.Appendf(nil, "key-%08d", i), value, nil); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("writes stalled for good with MaxImmutableMemtables = 1")
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o.MemtableFilterRatio = -1 // Capacity: the arena alone
+	db = openMem(t, fs, o)
+	defer db.Close()
+	if got := db.mem.mt.Capacity(); got != wb/4 {
+		t.Errorf("after reopening over flushed WALs: memtable arena %d, want %d", got, wb/4)
+	}
+}

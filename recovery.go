@@ -473,8 +473,15 @@ func (rp *walReplay) finish() error {
 			rp.flushed = append(rp.flushed, m)
 		}
 		releaseMemTable(rp.mt, &d.stats.memtableBytes)
-		// A fresh memtable for new writes; an unused replay memtable is
-		// kept, saving the allocation (and zeroing) of a large arena.
+		// A fresh memtable for new writes, the schedule's first.
+		if err := rp.newMutable(0); err != nil {
+			return err
+		}
+	} else if d.memCount == 0 {
+		// WALs that held nothing replayed into a memtable of
+		// WriteBufferSize: new writes take the schedule's first instead
+		// (the unused arena cost one mapping, not its pages).
+		releaseMemTable(rp.mt, &d.stats.memtableBytes)
 		if err := rp.newMutable(0); err != nil {
 			return err
 		}

@@ -228,6 +228,22 @@ func TestWALSpareWaitsForRecyclable(t *testing.T) {
 	}
 }
 
+// TestWALSpareNoWaitBelowFlushThreshold: the first memtables after Open
+// wait in memory below the flush threshold (flushDueLocked), so no flush
+// is coming to free the first WAL: the next WAL is made at once, not left
+// to the rotation to create while the writer waits.
+func TestWALSpareNoWaitBelowFlushThreshold(t *testing.T) {
+	db, _ := openFlushBlocked(t, &Options{WriteBufferSize: 1 << 20, WALRecycleFiles: 2})
+	writeUntilRotation(t, db, Sync) // the first memtable, 256 KiB, waits
+	db.mu.Lock()
+	made := db.wal.spare != nil || db.wal.preparing
+	imm := len(db.imm)
+	db.mu.Unlock()
+	if imm != 1 || !made {
+		t.Fatalf("after the first rotation: %d immutable memtables, next WAL made %v; want 1, true", imm, made)
+	}
+}
+
 // TestWALSpareNoWaitUnsynced: after unsynced writes a new WAL writes no
 // zeros ahead, so the next WAL is made at the rotation as without
 // recycling, whether or not a flush has freed a WAL to write over.

@@ -165,9 +165,18 @@ func (d *DB) maybePrepareWALLocked(urgent bool) {
 // a new store's first rotation), where a recycled WAL's blocks are there
 // already. The flush of the memtable just rotated away from usually ends
 // long before the live WAL fills; a rotation that finds no spare makes
-// one at once, with no zeros ahead. d.mu is held.
+// one at once, with no zeros ahead. Not while the immutable memtables wait
+// below the flush threshold (the first ones after Open: flushDueLocked):
+// then no flush is coming. d.mu is held.
 func (d *DB) waitForRecyclableLocked() bool {
 	if d.opts.WALRecycleFiles == 0 || len(d.wal.recycle) > 0 || d.wal.ahead == 0 {
+		return false
+	}
+	var rotating *memTableEntry
+	if d.mem != nil && d.mem.logNum != d.wal.liveNum {
+		rotating = d.mem // switchWALLocked: the live WAL is the next one already
+	}
+	if forced, full := d.immDueLocked(rotating); !forced && !full {
 		return false
 	}
 	return d.wal.all[0] < d.wal.liveNum // oldest first, liveNum among them
