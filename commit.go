@@ -603,6 +603,7 @@ func (d *DB) queueFlushable(b *Batch, fb *flushableBatch, need int) (commitSlot,
 	}
 	d.log.Infof("large batch of %d records (%d bytes) queued for flush as a table, seqs %d..%d", b.count, len(b.data), slot.seq, slot.seq+uint64(b.count)-1)
 	d.maybeScheduleFlushLocked()
+	d.maybePrepareWALLocked(false)
 	return slot, nil
 }
 
@@ -745,11 +746,6 @@ func (d *DB) l0Stopped() bool { return len(d.vs.current.Levels[0]) >= d.opts.L0S
 func (d *DB) stallReasonLocked() string {
 	switch {
 	case d.immFullLocked():
-		// The stall counts the mutable memtable too, the flush threshold
-		// only the immutable ones: with MaxImmutableMemtables = 1 the
-		// small first memtables can stall writes below the threshold
-		// (flushDueLocked). The stall needs them flushed.
-		d.imm[len(d.imm)-1].forceFlush = true
 		return fmt.Sprintf("too many immutable memtables (%d, MaxImmutableMemtables=%d)", len(d.imm), d.opts.MaxImmutableMemtables)
 	case d.l0Stopped():
 		return fmt.Sprintf("too many L0 files (%d, L0StopWritesTrigger=%d)", len(d.vs.current.Levels[0]), d.opts.L0StopWritesTrigger)
@@ -766,15 +762,33 @@ func (d *DB) stallReasonLocked() string {
 // size, so a row of them flushing does not stall writes, and what waits
 // stays within the same bound. d.mu is held.
 func (d *DB) immFullLocked() bool {
-	if len(d.imm) == 0 {
+	bytes, _ := d.immArenasLocked()
+	return d.immOverLimitLocked(bytes)
+}
+
+// immOverLimitLocked is immFullLocked for immutable memtables whose
+// arenas add up to immBytes (immArenasLocked). d.mu is held.
+func (d *DB) immOverLimitLocked(immBytes int64) bool {
+	if len(d.imm) == 0 || d.mem == nil {
 		return false
 	}
-	wb := int64(d.opts.WriteBufferSize)
-	bytes := min(int64(d.mem.t.Capacity()), wb)
+	return immBytes+d.countedArena(d.mem) > int64(d.opts.MaxImmutableMemtables)*int64(d.opts.WriteBufferSize)
+}
+
+// countedArena is e's arena as the stall and flush rules count it: at
+// most one WriteBufferSize (one is larger only to hold one batch).
+func (d *DB) countedArena(e *memTableEntry) int64 {
+	return min(int64(e.t.Capacity()), int64(d.opts.WriteBufferSize))
+}
+
+// immArenasLocked sums the immutable memtables' countedArena, and reports
+// whether one of them is marked forceFlush. d.mu is held.
+func (d *DB) immArenasLocked() (bytes int64, forced bool) {
 	for _, e := range d.imm {
-		bytes += min(int64(e.t.Capacity()), wb)
+		bytes += d.countedArena(e)
+		forced = forced || e.forceFlush
 	}
-	return bytes > int64(d.opts.MaxImmutableMemtables)*wb
+	return bytes, forced
 }
 
 // rotationClearedLocked reports whether a rotation no longer needs to
@@ -960,5 +974,6 @@ func (d *DB) rotateMemtableLocked(memSize int) error {
 	d.log.Infof("memtable rotated: %d bytes, %d entries, WAL %06d -> %06d",
 		old.t.ApproximateSize(), old.t.Count(), old.logNum, logNum)
 	d.maybeScheduleFlushLocked()
+	d.maybePrepareWALLocked(false)
 	return nil
 }

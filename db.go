@@ -201,10 +201,12 @@ type memTableEntry struct {
 	// tombs caches the memtable's range tombstones, copied and fragmented
 	// (see rangedel.Cache).
 	tombs rangedel.Cache
-	// forceFlush says that someone waits for this memtable's flush
-	// (Flush, Close, an ingestion, a checkpoint) or that it is a large
-	// batch: it and every memtable before it flush now, whatever
-	// flushDueLocked's threshold says. Guarded by DB.mu.
+	// forceFlush says that it and every memtable before it flush now,
+	// whatever flushDueLocked's threshold says: someone waits for it
+	// (waitFlushedLocked: Flush, Compact, a checkpoint, an ingestion,
+	// Close without a WAL), it is a large batch, a large batch needs its
+	// place, or flushDueLocked found the immutable memtables due.
+	// Guarded by DB.mu.
 	forceFlush bool
 	// poisoned is set when a batch failed halfway into this memtable
 	// (which takes corruption in the memtable): every later read of it

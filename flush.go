@@ -121,45 +121,37 @@ func (d *DB) maybeScheduleFlushLocked() {
 }
 
 // flushDueLocked reports whether the oldest immutable memtable is to be
-// flushed now: someone waits for it or a newer one (forceFlush), or the
-// immutable memtables' arenas add up to a WriteBufferSize or more (each
-// counted up to one WriteBufferSize). In the second case it marks the
-// newest immutable memtable forceFlush, so that all of them flush, one
-// after another.
+// flushed now (immDueLocked). When the immutable memtables are due by
+// their size, it marks the newest forceFlush, so that all of them flush,
+// one after another.
 //
-// Why wait: the first three memtables after Open are a quarter, a quarter
-// and a half of WriteBufferSize (scheduledMemtableSize). Flushing the
-// small ones as they fill would put a young DB's data in small L0 tables,
-// which read slower than memtables do; so they wait until the three hold
-// a WriteBufferSize, where one memtable would have rotated. Every later
-// memtable is due as soon as it fills, as before. d.mu is held.
+// Why wait at all: the first three memtables after Open are a quarter, a
+// quarter and a half of WriteBufferSize (scheduledMemtableSize). Flushing
+// the small ones as they fill would put a young DB's data in small L0
+// tables, which read slower than memtables do; so they wait until the
+// three hold a WriteBufferSize, where one memtable would have rotated.
+// Every later memtable is due as soon as it fills, as before. d.mu is
+// held.
 func (d *DB) flushDueLocked() bool {
-	forced, full := d.immDueLocked(nil)
-	if full {
+	due, forced := d.immDueLocked()
+	if due && !forced {
 		d.imm[len(d.imm)-1].forceFlush = true
 	}
-	return forced || full
+	return due
 }
 
-// immDueLocked is flushDueLocked without its mark: forced if an immutable
-// memtable has forceFlush set, full if their arenas reach a
-// WriteBufferSize. rotating, if not nil, is a memtable being made
-// immutable, counted with them. d.mu is held.
-func (d *DB) immDueLocked(rotating *memTableEntry) (forced, full bool) {
-	wb := int64(d.opts.WriteBufferSize)
-	var bytes int64
-	for _, e := range d.imm {
-		if e.forceFlush {
-			return true, false
-		}
-		bytes += min(int64(e.t.Capacity()), wb)
+// immDueLocked reports whether the immutable memtables are due for a
+// flush: one is marked forceFlush (someone waits for it; forced), or their
+// arenas add up to a WriteBufferSize, or a rotation now would stall writes
+// (immFullLocked: with MaxImmutableMemtables = 1 the mutable memtable and
+// the small first ones can reach that limit below a WriteBufferSize, and
+// the stall needs them flushed). d.mu is held.
+func (d *DB) immDueLocked() (due, forced bool) {
+	if len(d.imm) == 0 {
+		return false, false
 	}
-	n := len(d.imm)
-	if rotating != nil {
-		bytes += min(int64(rotating.t.Capacity()), wb)
-		n++
-	}
-	return false, n > 0 && bytes >= wb
+	bytes, forced := d.immArenasLocked()
+	return forced || bytes >= int64(d.opts.WriteBufferSize) || d.immOverLimitLocked(bytes), forced
 }
 
 // flushLoop runs flushes until the DB closes.

@@ -84,7 +84,10 @@ func (d *DB) walReadyLocked() bool { return d.opts.DisableWAL || d.wal.spare != 
 // switchWALLocked makes the spare WAL (which must be ready) the DB's WAL
 // and returns its number: it writes the new WAL's preamble, which chains it
 // to the end of the old one, and syncs and closes the old one in the
-// background (closeWAL). No file I/O. d.mu and commitMu are held.
+// background (closeWAL). No file I/O. The caller moves the old memtable to
+// the immutable list, then starts the next WAL (maybePrepareWALLocked),
+// whose wait for a recyclable one asks about that list. d.mu and commitMu
+// are held.
 func (d *DB) switchWALLocked() (uint64, error) {
 	oldW, oldNum := d.wal.live, d.wal.liveNum
 	newW, logNum := d.wal.spare, d.wal.spareNum
@@ -102,7 +105,6 @@ func (d *DB) switchWALLocked() (uint64, error) {
 	d.bgWG.Add(1)
 	go d.closeWAL(oldW, oldNum, newW)
 	d.emitWAL(WALInfo{LogNum: logNum, PrevLogNum: oldNum})
-	d.maybePrepareWALLocked(false)
 	return logNum, nil
 }
 
@@ -172,11 +174,7 @@ func (d *DB) waitForRecyclableLocked() bool {
 	if d.opts.WALRecycleFiles == 0 || len(d.wal.recycle) > 0 || d.wal.ahead == 0 {
 		return false
 	}
-	var rotating *memTableEntry
-	if d.mem != nil && d.mem.logNum != d.wal.liveNum {
-		rotating = d.mem // switchWALLocked: the live WAL is the next one already
-	}
-	if forced, full := d.immDueLocked(rotating); !forced && !full {
+	if due, _ := d.immDueLocked(); !due {
 		return false
 	}
 	return d.wal.all[0] < d.wal.liveNum // oldest first, liveNum among them
