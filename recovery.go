@@ -472,15 +472,12 @@ func (rp *walReplay) finish() error {
 		if m != nil {
 			rp.flushed = append(rp.flushed, m)
 		}
-		releaseMemTable(rp.mt, &d.stats.memtableBytes)
-		// A fresh memtable for new writes, the schedule's first.
-		if err := rp.newMutable(0); err != nil {
-			return err
-		}
-	} else if d.memCount == 0 {
-		// WALs that held nothing replayed into a memtable of
-		// WriteBufferSize: new writes take the schedule's first instead
-		// (the unused arena cost one mapping, not its pages).
+	}
+	if d.memCount == 0 {
+		// rp.mt is a replay memtable of WriteBufferSize (flushed above, or
+		// left empty by WALs that held nothing; an unused arena cost one
+		// mapping, not its pages): new writes take the schedule's first.
+		// (Without WALs to replay, Open began with that one.)
 		releaseMemTable(rp.mt, &d.stats.memtableBytes)
 		if err := rp.newMutable(0); err != nil {
 			return err
