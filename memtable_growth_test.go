@@ -22,17 +22,10 @@ func TestMemtableGrowth(t *testing.T) {
 	// sizes writes until n memtables were in use and returns their arenas.
 	sizes := func(db *DB, n int) []int {
 		t.Helper()
-		mt := db.mem.mt
-		got := []int{mt.Capacity()}
-		value := make([]byte, 1000)
-		for i := 0; len(got) < n; i++ {
-			if err := db.Put(fmt.Appendf(nil, "key-%08d", i), value, nil); err != nil {
-				t.Fatal(err)
-			}
-			if db.mem.mt != mt {
-				mt = db.mem.mt
-				got = append(got, mt.Capacity())
-			}
+		got := []int{db.mem.mt.Capacity()}
+		for len(got) < n {
+			writeUntilRotation(t, db, nil)
+			got = append(got, db.mem.mt.Capacity())
 		}
 		return got
 	}
@@ -96,24 +89,10 @@ func TestMemtableGrowthStall(t *testing.T) {
 			}
 		}},
 	}
-	db := openMem(t, vfs.NewMem(), o)
-	defer db.Close()
-	block := make(chan struct{})
-	db.testingHooks = &testingHooks{beforeFlush: func(flushable) { <-block }}
-	done := make(chan error, 1)
-	go func() {
-		value := make([]byte, 1000)
-		for i := range 4000 { // 4 MB: more than the memtables may hold
-			if err := db.Put(fmt.Appendf(nil, "key-%08d", i), value, nil); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
+	db, unblock := openFlushBlocked(t, o)
+	done := putInBackground(db, 4000) // 4 MB: more than the memtables may hold
 	select {
 	case err := <-done:
-		close(block)
 		t.Fatalf("4 MB written past held flushes without a stall (err %v)", err)
 	case i := <-stalled:
 		db.mu.Lock()
@@ -128,10 +107,8 @@ func TestMemtableGrowthStall(t *testing.T) {
 			t.Errorf("stalled (%s) with immutable memtables %v, want %s", i.Reason, caps, want)
 		}
 	}
-	close(block)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	unblock()
+	waitDone(t, done, 60*time.Second, "writes did not go on once flushes did")
 }
 
 // TestMemtableFlushThreshold: the first memtables (1, 1 and 2 MiB of a
@@ -143,23 +120,11 @@ func TestMemtableFlushThreshold(t *testing.T) {
 	o := &Options{WriteBufferSize: wb, DisableAutomaticCompactions: true, MemtableFilterRatio: -1}
 	db := openMem(t, vfs.NewMem(), o)
 	defer db.Close()
-	value := make([]byte, 1000)
-	i := 0
-	seen := map[*memTableEntry]bool{}
-	// fillTo writes until more than n memtables were in use (the n-th one
-	// is then full).
-	fillTo := func(n int) {
+	// rotate fills n memtables.
+	rotate := func(n int) {
 		t.Helper()
-		for ; ; i++ {
-			db.mu.Lock()
-			seen[db.mem] = true
-			db.mu.Unlock()
-			if len(seen) > n {
-				return
-			}
-			if err := db.Put(fmt.Appendf(nil, "key-%08d", i), value, nil); err != nil {
-				t.Fatal(err)
-			}
+		for range n {
+			writeUntilRotation(t, db, nil)
 		}
 	}
 	state := func() (imm, l0 int) {
@@ -167,24 +132,21 @@ func TestMemtableFlushThreshold(t *testing.T) {
 		defer db.mu.Unlock()
 		return len(db.imm), len(db.vs.current.Levels[0])
 	}
-	fillTo(2)                         // 1 and 1 MiB full: they wait
+	rotate(2)                         // 1 and 1 MiB full: they wait
 	time.Sleep(50 * time.Millisecond) // time enough for a flush that should not run
 	if imm, l0 := state(); imm != 2 || l0 != 0 {
 		t.Fatalf("after two memtables: %d immutable, %d L0 files; want 2, 0", imm, l0)
 	}
-	fillTo(3) // and the 2-MiB one: 4 MiB wait
-	deadline := time.Now().Add(10 * time.Second)
-	for imm, l0 := state(); imm != 0 || l0 != 3; imm, l0 = state() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after three memtables: %d immutable, %d L0 files; want 0, 3", imm, l0)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	rotate(1) // and the 2-MiB one: 4 MiB wait
+	waitFor(t, "the three memtables flushed (0 immutable, 3 L0 files)", func() bool {
+		imm, l0 := state()
+		return imm == 0 && l0 == 3
+	})
 
 	db2 := openMem(t, vfs.NewMem(), o)
 	defer db2.Close()
-	db, seen = db2, map[*memTableEntry]bool{}
-	fillTo(1)
+	db = db2
+	rotate(1)
 	if err := db.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -197,8 +159,9 @@ func TestMemtableFlushThreshold(t *testing.T) {
 	// the threshold, flushes for it instead of stalling it forever.
 	db3 := openMem(t, vfs.NewMem(), o)
 	defer db3.Close()
-	db, seen = db3, map[*memTableEntry]bool{}
-	fillTo(1)
+	db = db3
+	rotate(1)
+	value := make([]byte, 1000)
 	if err := db.Put([]byte("zz"), value, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -208,14 +171,7 @@ func TestMemtableFlushThreshold(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- db.Apply(b, nil) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("a large batch stalled behind a memtable waiting below the flush threshold")
-	}
+	waitDone(t, done, 30*time.Second, "a large batch stalled behind a memtable waiting below the flush threshold")
 }
 
 // TestMemtableGrowthMaxImmutableOne: with MaxImmutableMemtables = 1 the
@@ -228,25 +184,8 @@ func TestMemtableGrowthMaxImmutableOne(t *testing.T) {
 	fs := vfs.NewMem()
 	o := &Options{WriteBufferSize: wb, MaxImmutableMemtables: 1}
 	db := openMem(t, fs, o)
-	done := make(chan error, 1)
-	go func() {
-		value := make([]byte, 1000)
-		for i := range 12 << 10 { // 12 MB: past the three first memtables
-			if err := db.Put(fmt.Appendf(nil, "key-%08d", i), value, nil); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("writes stalled for good with MaxImmutableMemtables = 1")
-	}
+	done := putInBackground(db, 12<<10) // 12 MB: past the three first memtables
+	waitDone(t, done, 60*time.Second, "writes stalled for good with MaxImmutableMemtables = 1")
 	if err := db.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -258,5 +197,36 @@ func TestMemtableGrowthMaxImmutableOne(t *testing.T) {
 	defer db.Close()
 	if got := db.mem.mt.Capacity(); got != wb/4 {
 		t.Errorf("after reopening over flushed WALs: memtable arena %d, want %d", got, wb/4)
+	}
+}
+
+// putInBackground puts n 1000-byte values from a goroutine of its own and
+// sends its outcome on the channel it returns.
+func putInBackground(db *DB, n int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		value := make([]byte, 1000)
+		for i := range n {
+			if err := db.Put(fmt.Appendf(nil, "key-%08d", i), value, nil); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	return done
+}
+
+// waitDone fails the test with what if done sends nothing within d, or
+// with the error it sends.
+func waitDone(t *testing.T, done <-chan error, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(d):
+		t.Fatal(what)
 	}
 }
