@@ -16,7 +16,7 @@ import (
 // values) and keys it does not hold.
 func TestMemtableFilterOption(t *testing.T) {
 	// The first memtable's arena is the first of the growth schedule
-	// (firstMemtableSize); the filter is sized by its arena.
+	// (scheduledMemtableSize); the filter is sized by its arena.
 	const wb, arena = 1 << 20, 256 << 10
 	for _, c := range []struct {
 		name       string

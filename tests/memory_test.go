@@ -11,9 +11,8 @@ import (
 // A flushed memtable's arena is freed as soon as no reader holds it; an
 // open iterator pins it until it closes.
 func TestMemtableMemoryFreedAfterFlush(t *testing.T) {
-	// The first memtable after Open is a quarter of WriteBufferSize but at
-	// least 256 KiB (or WriteBufferSize if smaller): this one is 256 KiB
-	// from the first.
+	// Under 1 MiB every memtable is WriteBufferSize, the first after Open
+	// too (the growth schedule starts at 1 MiB).
 	const wb = 256 << 10
 	// A memtable holds its arena and its filter's share (built or not).
 	const mt = wb + wb*vigil.DefaultMemtableFilterRatio

@@ -177,8 +177,9 @@ type slabs struct {
 // unmapped. Alloc takes the slot freed last if it is still free (hot, not
 // in invariants builds nor dropping allocators: see takeHot), else
 // partial's head; a chunk that gets a free slot goes to the tail, so
-// allocation favours older, fuller chunks and lets the others drain. hot is nil or the chunk of the last
-// Free, which left it partly used (it may have filled since).
+// allocation favours older, fuller chunks and lets the others drain. hot
+// is nil or the chunk of the last Free, which left it partly used (it may
+// have filled since).
 type sizeClass struct {
 	mu       sync.Mutex
 	a        *slabs
