@@ -62,14 +62,16 @@ func keyGen(c *Comparer) func(rng *rand.Rand, n int) []byte {
 // smallOptions make flushes and compactions happen after a few hundred writes.
 func smallOptions(fs vfs.FS, rng *rand.Rand) *Options {
 	o := &Options{
-		FS:                   fs,
-		WriteBufferSize:      minWriteBufferSize,
-		BlockSize:            256 << rng.IntN(3),
-		TargetFileSize:       8 << 10,
-		LBaseMaxBytes:        32 << 10,
-		L0CompactionTrigger:  2,
-		L0StopWritesTrigger:  8,
-		BlockCacheSize:       int64(rng.IntN(2)) * (1 << 20),
+		FS:                  fs,
+		WriteBufferSize:     minWriteBufferSize,
+		BlockSize:           256 << rng.IntN(3),
+		TargetFileSize:      8 << 10,
+		LBaseMaxBytes:       32 << 10,
+		L0CompactionTrigger: 2,
+		L0StopWritesTrigger: 8,
+		// None, one that holds everything, or one so small that reverse
+		// scans step out of blocks it has already evicted (Lookback).
+		BlockCacheSize:       []int64{0, 1 << 20, 16 << 10}[rng.IntN(3)],
 		ChecksumType:         ChecksumType(1 + rng.IntN(6)),
 		ParanoidMemoryChecks: rng.IntN(2) == 0,
 	}

@@ -48,6 +48,11 @@ type Iterator struct {
 	upper    []byte
 	tombs    rangedel.Set
 	paranoid bool
+	// lookback says every source keeps the entry a Prev stepped from
+	// readable until the next positioning call (base.InternalIterator's
+	// Lookback; tables do with a block cache): findPrevEntry then returns
+	// the newest version's key and value in place instead of copying them.
+	lookback bool
 	// ov, for an indexed batch's iterator, does the iterating (see
 	// batchOverlay); the fields above are then unused but d.
 	ov *batchOverlay
@@ -94,7 +99,8 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 	if snap == readLatest {
 		snap = d.visibleSeq.Load() // after the state: see readLatest
 	}
-	it := &Iterator{d: d, cmp: d.cmp, custom: customCompare(d.cmp), rs: rs, snap: snap, paranoid: d.opts.ParanoidMemoryChecks}
+	it := &Iterator{d: d, cmp: d.cmp, custom: customCompare(d.cmp), rs: rs, snap: snap, paranoid: d.opts.ParanoidMemoryChecks,
+		lookback: d.blockCache != nil}
 	if o != nil {
 		it.lower = cloneOrNil(o.LowerBound)
 		it.upper = cloneOrNil(o.UpperBound)
@@ -472,6 +478,12 @@ func (it *Iterator) keepValue(v []byte) {
 // key's versions, oldest to newest, keeping the newest visible one; if it is
 // live, it becomes the current entry. prev, if not nil, is the user key just
 // returned (for the paranoid order check).
+//
+// With lookback, the key and a Set's value stay where the sources hold
+// them: the newest version is one step behind the underlying iterator
+// when the group ends, and the group's key is taken afresh from each
+// version read. A value that would fall two steps behind (the version
+// after it is hidden by the snapshot) is copied first.
 func (it *Iterator) findPrevEntry(prev []byte) bool {
 	it.valid, it.past, it.mergeErr = false, false, nil
 	iter := it.iter
@@ -487,16 +499,31 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 			break
 		}
 		// Collect the group of this user key.
-		it.saveKey(k.UserKey)
-		group := it.keyBuf
+		group := k.UserKey
+		if !it.lookback {
+			it.saveKey(k.UserKey)
+			group = it.keyBuf
+		}
 		found := false
 		var kind base.Kind
 		var seq uint64
 		var ch prevChain
+		var inPlace []byte // the value, if it is a Set's in the source's memory
 		for {
 			if s := k.SeqNum(); s <= it.snap {
 				found, kind, seq = true, k.Kind(), s
-				it.prevVersion(&ch, group, kind, s)
+				if kind == base.KindSet && it.lookback {
+					inPlace, ch = base.NonNil(iter.Value()), prevChain{have: true, seq: s}
+				} else {
+					if inPlace != nil {
+						it.valBuf = append(it.valBuf[:0], inPlace...) // a merge reads it
+						inPlace = nil
+					}
+					it.prevVersion(&ch, group, kind, s)
+				}
+			} else if inPlace != nil {
+				it.valBuf = append(it.valBuf[:0], inPlace...) // see above
+				inPlace = nil
 			}
 			if !iter.Prev() {
 				break
@@ -515,6 +542,9 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 				}
 				break
 			}
+			if it.lookback {
+				group = k.UserKey
+			}
 		}
 		if err := iter.Error(); err != nil {
 			return it.fail(err)
@@ -523,9 +553,13 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 			if ch.err != nil {
 				return it.mergeFailure(group, ch.err)
 			}
-			// key and value alias keyBuf and valBuf, which the next
-			// positioning call overwrites only after it is done with them.
+			// key and value alias the sources (lookback) or keyBuf and
+			// valBuf, which the next positioning call overwrites only
+			// after it is done with them.
 			it.key, it.value, it.valid = group, it.valBuf, true
+			if inPlace != nil {
+				it.value = inPlace
+			}
 			return true
 		}
 		prev = group

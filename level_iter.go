@@ -10,6 +10,10 @@ import (
 // were one table, opening each file through the table cache only when the
 // iteration reaches it. Files outside [lower, upper) are skipped.
 //
+// Lookback (see base.InternalIterator): when Prev leaves a file, the file's
+// iterator is parked, open, until the next positioning call, so the entry
+// Prev stepped from stays readable.
+//
 // Not safe for concurrent use.
 type levelIter struct {
 	tables       *tableCache
@@ -21,6 +25,9 @@ type levelIter struct {
 	h            *tableEntry
 	iter         base.InternalIterator
 	err          error
+	// parked and parkedH are the file Prev left (see Lookback), or nil.
+	parked  base.InternalIterator
+	parkedH *tableEntry
 }
 
 func newLevelIter(tables *tableCache, files []*manifest.FileMetadata, lower, upper []byte, ro sst.ReadOptions) *levelIter {
@@ -65,6 +72,26 @@ func (l *levelIter) open(i int) bool {
 	l.h, l.idx = h, i
 	l.iter = h.reader.NewIterWithOptions(l.lower, l.upper, l.ro)
 	return true
+}
+
+// park moves the open file to parked (closing what was parked), leaving
+// none open.
+func (l *levelIter) park() {
+	l.unpark()
+	l.parked, l.parkedH = l.iter, l.h
+	l.iter, l.h, l.idx = nil, nil, -1
+}
+
+// unpark closes the parked file, if any.
+func (l *levelIter) unpark() {
+	if l.parked == nil {
+		return
+	}
+	if err := l.parked.Close(); err != nil && l.err == nil {
+		l.err = err
+	}
+	l.parkedH.release()
+	l.parked, l.parkedH = nil, nil
 }
 
 func (l *levelIter) closeFile() {
@@ -187,11 +214,13 @@ func (l *levelIter) mayHoldPrefix(prefix, key []byte) bool {
 }
 
 func (l *levelIter) SeekGE(key []byte) bool {
+	l.unpark()
 	l.err = nil
 	return l.forwardFrom(manifest.FindFile(l.tables.cmp, l.files, key), func(it base.InternalIterator) bool { return it.SeekGE(key) })
 }
 
 func (l *levelIter) SeekLT(key []byte) bool {
+	l.unpark()
 	l.err = nil
 	// The last file whose smallest key is < key.
 	i := manifest.FindFile(l.tables.cmp, l.files, key)
@@ -202,16 +231,19 @@ func (l *levelIter) SeekLT(key []byte) bool {
 }
 
 func (l *levelIter) First() bool {
+	l.unpark()
 	l.err = nil
 	return l.forwardFrom(0, base.InternalIterator.First)
 }
 
 func (l *levelIter) Last() bool {
+	l.unpark()
 	l.err = nil
 	return l.backwardFrom(len(l.files)-1, base.InternalIterator.Last)
 }
 
 func (l *levelIter) Next() bool {
+	l.unpark()
 	if l.iter == nil {
 		return false
 	}
@@ -226,6 +258,9 @@ func (l *levelIter) Next() bool {
 }
 
 func (l *levelIter) Prev() bool {
+	if l.parked != nil {
+		l.unpark()
+	}
 	if l.iter == nil {
 		return false
 	}
@@ -236,7 +271,9 @@ func (l *levelIter) Prev() bool {
 		l.err = err
 		return false
 	}
-	return l.backwardFrom(l.idx-1, base.InternalIterator.Last)
+	i := l.idx - 1
+	l.park()
+	return l.backwardFrom(i, base.InternalIterator.Last)
 }
 
 func (l *levelIter) Valid() bool { return l.iter != nil && l.iter.Valid() }
@@ -248,6 +285,7 @@ func (l *levelIter) Value() []byte { return l.iter.Value() }
 func (l *levelIter) Error() error { return l.err }
 
 func (l *levelIter) Close() error {
+	l.unpark()
 	l.closeFile()
 	return l.err
 }

@@ -174,6 +174,13 @@ type cachedEntry struct {
 //     entry's key replaced (its "undo" bytes): a step back truncates keyBuf
 //     to the shared length and appends them. The undo bytes of an interval
 //     total at most the key bytes its entries add, i.e. the interval's size.
+//   - Lookback: a step back leaves the key it stepped from where it was.
+//     Each fill of the reverse cache trades cacheBuf for cacheBufAlt (and
+//     the undo mode, which edits the current key, keyBuf for keyBufAlt), so
+//     the previous entry's key survives one refill, and val points into the
+//     block. The DB's reverse iteration compares the key it stepped from,
+//     and returns its value, without copying them (see
+//     base.InternalIterator).
 //
 // A blockIter is used by one goroutine at a time; it does not own the block.
 type blockIter struct {
@@ -193,13 +200,15 @@ type blockIter struct {
 	nextOffset int // entry after it (len(data) at the end)
 	key, val   []byte
 	keyBuf     []byte
+	keyBufAlt  []byte // keyBuf's partner in the undo mode (see Lookback)
 
-	cached    []cachedEntry
-	cacheBuf  []byte // the cached entries' keys (cacheKeys) or undo bytes
-	cacheKeys bool
-	cacheIdx  int // index in cached when positioned by Prev/Last/SeekLT, else -1
-	err       error
-	errOffset int // entry offset where err was found
+	cached      []cachedEntry
+	cacheBuf    []byte // the cached entries' keys (cacheKeys) or undo bytes
+	cacheBufAlt []byte // cacheBuf's partner (see Lookback)
+	cacheKeys   bool
+	cacheIdx    int // index in cached when positioned by Prev/Last/SeekLT, else -1
+	err         error
+	errOffset   int // entry offset where err was found
 }
 
 // initData is init for a data block whose keys order under cmp (a
@@ -556,9 +565,12 @@ func (i *blockIter) prevSlow() bool {
 	if i.cacheIdx > 0 {
 		// Undo the current entry's step: keep its shared bytes (its
 		// header was checked when the cache was filled), restore the rest.
+		// The previous key is built in keyBufAlt, leaving the one
+		// stepped from as it was (see Lookback).
 		e := &i.cached[i.cacheIdx]
 		shared, _, _, _, _ := i.readHeader(int(e.offset))
-		i.keyBuf = append(i.keyBuf[:shared], i.cacheBuf[e.bufStart:e.bufEnd]...)
+		i.keyBufAlt = append(append(i.keyBufAlt[:0], i.keyBuf[:shared]...), i.cacheBuf[e.bufStart:e.bufEnd]...)
+		i.keyBuf, i.keyBufAlt = i.keyBufAlt, i.keyBuf
 		i.cacheIdx--
 		i.setCached()
 		return true
@@ -616,7 +628,7 @@ func (i *blockIter) fillCache(start, end int, ukey []byte, trailer uint64, bound
 // up (fits = false) if that would take more than cacheKeysBudget.
 func (i *blockIter) fillCacheKeys(start, end int, ukey []byte, trailer uint64, bounded bool) (ok, fits bool) {
 	i.cached = i.cached[:0]
-	i.cacheBuf = i.cacheBuf[:0]
+	i.cacheBuf, i.cacheBufAlt = i.cacheBufAlt[:0], i.cacheBuf // see Lookback
 	i.cacheKeys = true
 	budget := cacheKeysBudget(end - start)
 	off := start
@@ -650,7 +662,7 @@ func (i *blockIter) fillCacheKeys(start, end int, ukey []byte, trailer uint64, b
 			break
 		}
 		vs := p + unshared
-		i.addCached(cachedEntry{offset: uint32(off), bufStart: uint32(ks), bufEnd: uint32(ke), valStart: uint32(vs), valEnd: uint32(vs + vlen)})
+		i.addCached(off, ks, ke, vs, vs+vlen)
 		prevStart, prevEnd = ks, ke
 		off = vs + vlen
 	}
@@ -661,9 +673,9 @@ func (i *blockIter) fillCacheKeys(start, end int, ukey []byte, trailer uint64, b
 // entry's undo bytes in cacheBuf.
 func (i *blockIter) fillCacheUndo(start, end int, ukey []byte, trailer uint64, bounded bool) bool {
 	i.cached = i.cached[:0]
-	i.cacheBuf = i.cacheBuf[:0]
+	i.cacheBuf = i.cacheBuf[:0] // fillCacheKeys has traded it already
 	i.cacheKeys = false
-	i.keyBuf = i.keyBuf[:0]
+	i.keyBuf, i.keyBufAlt = i.keyBufAlt[:0], i.keyBuf // see Lookback
 	off := start
 	for off < end {
 		shared, unshared, vlen, p, ok := i.readHeader(off)
@@ -687,22 +699,26 @@ func (i *blockIter) fillCacheUndo(start, end int, ukey []byte, trailer uint64, b
 			break
 		}
 		vs := p + unshared
-		i.addCached(cachedEntry{offset: uint32(off), bufStart: uint32(undoStart), bufEnd: uint32(len(i.cacheBuf)), valStart: uint32(vs), valEnd: uint32(vs + vlen)})
+		i.addCached(off, undoStart, len(i.cacheBuf), vs, vs+vlen)
 		off = vs + vlen
 	}
 	return i.finishCache(start, end, off, bounded)
 }
 
-// addCached appends e to cached, doubling its capacity when full (append
-// grows large slices by 1.25x, which allocates five times the final size
-// along the way).
-func (i *blockIter) addCached(e cachedEntry) {
+// addCached appends an entry to cached, doubling its capacity when full
+// (append grows large slices by 1.25x, which allocates five times the final
+// size along the way). It stores the fields one by one: a struct built
+// with 4-byte stores and copied with 16-byte loads stalls store forwarding
+// on every entry of a reverse scan.
+func (i *blockIter) addCached(offset, bufStart, bufEnd, valStart, valEnd int) {
 	n := len(i.cached)
 	if n == cap(i.cached) {
 		i.growCached()
 	}
 	i.cached = i.cached[:n+1]
-	i.cached[n] = e
+	e := &i.cached[n]
+	e.offset, e.bufStart, e.bufEnd = uint32(offset), uint32(bufStart), uint32(bufEnd)
+	e.valStart, e.valEnd = uint32(valStart), uint32(valEnd)
 }
 
 func (i *blockIter) growCached() {

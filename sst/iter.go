@@ -36,6 +36,13 @@ var iterPool = sync.Pool{New: func() any { return new(tableIter) }}
 // why a key or value must not be used after the next positioning call or
 // Close: the block's memory may be freed and reused then (in invariants
 // builds, reading it faults). Steps do not allocate; the struct is pooled.
+//
+// Lookback (see base.InternalIterator): when Prev moves to another cached
+// block, the iterator keeps its reference to the block it left (prevRef)
+// until the next block change or Close, so the entry Prev stepped from
+// stays readable until the next positioning call. Blocks read without a
+// cache go into scratch buffers that the next block overwrites: no
+// lookback then.
 type tableIter struct {
 	r   *Reader
 	cmp *base.Comparer // r.cmp
@@ -57,6 +64,8 @@ type tableIter struct {
 	// blockRef holds the cached block loaded in bi (the zero Handle when
 	// the block is in raw/dec, or none is loaded).
 	blockRef CacheHandle
+	// prevRef holds the block prevBlock left, for the lookback.
+	prevRef CacheHandle
 	// noCache reads every block from the file into the scratch buffers,
 	// verifying its checksum, and leaves the cache alone.
 	noCache bool
@@ -91,8 +100,9 @@ func (r *Reader) NewIterWithOptions(lower, upper []byte, o ReadOptions) Internal
 	if !r.cmp.IsBytewise() {
 		i.compare = r.cmp.Compare
 	}
-	// Keep the block iterator's buffers (key, reverse cache) but nothing else.
-	i.bi.keyBuf, i.bi.cached, i.bi.cacheBuf = bi.keyBuf[:0], bi.cached[:0], bi.cacheBuf[:0]
+	// Keep the block iterator's buffers (keys, reverse cache) but nothing else.
+	i.bi.keyBuf, i.bi.keyBufAlt, i.bi.cached = bi.keyBuf[:0], bi.keyBufAlt[:0], bi.cached[:0]
+	i.bi.cacheBuf, i.bi.cacheBufAlt = bi.cacheBuf[:0], bi.cacheBufAlt[:0]
 	return i
 }
 
@@ -120,8 +130,9 @@ func (i *tableIter) fail(err error) bool {
 	return i.invalidate()
 }
 
-// loadBlock makes block idx the current one.
-func (i *tableIter) loadBlock(idx int) bool {
+// loadBlock makes block idx the current one. keep (a step back) keeps the
+// block it leaves referenced until the next block change (see Lookback).
+func (i *tableIter) loadBlock(idx int, keep bool) bool {
 	if idx == i.blockIdx {
 		return true
 	}
@@ -136,10 +147,16 @@ func (i *tableIter) loadBlock(idx int) bool {
 	} else {
 		data, ref, err = r.dataBlock(h, &i.ra, &i.raw, &i.dec, i.skipChecksums)
 	}
-	// Nothing reads the previous block any more: bi moves to the new one,
-	// or is reset on failure.
+	// bi moves to the new block, or is reset on failure. Unless kept,
+	// nothing reads the one it leaves any more.
 	i.bi.reset()
-	i.blockRef.Release()
+	i.prevRef.Release()
+	if keep {
+		i.prevRef = i.blockRef
+	} else {
+		i.blockRef.Release()
+		i.prevRef = CacheHandle{}
+	}
 	i.blockRef = ref
 	if err != nil {
 		i.blockIdx = -1
@@ -156,11 +173,14 @@ func (i *tableIter) loadBlock(idx int) bool {
 	return true
 }
 
-// releaseBlock unloads the current block, releasing its cache reference.
+// releaseBlock unloads the current block, releasing its cache reference
+// and the lookback's.
 func (i *tableIter) releaseBlock() {
 	i.bi.reset()
 	i.blockRef.Release()
 	i.blockRef = CacheHandle{}
+	i.prevRef.Release()
+	i.prevRef = CacheHandle{}
 	i.blockIdx = -1
 }
 
@@ -229,7 +249,7 @@ func (i *tableIter) nextBlock() bool {
 		if i.upper != nil && idx > 0 && i.cmp.Cmp(i.r.index.sepUser(idx-1), i.upper) >= 0 {
 			return i.invalidate()
 		}
-		if !i.loadBlock(idx) {
+		if !i.loadBlock(idx, false) {
 			return false
 		}
 		if i.bi.first() {
@@ -252,7 +272,7 @@ func (i *tableIter) prevBlock() bool {
 		if i.lower != nil && i.cmp.Cmp(i.r.index.sepUser(idx), i.lower) < 0 {
 			return i.invalidate()
 		}
-		if !i.loadBlock(idx) {
+		if !i.loadBlock(idx, true) {
 			return false
 		}
 		if i.bi.last() {
@@ -274,7 +294,7 @@ func (i *tableIter) SeekGE(key []byte) bool {
 	if idx >= i.r.index.len() {
 		return i.invalidate()
 	}
-	if !i.loadBlock(idx) {
+	if !i.loadBlock(idx, false) {
 		return false
 	}
 	if i.bi.seekGE(key, iterSearchTrailer) {
@@ -299,7 +319,7 @@ func (i *tableIter) SeekLT(key []byte) bool {
 	idx := i.r.index.search(key, iterSearchTrailer)
 	if idx >= n {
 		// Every key of the table is < key.
-		if !i.loadBlock(n - 1) {
+		if !i.loadBlock(n-1, false) {
 			return false
 		}
 		if i.bi.last() {
@@ -310,7 +330,7 @@ func (i *tableIter) SeekLT(key []byte) bool {
 		}
 		return i.prevBlock()
 	}
-	if !i.loadBlock(idx) {
+	if !i.loadBlock(idx, false) {
 		return false
 	}
 	if i.bi.seekLT(key, iterSearchTrailer) {
@@ -331,7 +351,7 @@ func (i *tableIter) First() bool {
 	if i.r.index.len() == 0 {
 		return i.invalidate()
 	}
-	if !i.loadBlock(0) {
+	if !i.loadBlock(0, false) {
 		return false
 	}
 	if i.bi.first() {
@@ -353,7 +373,7 @@ func (i *tableIter) Last() bool {
 	if n == 0 {
 		return i.invalidate()
 	}
-	if !i.loadBlock(n - 1) {
+	if !i.loadBlock(n-1, false) {
 		return false
 	}
 	if i.bi.last() {
@@ -422,8 +442,9 @@ func (i *tableIter) Close() error {
 	}
 	i.ra.release()
 	// (cachedEntry is 20 bytes.)
-	if cap(i.bi.keyBuf) > maxPooledBuf || cap(i.bi.cacheBuf) > maxPooledBuf || cap(i.bi.cached) > maxPooledBuf/20 {
-		i.bi.keyBuf, i.bi.cacheBuf, i.bi.cached = nil, nil, nil
+	if cap(i.bi.keyBuf) > maxPooledBuf || cap(i.bi.keyBufAlt) > maxPooledBuf || cap(i.bi.cached) > maxPooledBuf/20 ||
+		cap(i.bi.cacheBuf) > maxPooledBuf || cap(i.bi.cacheBufAlt) > maxPooledBuf {
+		i.bi.keyBuf, i.bi.keyBufAlt, i.bi.cached, i.bi.cacheBuf, i.bi.cacheBufAlt = nil, nil, nil, nil, nil
 	}
 	i.releaseBlock()
 	i.r, i.cmp, i.compare, i.lower, i.upper = nil, nil, nil, nil, nil

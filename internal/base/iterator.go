@@ -13,6 +13,13 @@ package base
 //   - Key().UserKey and Value() point into the source's memory (arena or
 //     block) and stay valid until the next positioning call or Close; callers
 //     that keep them must copy.
+//   - Lookback: after Prev, the key and value of the entry it stepped from
+//     stay valid until the next positioning call too, where the source's
+//     memory allows: memtables and batches always (their arena or buffer
+//     outlives the iterator); tables with a block cache (the iterator keeps
+//     the block it left referenced, and a level iterator the file).
+//     Reverse iteration then need not copy the version it is about to step
+//     past (the DB's Iterator relies on it only with a block cache).
 //   - A failed move (corruption, I/O) returns false and Error() reports why;
 //     an absolute positioning call clears a previous error.
 //   - An iterator is used by one goroutine at a time.
