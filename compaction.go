@@ -105,7 +105,9 @@ func (d *DB) compactionLoop() {
 // level's files in the range in place (dropping versions no snapshot needs
 // and tombstones with nothing below them), and waits. It flushes the
 // memtable first, so all data in the range ends up compacted. The steps
-// are the policy's (compactionPolicy.manual).
+// are the policy's (compactionPolicy.manual), and so is the move that
+// ends them: a bottom level left over its target goes down, whole, to the
+// level its size belongs in (settle).
 func (d *DB) Compact(start, end []byte) error {
 	if d.closed.Load() {
 		return ErrClosed
@@ -145,7 +147,13 @@ func (d *DB) Compact(start, end []byte) error {
 		}
 		prevOutput = c.outputLevel
 	}
-	return nil
+	d.mu.Lock()
+	c := d.picker.settle(d.vs.current)
+	d.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return d.runCompaction(c)
 }
 
 // runCompaction executes c and installs its result. compactionMu is held.

@@ -17,7 +17,7 @@ import (
 // compaction is one picked unit of work.
 type compaction struct {
 	level       int                         // input level
-	outputLevel int                         // level+1, or level itself for a manual bottom-level rewrite
+	outputLevel int                         // level+1; level itself for a manual bottom-level rewrite; deeper for settle's move
 	inputs      [2][]*manifest.FileMetadata // [0] from level, [1] from outputLevel
 	reason      string
 	// noMove forbids the trivial move of a lone input (manual compactions
@@ -54,6 +54,9 @@ type compactionPolicy interface {
 	// none): the compaction to run, or nil to go on to the next level;
 	// done once no level below holds data.
 	manual(v *manifest.Version, level int, start, end []byte, prevOutput int) (c *compaction, done bool)
+	// settle returns the step that ends a manual compaction, run after
+	// the others (nil: none).
+	settle(v *manifest.Version) *compaction
 }
 
 // pickerOptions are the options the leveled picker reads.
@@ -208,6 +211,41 @@ func (p *leveledPicker) manual(v *manifest.Version, level int, start, end []byte
 		wholeBottom(v, c, start, end)
 	}
 	return c, false
+}
+
+// settle returns, after a manual compaction, the trivial move of the
+// whole bottom level (the deepest holding data) to the shallowest level
+// below it whose target holds it; nil if the bottom level is within its
+// target, is the last level, or holds a damaged file.
+//
+// Why: a manual compaction writes the bottom level, which is L1 when all
+// the data was in L0, and may leave it several times its target. The
+// picker would then move its files down one at a time until the level is
+// back under it, leaving the keys split between two levels that every
+// scan merges entry by entry and every read probes. One MANIFEST edit
+// leaves one sorted level where the data's size puts it instead, as
+// RocksDB's dynamic level sizes and Pebble's base level do. The levels
+// below the bottom are empty, so the move keeps newer above older.
+func (p *leveledPicker) settle(v *manifest.Version) *compaction {
+	last := 0
+	for l := manifest.NumLevels - 1; l > 0; l-- {
+		if len(v.Levels[l]) > 0 {
+			last = l
+			break
+		}
+	}
+	size := v.LevelSize(last)
+	if last == 0 || last == manifest.NumLevels-1 || size <= p.levelMaxBytes(last) {
+		return nil
+	}
+	out := last + 1
+	for out < manifest.NumLevels-1 && size > p.levelMaxBytes(out) {
+		out++
+	}
+	c := &compaction{level: last, outputLevel: out, reason: "manual, bottom level over its target", cmp: v.Cmp}
+	c.inputs[0] = slices.Clone(v.Levels[last])
+	c.smallest, c.largest = keyRange(v.Cmp, c.inputs[0])
+	return undamaged(c)
 }
 
 // wholeBottom makes a manual step into the bottom level take every bottom

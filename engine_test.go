@@ -209,7 +209,8 @@ func TestLevelIter(t *testing.T) {
 
 // TestCompactionPicker runs testdata/compaction_picker: a version defined
 // level by level ("L<n> num:smallest-largest@size ..."), options, and the
-// compactions picked from it in turn (round-robin within a level).
+// compactions picked from it in turn (round-robin within a level), the
+// steps of a manual compaction, and the move that ends one (settle).
 func TestCompactionPicker(t *testing.T) {
 	var p *leveledPicker
 	var v *manifest.Version
@@ -284,6 +285,16 @@ func TestCompactionPicker(t *testing.T) {
 				prev = c.outputLevel
 			}
 			return out.String()
+		case "settle":
+			c := p.settle(v)
+			if c == nil {
+				return "none\n"
+			}
+			move := ""
+			if c.trivialMove() {
+				move = " (trivial move)"
+			}
+			return c.String() + move + "\n"
 		}
 		t.Fatalf("unknown command %q", td.Cmd)
 		return ""
