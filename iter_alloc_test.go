@@ -161,6 +161,10 @@ func TestIterAllocResetClears(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// An entry in the memtable: an empty one is no source (see newIter).
+	if err := db.Put([]byte("d"), []byte("v"), nil); err != nil {
+		t.Fatal(err)
+	}
 	it, err := db.NewIter(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"github.com/vigildb/vigil/internal/base"
 	"github.com/vigildb/vigil/internal/manifest"
 	"github.com/vigildb/vigil/internal/rangedel"
+	"github.com/vigildb/vigil/memtable"
 	"github.com/vigildb/vigil/sst"
 )
 
@@ -123,6 +124,13 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 	addMem := func(e *memTableEntry) error {
 		if err := e.readable(); err != nil {
 			return err
+		}
+		if t, ok := e.t.(*memtable.MemTable); ok && t.Empty() {
+			// Nothing at or below snap is in it: an entry is counted
+			// before its batch is published. Left out, it spares every
+			// step a merge when a single level holds the rest (a store
+			// read after it was reopened, or after a flush).
+			return nil
 		}
 		children = append(children, a.memIter(e.t))
 		if e.rangeDels.Load() > 0 {
