@@ -38,11 +38,11 @@ var iterPool = sync.Pool{New: func() any { return new(tableIter) }}
 // builds, reading it faults). Steps do not allocate; the struct is pooled.
 //
 // Lookback (see base.InternalIterator): when Prev moves to another cached
-// block, the iterator keeps its reference to the block it left (prevRef)
-// until the next block change or Close, so the entry Prev stepped from
-// stays readable until the next positioning call. Blocks read without a
-// cache go into scratch buffers that the next block overwrites: no
-// lookback then.
+// block, the iterator keeps its reference to the block it left (prevRef),
+// the one holding the entry Prev stepped from, past any empty blocks it
+// crosses, until the next block change or Close: one block more held by
+// an iterator that went backward. Blocks read without a cache go into
+// scratch buffers that the next block overwrites: no lookback then.
 type tableIter struct {
 	r   *Reader
 	cmp *base.Comparer // r.cmp
@@ -64,7 +64,7 @@ type tableIter struct {
 	// blockRef holds the cached block loaded in bi (the zero Handle when
 	// the block is in raw/dec, or none is loaded).
 	blockRef CacheHandle
-	// prevRef holds the block prevBlock left, for the lookback.
+	// prevRef holds the block a step back left, for the lookback.
 	prevRef CacheHandle
 	// noCache reads every block from the file into the scratch buffers,
 	// verifying its checksum, and leaves the cache alone.
@@ -130,9 +130,23 @@ func (i *tableIter) fail(err error) bool {
 	return i.invalidate()
 }
 
-// loadBlock makes block idx the current one. keep (a step back) keeps the
-// block it leaves referenced until the next block change (see Lookback).
-func (i *tableIter) loadBlock(idx int, keep bool) bool {
+// blockLeft says what loadBlock does with the block it leaves.
+type blockLeft int8
+
+const (
+	// releaseLeft releases it, and the block kept for the lookback.
+	releaseLeft blockLeft = iota
+	// keepLeft keeps it for the lookback (a step back leaving the block
+	// it stepped from), releasing the one kept before.
+	keepLeft
+	// dropLeft releases it and keeps the one kept before: the same step
+	// back crossing an empty block.
+	dropLeft
+)
+
+// loadBlock makes block idx the current one; left says what becomes of
+// the block it leaves (see Lookback).
+func (i *tableIter) loadBlock(idx int, left blockLeft) bool {
 	if idx == i.blockIdx {
 		return true
 	}
@@ -150,12 +164,16 @@ func (i *tableIter) loadBlock(idx int, keep bool) bool {
 	// bi moves to the new block, or is reset on failure. Unless kept,
 	// nothing reads the one it leaves any more.
 	i.bi.reset()
-	i.prevRef.Release()
-	if keep {
+	switch left {
+	case keepLeft:
+		i.prevRef.Release()
 		i.prevRef = i.blockRef
-	} else {
+	case dropLeft:
 		i.blockRef.Release()
+	default:
+		i.prevRef.Release()
 		i.prevRef = CacheHandle{}
+		i.blockRef.Release()
 	}
 	i.blockRef = ref
 	if err != nil {
@@ -249,7 +267,7 @@ func (i *tableIter) nextBlock() bool {
 		if i.upper != nil && idx > 0 && i.cmp.Cmp(i.r.index.sepUser(idx-1), i.upper) >= 0 {
 			return i.invalidate()
 		}
-		if !i.loadBlock(idx, false) {
+		if !i.loadBlock(idx, releaseLeft) {
 			return false
 		}
 		if i.bi.first() {
@@ -263,6 +281,7 @@ func (i *tableIter) nextBlock() bool {
 
 // prevBlock moves backward to the last entry of the previous non-empty block.
 func (i *tableIter) prevBlock() bool {
+	left := keepLeft // the block that holds the entry Prev stepped from
 	for {
 		idx := i.blockIdx - 1
 		if idx < 0 {
@@ -272,9 +291,10 @@ func (i *tableIter) prevBlock() bool {
 		if i.lower != nil && i.cmp.Cmp(i.r.index.sepUser(idx), i.lower) < 0 {
 			return i.invalidate()
 		}
-		if !i.loadBlock(idx, true) {
+		if !i.loadBlock(idx, left) {
 			return false
 		}
+		left = dropLeft // an empty one
 		if i.bi.last() {
 			return i.setKey(false)
 		}
@@ -294,7 +314,7 @@ func (i *tableIter) SeekGE(key []byte) bool {
 	if idx >= i.r.index.len() {
 		return i.invalidate()
 	}
-	if !i.loadBlock(idx, false) {
+	if !i.loadBlock(idx, releaseLeft) {
 		return false
 	}
 	if i.bi.seekGE(key, iterSearchTrailer) {
@@ -319,7 +339,7 @@ func (i *tableIter) SeekLT(key []byte) bool {
 	idx := i.r.index.search(key, iterSearchTrailer)
 	if idx >= n {
 		// Every key of the table is < key.
-		if !i.loadBlock(n-1, false) {
+		if !i.loadBlock(n-1, releaseLeft) {
 			return false
 		}
 		if i.bi.last() {
@@ -330,7 +350,7 @@ func (i *tableIter) SeekLT(key []byte) bool {
 		}
 		return i.prevBlock()
 	}
-	if !i.loadBlock(idx, false) {
+	if !i.loadBlock(idx, releaseLeft) {
 		return false
 	}
 	if i.bi.seekLT(key, iterSearchTrailer) {
@@ -351,7 +371,7 @@ func (i *tableIter) First() bool {
 	if i.r.index.len() == 0 {
 		return i.invalidate()
 	}
-	if !i.loadBlock(0, false) {
+	if !i.loadBlock(0, releaseLeft) {
 		return false
 	}
 	if i.bi.first() {
@@ -373,7 +393,7 @@ func (i *tableIter) Last() bool {
 	if n == 0 {
 		return i.invalidate()
 	}
-	if !i.loadBlock(n-1, false) {
+	if !i.loadBlock(n-1, releaseLeft) {
 		return false
 	}
 	if i.bi.last() {

@@ -68,3 +68,42 @@ func TestPrevLookback(t *testing.T) {
 		})
 	}
 }
+
+// TestPrevLookbackAcrossEmptyBlock: a Prev that crosses an empty data
+// block (our writer makes none; the reader accepts them) keeps the block
+// it stepped from, not the empty one, for the lookback.
+func TestPrevLookbackAcrossEmptyBlock(t *testing.T) {
+	ik := func(k string) []byte { return base.MakeInternalKey([]byte(k), 1, base.KindSet).Append(nil) }
+	valC := bytes.Repeat([]byte("C"), 200)
+	blk := func(k string, v []byte) []byte { return finishRawBlock(appendRawEntry(nil, 0, ik(k), v), 0) }
+	c := tableCraft{ct: checksum.XXH3, dataRaw: [][]byte{blk("a", []byte("va")), finishRawBlock(nil), blk("c", valC)},
+		index: func(hs []handle) []byte {
+			var b []byte
+			var rs []uint32
+			for i, s := range []string{"a", "b", "c"} {
+				rs = append(rs, uint32(len(b)))
+				b = appendRawEntry(b, 0, ik(s), appendHandle(nil, hs[i]))
+			}
+			return finishRawBlock(b, rs...)
+		}}
+	c.props.NumEntries = 2
+	c.props.SmallestKey = base.MakeInternalKey([]byte("a"), 1, base.KindSet)
+	c.props.LargestKey = base.MakeInternalKey([]byte("c"), 1, base.KindSet)
+	data := c.build()
+	cc := cache.New(1 << 20)
+	r := mustOpen(t, data, ReaderOptions{Cache: wrapCache(cc), CacheID: 1})
+	defer r.Close()
+	it := r.NewIter(nil, nil)
+	defer it.Close()
+	if !it.Last() || string(it.Key().UserKey) != "c" {
+		t.Fatalf("Last: %v", it.Key())
+	}
+	key, val := it.Key().UserKey, it.Value()
+	if !it.Prev() || string(it.Key().UserKey) != "a" {
+		t.Fatalf("Prev: %v %v", it.Key(), it.Error())
+	}
+	churn(cc, 1)
+	if string(key) != "c" || !bytes.Equal(val, valC) {
+		t.Fatalf("after Prev across an empty block, the entry it left reads %q = %q", key, val[:min(len(val), 16)])
+	}
+}

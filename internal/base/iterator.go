@@ -17,7 +17,8 @@ package base
 //     stay valid until the next positioning call too, where the source's
 //     memory allows: memtables and batches always (their arena or buffer
 //     outlives the iterator); tables with a block cache (the iterator keeps
-//     the block it left referenced, and a level iterator the file).
+//     the block it left referenced, past any empty block it crosses, and
+//     a level iterator the file).
 //     Reverse iteration then need not copy the version it is about to step
 //     past (the DB's Iterator relies on it only with a block cache).
 //   - A failed move (corruption, I/O) returns false and Error() reports why;
