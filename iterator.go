@@ -70,6 +70,8 @@ type Iterator struct {
 	keyBuf []byte
 	valBuf []byte
 	spare  []byte
+	// seekBuf holds a seek's key (see ownSeekKey).
+	seekBuf []byte
 	// past is set when the current key's value was merged going forward:
 	// the underlying iterator has already moved past the operands it read.
 	past bool
@@ -278,6 +280,7 @@ func (it *Iterator) SeekGE(key []byte) bool {
 	if !it.usable() {
 		return false
 	}
+	key = it.ownSeekKey(key)
 	it.err = nil
 	it.forward = true
 	if it.lower != nil && it.cmp.Cmp(key, it.lower) < 0 {
@@ -299,6 +302,7 @@ func (it *Iterator) SeekLT(key []byte) bool {
 	if !it.usable() {
 		return false
 	}
+	key = it.ownSeekKey(key)
 	it.err = nil
 	it.forward = false
 	if it.upper != nil && it.cmp.Cmp(key, it.upper) > 0 {
@@ -357,6 +361,15 @@ func (it *Iterator) Prev() bool {
 		return it.inPrefix(it.findPrevEntry(it.keyBuf))
 	}
 	return it.inPrefix(it.findPrevEntry(it.key))
+}
+
+// ownSeekKey returns a copy of a seek's key in seekBuf. The key may be
+// the iterator's own current key (it.SeekLT(it.Key())), which points into
+// a source's buffers (keyBuf, a block iterator's key buffers, the block)
+// that the seek itself reuses while it still compares with the key.
+func (it *Iterator) ownSeekKey(key []byte) []byte {
+	it.seekBuf = append(it.seekBuf[:0], key...)
+	return it.seekBuf
 }
 
 // saveKey copies k into keyBuf. keyBuf is never nil after it, even for

@@ -108,6 +108,7 @@ func (it *Iterator) SeekPrefixGE(key []byte) bool {
 		it.valid, it.err = false, base.InvalidArgumentErrorf("SeekPrefixGE needs a Comparer with Split; comparer %q has none", c.Name)
 		return false
 	}
+	key = it.ownSeekKey(key) // before its prefix, a slice of it
 	p := c.Prefix(key)
 	if it.prefix != nil && !c.Eq(p, it.prefix) {
 		it.valid = false

@@ -92,3 +92,72 @@ func TestReverseIterationInPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestSeekToOwnKey: a seek to the iterator's own current key
+// (it.SeekLT(it.Key()), it.SeekGE(it.Key())) lands where a seek to a copy
+// would. The key points into the sources' buffers, which the seek reuses:
+// Iterator copies a seek's key first (ownSeekKey).
+func TestSeekToOwnKey(t *testing.T) {
+	for _, cache := range []int64{1 << 20, -1} {
+		for _, mem := range []bool{false, true} {
+			t.Run(fmt.Sprintf("cache=%d/mem=%v", cache, mem), func(t *testing.T) {
+				db, err := Open("db", &Options{FS: vfs.NewMem(), BlockSize: 256, BlockCacheSize: cache, TargetFileSize: 4 << 10})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				const n = 2000
+				key := func(i int) []byte { return []byte(fmt.Sprintf("key-%06d-%s", i, bytes.Repeat([]byte("x"), i%40))) }
+				for i := 0; i < n; i++ {
+					if err := db.Put(key(i), []byte(fmt.Sprintf("v%d", i)), nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := db.Compact(nil, nil); err != nil {
+					t.Fatal(err)
+				}
+				if mem {
+					db.Put([]byte("zzz"), []byte("z"), nil)
+				}
+				it, _ := db.NewIter(nil)
+				defer it.Close()
+				// Backward by SeekLT of the current key.
+				i := n - 1
+				if mem {
+					it.Last()
+				}
+				for ok := it.SeekLT([]byte("zz")); ok; ok = it.SeekLT(it.Key()) {
+					if !bytes.Equal(it.Key(), key(i)) {
+						t.Fatalf("SeekLT(own key) backward: at %q, want %q", it.Key(), key(i))
+					}
+					i--
+				}
+				if i != -1 {
+					t.Fatalf("backward SeekLT stopped at %d", i)
+				}
+				// After each Prev, SeekGE of the current key stays there.
+				i = n - 1
+				for ok := it.SeekLT([]byte("zz")); ok; ok = it.Prev() {
+					if !it.SeekGE(it.Key()) || !bytes.Equal(it.Key(), key(i)) {
+						t.Fatalf("SeekGE(own key) at %d: %q", i, it.Key())
+					}
+					if !it.SeekLT(append(key(i), 0)) || !bytes.Equal(it.Key(), key(i)) {
+						t.Fatalf("re-seek at %d", i)
+					}
+					i--
+				}
+				// Forward: SeekGE of own key then Next.
+				i = 0
+				for ok := it.First(); ok; ok = it.Next() {
+					if !it.SeekGE(it.Key()) || !bytes.Equal(it.Key(), key(i)) {
+						t.Fatalf("forward SeekGE(own key) at %d: %q", i, it.Key())
+					}
+					i++
+					if i == n {
+						break
+					}
+				}
+			})
+		}
+	}
+}
