@@ -53,3 +53,37 @@ func TestIteratorLeavesOutEmptyMemtables(t *testing.T) {
 		t.Fatalf("keys seen: %d before the write, %d after; want 100, 101", b, a)
 	}
 }
+
+// TestSeekPrefixGESingleSource: SeekPrefixGE of an absent prefix over a
+// store whose only source is one level (its memtable empty, so left out)
+// is answered by the level's prefix filter, as over several sources.
+func TestSeekPrefixGESingleSource(t *testing.T) {
+	db, err := Open("db", &Options{FS: vfs.NewMem(), Comparer: FixedPrefixComparer(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for p := 0; p < 40; p += 2 {
+		for i := 0; i < 20; i++ {
+			if err := db.Put(fmt.Appendf(nil, "p%03d/%04d", p, i), []byte("v"), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	it, err := db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	before := db.Metrics()
+	if it.SeekPrefixGE([]byte("p017/0000")) {
+		t.Fatalf("found %q", it.Key())
+	}
+	after := db.Metrics()
+	if after.Filter.PrefixUseful == before.Filter.PrefixUseful {
+		t.Fatalf("SeekPrefixGE of an absent prefix read the level: its filter was not consulted")
+	}
+}

@@ -244,6 +244,11 @@ func (m *mergingIter) SeekGE(key []byte) bool {
 // unparks them, as after SeekGE.
 func (m *mergingIter) SeekPrefixGE(prefix, key []byte) bool {
 	if len(m.children) == 1 {
+		if f := m.ext[0].filter; f != nil && !f.mayHoldPrefix(prefix, key) {
+			// Nothing of the prefix at or after key: done, unread.
+			m.err, m.cur = nil, -1
+			return false
+		}
 		return m.SeekGE(key)
 	}
 	m.err = nil
