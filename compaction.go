@@ -148,6 +148,10 @@ func (d *DB) Compact(start, end []byte) error {
 		prevOutput = c.outputLevel
 	}
 	d.mu.Lock()
+	if err := d.bgErr; err != nil {
+		d.mu.Unlock()
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
 	c := d.picker.settle(d.vs.current)
 	d.mu.Unlock()
 	if c == nil {

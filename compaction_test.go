@@ -355,3 +355,37 @@ func TestCompactSettlesBottomLevel(t *testing.T) {
 		mustGet(t, db, fmt.Sprintf("k%05d", i), strings.Repeat("v", 100))
 	}
 }
+
+// TestCompactSettleKeepsLevelCompression: with per-level compression that
+// differs between the bottom level and the one settle would move it to, a
+// trivial move would leave every table in the compression of the level it
+// left; Compact leaves them where it wrote them instead, each table in its
+// level's compression.
+func TestCompactSettleKeepsLevelCompression(t *testing.T) {
+	db := openMem(t, vfs.NewMem(), &Options{LBaseMaxBytes: 64 << 10, TargetFileSize: 32 << 10, DisableAutomaticCompactions: true,
+		Levels: []LevelOptions{{Compression: NoCompression}, {Compression: NoCompression}, {Compression: ZstdCompression}}})
+	defer db.Close()
+	for i := 0; i < 3000; i++ {
+		if err := db.Put([]byte(fmt.Sprintf("k%05d", i)), []byte(strings.Repeat("v", 100)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	db.mu.Lock()
+	v := db.vs.current
+	db.mu.Unlock()
+	for level, files := range v.Levels {
+		for _, f := range files {
+			h, err := db.tableCache.get(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c, _ := db.opts.levelCompression(level); h.reader.Properties().Compression != c {
+				t.Fatalf("L%d table %d: %v, the level's compression is %v", level, f.FileNum, h.reader.Properties().Compression, c)
+			}
+			h.release()
+		}
+	}
+}
