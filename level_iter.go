@@ -11,7 +11,7 @@ import (
 // iteration reaches it. Files outside [lower, upper) are skipped.
 //
 // Lookback (see base.InternalIterator): when Prev leaves a file, the file's
-// iterator is parked, open, until the next positioning call, so the entry
+// iterator stays open (left) until the next positioning call, so the entry
 // Prev stepped from stays readable.
 //
 // Not safe for concurrent use.
@@ -25,9 +25,9 @@ type levelIter struct {
 	h            *tableEntry
 	iter         base.InternalIterator
 	err          error
-	// parked and parkedH are the file Prev left (see Lookback), or nil.
-	parked  base.InternalIterator
-	parkedH *tableEntry
+	// left and leftH are the file Prev left (see Lookback), or nil.
+	left  base.InternalIterator
+	leftH *tableEntry
 }
 
 func newLevelIter(tables *tableCache, files []*manifest.FileMetadata, lower, upper []byte, ro sst.ReadOptions) *levelIter {
@@ -74,24 +74,24 @@ func (l *levelIter) open(i int) bool {
 	return true
 }
 
-// park moves the open file to parked (closing what was parked), leaving
-// none open.
-func (l *levelIter) park() {
-	l.unpark()
-	l.parked, l.parkedH = l.iter, l.h
+// leaveFile moves the open file to left (closing the one left before),
+// leaving none open.
+func (l *levelIter) leaveFile() {
+	l.closeLeft()
+	l.left, l.leftH = l.iter, l.h
 	l.iter, l.h, l.idx = nil, nil, -1
 }
 
-// unpark closes the parked file, if any.
-func (l *levelIter) unpark() {
-	if l.parked == nil {
+// closeLeft closes the file Prev left, if any.
+func (l *levelIter) closeLeft() {
+	if l.left == nil {
 		return
 	}
-	if err := l.parked.Close(); err != nil && l.err == nil {
+	if err := l.left.Close(); err != nil && l.err == nil {
 		l.err = err
 	}
-	l.parkedH.release()
-	l.parked, l.parkedH = nil, nil
+	l.leftH.release()
+	l.left, l.leftH = nil, nil
 }
 
 func (l *levelIter) closeFile() {
@@ -214,13 +214,13 @@ func (l *levelIter) mayHoldPrefix(prefix, key []byte) bool {
 }
 
 func (l *levelIter) SeekGE(key []byte) bool {
-	l.unpark()
+	l.closeLeft()
 	l.err = nil
 	return l.forwardFrom(manifest.FindFile(l.tables.cmp, l.files, key), func(it base.InternalIterator) bool { return it.SeekGE(key) })
 }
 
 func (l *levelIter) SeekLT(key []byte) bool {
-	l.unpark()
+	l.closeLeft()
 	l.err = nil
 	// The last file whose smallest key is < key.
 	i := manifest.FindFile(l.tables.cmp, l.files, key)
@@ -231,19 +231,19 @@ func (l *levelIter) SeekLT(key []byte) bool {
 }
 
 func (l *levelIter) First() bool {
-	l.unpark()
+	l.closeLeft()
 	l.err = nil
 	return l.forwardFrom(0, base.InternalIterator.First)
 }
 
 func (l *levelIter) Last() bool {
-	l.unpark()
+	l.closeLeft()
 	l.err = nil
 	return l.backwardFrom(len(l.files)-1, base.InternalIterator.Last)
 }
 
 func (l *levelIter) Next() bool {
-	l.unpark()
+	l.closeLeft()
 	if l.iter == nil {
 		return false
 	}
@@ -258,8 +258,8 @@ func (l *levelIter) Next() bool {
 }
 
 func (l *levelIter) Prev() bool {
-	if l.parked != nil {
-		l.unpark()
+	if l.left != nil { // (the test inline: one call less per step)
+		l.closeLeft()
 	}
 	if l.iter == nil {
 		return false
@@ -272,7 +272,7 @@ func (l *levelIter) Prev() bool {
 		return false
 	}
 	i := l.idx - 1
-	l.park()
+	l.leaveFile()
 	return l.backwardFrom(i, base.InternalIterator.Last)
 }
 
@@ -285,7 +285,7 @@ func (l *levelIter) Value() []byte { return l.iter.Value() }
 func (l *levelIter) Error() error { return l.err }
 
 func (l *levelIter) Close() error {
-	l.unpark()
+	l.closeLeft()
 	l.closeFile()
 	return l.err
 }
