@@ -104,21 +104,9 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 	}
 	it := &Iterator{d: d, cmp: d.cmp, custom: customCompare(d.cmp), rs: rs, snap: snap, paranoid: d.opts.ParanoidMemoryChecks,
 		lookback: d.blockCache != nil}
-	if o != nil {
-		it.lower = cloneOrNil(o.LowerBound)
-		it.upper = cloneOrNil(o.UpperBound)
-		if err := it.setPrefix(o.Prefix, &ro); err != nil {
-			rs.unref()
-			return nil, err
-		}
-		if it.lower != nil && it.upper != nil && it.cmp.Cmp(it.lower, it.upper) > 0 {
-			if o.Prefix != nil {
-				it.lower = it.upper // the prefix lies outside the bounds: empty
-			} else {
-				rs.unref()
-				return nil, base.InvalidArgumentErrorf("iterator bounds: lower %s > upper %s", base.HexKey(it.lower), base.HexKey(it.upper))
-			}
-		}
+	if err := it.setOptions(o, &ro); err != nil {
+		rs.unref()
+		return nil, err
 	}
 	a := newIterAlloc()
 	children := a.children[:0]
@@ -199,6 +187,26 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 	it.iter = m
 	d.openIters.Add(1)
 	return it, nil
+}
+
+// setOptions takes o's bounds and prefix (nil: none); ro gains what the
+// prefix needs (see setPrefix).
+func (it *Iterator) setOptions(o *IterOptions, ro *sst.ReadOptions) error {
+	if o == nil {
+		return nil
+	}
+	it.lower = cloneOrNil(o.LowerBound)
+	it.upper = cloneOrNil(o.UpperBound)
+	if err := it.setPrefix(o.Prefix, ro); err != nil {
+		return err
+	}
+	if it.lower != nil && it.upper != nil && it.cmp.Cmp(it.lower, it.upper) > 0 {
+		if o.Prefix == nil {
+			return base.InvalidArgumentErrorf("iterator bounds: lower %s > upper %s", base.HexKey(it.lower), base.HexKey(it.upper))
+		}
+		it.lower = it.upper // the prefix lies outside the bounds: empty
+	}
+	return nil
 }
 
 func cloneOrNil(b []byte) []byte {
