@@ -247,15 +247,7 @@ func TestCompactionPicker(t *testing.T) {
 			}
 			return out.String()
 		case "pick":
-			c := p.pick(v)
-			if c == nil {
-				return "none\n"
-			}
-			move := ""
-			if c.trivialMove() {
-				move = " (trivial move)"
-			}
-			return c.String() + move + "\n"
+			return fmtPicked(p.pick(v))
 		case "manual":
 			// The steps of a manual compaction of [start, end], as Compact
 			// takes them, assuming each runs: its output level feeds the
@@ -286,19 +278,24 @@ func TestCompactionPicker(t *testing.T) {
 			}
 			return out.String()
 		case "settle":
-			c := p.settle(v)
-			if c == nil {
-				return "none\n"
-			}
-			move := ""
-			if c.trivialMove() {
-				move = " (trivial move)"
-			}
-			return c.String() + move + "\n"
+			return fmtPicked(p.settle(v))
 		}
 		t.Fatalf("unknown command %q", td.Cmd)
 		return ""
 	})
+}
+
+// fmtPicked prints a picked compaction ("none" for nil), marking a
+// trivial move.
+func fmtPicked(c *compaction) string {
+	if c == nil {
+		return "none\n"
+	}
+	move := ""
+	if c.trivialMove() {
+		move = " (trivial move)"
+	}
+	return c.String() + move + "\n"
 }
 
 // parsePickerFile reads "num:smallest-largest@size" (L0 files get their
