@@ -189,13 +189,7 @@ func undamaged(c *compaction) *compaction {
 // deepest level that holds data, which is then rewritten in place
 // (dropping versions no snapshot needs and tombstones with nothing below).
 func (p *leveledPicker) manual(v *manifest.Version, level int, start, end []byte, prevOutput int) (*compaction, bool) {
-	last := 0 // the deepest level holding data
-	for l := manifest.NumLevels - 1; l > 0; l-- {
-		if len(v.Levels[l]) > 0 {
-			last = l
-			break
-		}
-	}
+	last := bottomLevel(v)
 	if level > last && !(level == 1 && last == 0) {
 		return nil, true
 	}
@@ -230,6 +224,17 @@ func (p *leveledPicker) manual(v *manifest.Version, level int, start, end []byte
 	return c, false
 }
 
+// bottomLevel is the deepest level holding data (0 if only L0 does, or
+// none).
+func bottomLevel(v *manifest.Version) int {
+	for l := manifest.NumLevels - 1; l > 0; l-- {
+		if len(v.Levels[l]) > 0 {
+			return l
+		}
+	}
+	return 0
+}
+
 // settle returns, after a manual compaction, the trivial move of the
 // whole bottom level (the deepest holding data, in the compaction's range
 // or not) to the shallowest level below it whose target holds it; nil if
@@ -247,13 +252,7 @@ func (p *leveledPicker) manual(v *manifest.Version, level int, start, end []byte
 // RocksDB's dynamic level sizes and Pebble's base level do. The levels
 // below the bottom are empty, so the move keeps newer above older.
 func (p *leveledPicker) settle(v *manifest.Version) *compaction {
-	last := 0
-	for l := manifest.NumLevels - 1; l > 0; l-- {
-		if len(v.Levels[l]) > 0 {
-			last = l
-			break
-		}
-	}
+	last := bottomLevel(v)
 	size := v.LevelSize(last)
 	if last == 0 || last == manifest.NumLevels-1 || size <= p.levelMaxBytes(last) {
 		return nil
