@@ -253,6 +253,23 @@ func (i *blockIter) init(b []byte, internalKeys bool) error {
 // reset drops the iterator's references into its block (keeping its own
 // buffers), once the block may be freed: a pooled iterator must not point
 // into released memory.
+// reusable returns a blockIter with only i's buffers, emptied: what a
+// pooled table iterator keeps for its next block iterator.
+func (i *blockIter) reusable() blockIter {
+	return blockIter{keyBuf: i.keyBuf[:0], keyBufAlt: i.keyBufAlt[:0], cached: i.cached[:0],
+		cacheBuf: i.cacheBuf[:0], cacheBufAlt: i.cacheBufAlt[:0]}
+}
+
+// dropBuffersOver lets go of i's buffers if one has grown past limit
+// bytes, so that one huge block does not pin memory in a pool forever.
+func (i *blockIter) dropBuffersOver(limit int) {
+	// (cachedEntry is 20 bytes.)
+	if cap(i.keyBuf) > limit || cap(i.keyBufAlt) > limit || cap(i.cached) > limit/20 ||
+		cap(i.cacheBuf) > limit || cap(i.cacheBufAlt) > limit {
+		i.keyBuf, i.keyBufAlt, i.cached, i.cacheBuf, i.cacheBufAlt = nil, nil, nil, nil, nil
+	}
+}
+
 func (i *blockIter) reset() {
 	i.data, i.restarts, i.numRestarts = nil, nil, 0
 	i.key, i.val = nil, nil
@@ -618,6 +635,7 @@ func cacheKeysBudget(interval int) int { return 4*interval + 1024 }
 // iterator at the last cached entry. start must be a restart point. When
 // not bounded, decoding must land exactly on end.
 func (i *blockIter) fillCache(start, end int, ukey []byte, trailer uint64, bounded bool) bool {
+	i.cacheBuf, i.cacheBufAlt = i.cacheBufAlt[:0], i.cacheBuf // see Lookback
 	if ok, fits := i.fillCacheKeys(start, end, ukey, trailer, bounded); fits {
 		return ok
 	}
@@ -628,7 +646,7 @@ func (i *blockIter) fillCache(start, end int, ukey []byte, trailer uint64, bound
 // up (fits = false) if that would take more than cacheKeysBudget.
 func (i *blockIter) fillCacheKeys(start, end int, ukey []byte, trailer uint64, bounded bool) (ok, fits bool) {
 	i.cached = i.cached[:0]
-	i.cacheBuf, i.cacheBufAlt = i.cacheBufAlt[:0], i.cacheBuf // see Lookback
+	i.cacheBuf = i.cacheBuf[:0]
 	i.cacheKeys = true
 	budget := cacheKeysBudget(end - start)
 	off := start
@@ -673,7 +691,7 @@ func (i *blockIter) fillCacheKeys(start, end int, ukey []byte, trailer uint64, b
 // entry's undo bytes in cacheBuf.
 func (i *blockIter) fillCacheUndo(start, end int, ukey []byte, trailer uint64, bounded bool) bool {
 	i.cached = i.cached[:0]
-	i.cacheBuf = i.cacheBuf[:0] // fillCacheKeys has traded it already
+	i.cacheBuf = i.cacheBuf[:0]
 	i.cacheKeys = false
 	i.keyBuf, i.keyBufAlt = i.keyBufAlt[:0], i.keyBuf // see Lookback
 	off := start

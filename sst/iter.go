@@ -100,9 +100,7 @@ func (r *Reader) NewIterWithOptions(lower, upper []byte, o ReadOptions) Internal
 	if !r.cmp.IsBytewise() {
 		i.compare = r.cmp.Compare
 	}
-	// Keep the block iterator's buffers (keys, reverse cache) but nothing else.
-	i.bi.keyBuf, i.bi.keyBufAlt, i.bi.cached = bi.keyBuf[:0], bi.keyBufAlt[:0], bi.cached[:0]
-	i.bi.cacheBuf, i.bi.cacheBufAlt = bi.cacheBuf[:0], bi.cacheBufAlt[:0]
+	i.bi = bi.reusable() // its buffers, nothing else
 	return i
 }
 
@@ -461,11 +459,7 @@ func (i *tableIter) Close() error {
 		i.dec = nil
 	}
 	i.ra.release()
-	// (cachedEntry is 20 bytes.)
-	if cap(i.bi.keyBuf) > maxPooledBuf || cap(i.bi.keyBufAlt) > maxPooledBuf || cap(i.bi.cached) > maxPooledBuf/20 ||
-		cap(i.bi.cacheBuf) > maxPooledBuf || cap(i.bi.cacheBufAlt) > maxPooledBuf {
-		i.bi.keyBuf, i.bi.keyBufAlt, i.bi.cached, i.bi.cacheBuf, i.bi.cacheBufAlt = nil, nil, nil, nil, nil
-	}
+	i.bi.dropBuffersOver(maxPooledBuf)
 	i.releaseBlock()
 	i.r, i.cmp, i.compare, i.lower, i.upper = nil, nil, nil, nil, nil
 	i.ra.lower, i.ra.upper = nil, nil
