@@ -539,20 +539,21 @@ func (it *Iterator) findPrevEntry(prev []byte) bool {
 		var ch prevChain
 		var inPlace []byte // the value, if it is a Set's in the source's memory
 		for {
-			if s := k.SeqNum(); s <= it.snap {
+			s := k.SeqNum()
+			setInPlace := it.lookback && s <= it.snap && k.Kind() == base.KindSet
+			if inPlace != nil && !setInPlace {
+				// The next step would leave it two behind, or a merge
+				// reads it from valBuf.
+				it.valBuf = append(it.valBuf[:0], inPlace...)
+				inPlace = nil
+			}
+			if s <= it.snap {
 				found, kind, seq = true, k.Kind(), s
-				if kind == base.KindSet && it.lookback {
+				if setInPlace {
 					inPlace, ch = base.NonNil(iter.Value()), prevChain{have: true, seq: s}
 				} else {
-					if inPlace != nil {
-						it.valBuf = append(it.valBuf[:0], inPlace...) // a merge reads it
-						inPlace = nil
-					}
 					it.prevVersion(&ch, group, kind, s)
 				}
-			} else if inPlace != nil {
-				it.valBuf = append(it.valBuf[:0], inPlace...) // see above
-				inPlace = nil
 			}
 			if !iter.Prev() {
 				break

@@ -84,28 +84,27 @@ func (l *levelIter) leaveFile() {
 
 // closeLeft closes the file Prev left, if any.
 func (l *levelIter) closeLeft() {
-	if l.left == nil {
-		return
-	}
-	if err := l.left.Close(); err != nil && l.err == nil {
-		l.err = err
-	}
-	l.leftH.release()
+	l.closeTable(l.left, l.leftH)
 	l.left, l.leftH = nil, nil
 }
 
+// closeFile closes the open file, if any.
 func (l *levelIter) closeFile() {
-	if l.iter != nil {
-		if err := l.iter.Close(); err != nil && l.err == nil {
+	l.closeTable(l.iter, l.h)
+	l.iter, l.h, l.idx = nil, nil, -1
+}
+
+// closeTable closes a file's iterator (keeping the first error in err)
+// and releases its table cache entry; either may be nil.
+func (l *levelIter) closeTable(it base.InternalIterator, h *tableEntry) {
+	if it != nil {
+		if err := it.Close(); err != nil && l.err == nil {
 			l.err = err
 		}
-		l.iter = nil
 	}
-	if l.h != nil {
-		l.h.release()
-		l.h = nil
+	if h != nil {
+		h.release()
 	}
-	l.idx = -1
 }
 
 // forwardFrom positions at the first entry of file i or a later one.
