@@ -29,6 +29,19 @@ func openMem(t *testing.T, fs vfs.FS, o *Options) *DB {
 	return db
 }
 
+// mustNewIter opens an iterator on r (a DB or a Snapshot), failing t on
+// an error.
+func mustNewIter(t *testing.T, r interface {
+	NewIter(*IterOptions) (*Iterator, error)
+}, o *IterOptions) *Iterator {
+	t.Helper()
+	it, err := r.NewIter(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return it
+}
+
 func mustGet(t *testing.T, db interface{ Get([]byte) ([]byte, error) }, k, want string) {
 	t.Helper()
 	v, err := db.Get([]byte(k))

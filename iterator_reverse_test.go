@@ -80,15 +80,8 @@ func TestReverseIterationInPlace(t *testing.T) {
 					}
 				}
 			}
-			it, err := snap.NewIter(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(it, func(i int) ([]byte, bool) { return old(i), true })
-			if it, err = db.NewIter(nil); err != nil {
-				t.Fatal(err)
-			}
-			check(it, func(i int) ([]byte, bool) { v, ok := latest[i]; return v, ok })
+			check(mustNewIter(t, snap, nil), func(i int) ([]byte, bool) { return old(i), true })
+			check(mustNewIter(t, db, nil), func(i int) ([]byte, bool) { v, ok := latest[i]; return v, ok })
 		})
 	}
 }
@@ -117,9 +110,11 @@ func TestSeekToOwnKey(t *testing.T) {
 					t.Fatal(err)
 				}
 				if mem {
-					db.Put([]byte("zzz"), []byte("z"), nil)
+					if err := db.Put([]byte("zzz"), []byte("z"), nil); err != nil {
+						t.Fatal(err)
+					}
 				}
-				it, _ := db.NewIter(nil)
+				it := mustNewIter(t, db, nil)
 				defer it.Close()
 				// Backward by SeekLT of the current key.
 				i := n - 1

@@ -24,10 +24,7 @@ func TestIteratorLeavesOutEmptyMemtables(t *testing.T) {
 		t.Fatal(err)
 	}
 	sources := func(it *Iterator) int { return len(it.iter.(*mergingIter).children) }
-	before, err := db.NewIter(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := mustNewIter(t, db, nil)
 	defer before.Close()
 	if n := sources(before); n != 1 {
 		t.Fatalf("%d sources over a compacted store with an empty memtable; want 1", n)
@@ -35,10 +32,7 @@ func TestIteratorLeavesOutEmptyMemtables(t *testing.T) {
 	if err := db.Put([]byte("k050x"), []byte("new"), nil); err != nil {
 		t.Fatal(err)
 	}
-	after, err := db.NewIter(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := mustNewIter(t, db, nil)
 	defer after.Close()
 	if n := sources(after); n != 2 {
 		t.Fatalf("%d sources with an entry in the memtable; want 2", n)
@@ -73,10 +67,7 @@ func TestSeekPrefixGESingleSource(t *testing.T) {
 	if err := db.Compact(nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	it, err := db.NewIter(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	it := mustNewIter(t, db, nil)
 	defer it.Close()
 	before := db.Metrics()
 	if it.SeekPrefixGE([]byte("p017/0000")) {

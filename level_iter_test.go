@@ -13,10 +13,12 @@ import (
 )
 
 // TestLevelIterPrevLookback: the entry a Prev stepped from stays intact
-// until the next positioning call when the step leaves a file (the file is
-// parked, its block still referenced) and the block cache's memory is
-// reused meanwhile; base.InternalIterator's Lookback, which the DB's
-// reverse iteration relies on.
+// until the next positioning call when the step leaves a file (the file
+// kept open, its block still referenced) and the block cache evicts and
+// reuses memory meanwhile; base.InternalIterator's Lookback, which the
+// DB's reverse iteration relies on. A block released too early faults in
+// the invariants build (the README's test command), where freed memory is
+// made inaccessible.
 func TestLevelIterPrevLookback(t *testing.T) {
 	const files, perFile = 4, 40
 	var input strings.Builder
