@@ -82,10 +82,13 @@ func (l *levelIter) leaveFile() {
 	l.iter, l.h, l.idx = nil, nil, -1
 }
 
-// closeLeft closes the file Prev left, if any.
+// closeLeft closes the file Prev left, if any. (Every step calls it: the
+// test inlines.)
 func (l *levelIter) closeLeft() {
-	l.closeTable(l.left, l.leftH)
-	l.left, l.leftH = nil, nil
+	if l.left != nil {
+		l.closeTable(l.left, l.leftH)
+		l.left, l.leftH = nil, nil
+	}
 }
 
 // closeFile closes the open file, if any.
@@ -257,9 +260,7 @@ func (l *levelIter) Next() bool {
 }
 
 func (l *levelIter) Prev() bool {
-	if l.left != nil { // (the test inline: one call less per step)
-		l.closeLeft()
-	}
+	l.closeLeft()
 	if l.iter == nil {
 		return false
 	}
