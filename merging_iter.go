@@ -244,7 +244,7 @@ func (m *mergingIter) SeekGE(key []byte) bool {
 // unparks them, as after SeekGE.
 func (m *mergingIter) SeekPrefixGE(prefix, key []byte) bool {
 	if len(m.children) == 1 {
-		if f := m.ext[0].filter; f != nil && !f.mayHoldPrefix(prefix, key) {
+		if m.excludesPrefix(0, prefix, key) {
 			// Nothing of the prefix at or after key: done, unread.
 			m.err, m.cur = nil, -1
 			return false
@@ -254,7 +254,7 @@ func (m *mergingIter) SeekPrefixGE(prefix, key []byte) bool {
 	m.err = nil
 	m.clearParked()
 	for i, c := range m.children {
-		if f := m.ext[i].filter; f != nil && !f.mayHoldPrefix(prefix, key) {
+		if m.excludesPrefix(i, prefix, key) {
 			m.parked[i] = true
 			m.nParked++
 			continue
@@ -269,6 +269,13 @@ func (m *mergingIter) SeekPrefixGE(prefix, key []byte) bool {
 		m.deferKey = append(m.deferKey[:0], key...)
 	}
 	return ok
+}
+
+// excludesPrefix reports whether child i's filter says it holds no entry
+// of prefix at or after key.
+func (m *mergingIter) excludesPrefix(i int, prefix, key []byte) bool {
+	f := m.ext[i].filter
+	return f != nil && !f.mayHoldPrefix(prefix, key)
 }
 
 // unpark seeks the parked children to deferKey and rebuilds the heap with
