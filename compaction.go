@@ -160,12 +160,26 @@ func (d *DB) Compact(start, end []byte) error {
 	return d.runCompaction(c)
 }
 
+// movable reports whether c runs as a trivial move: it can (trivialMove),
+// and its output level's tables take the compression its input level's
+// do (Options.Levels). A move does not recompress, so across a change of
+// compression the tables are rewritten instead, as RocksDB does; else the
+// data would keep the compression of the level it was written to.
+func (d *DB) movable(c *compaction) bool {
+	if !c.trivialMove() {
+		return false
+	}
+	ic, iz := d.opts.levelCompression(c.level)
+	oc, oz := d.opts.levelCompression(c.outputLevel)
+	return ic == oc && (ic != ZstdCompression || iz == oz)
+}
+
 // runCompaction executes c and installs its result. compactionMu is held.
 func (d *DB) runCompaction(c *compaction) error {
 	start := time.Now()
 	d.log.Infof("compaction starting: %s", c)
 
-	if c.trivialMove() {
+	if d.movable(c) {
 		return d.moveFiles(c)
 	}
 

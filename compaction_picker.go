@@ -64,15 +64,6 @@ type pickerOptions struct {
 	l0Trigger       int
 	lbaseMaxBytes   int64
 	levelMultiplier int
-	// compression is each level's (Options.levelCompression), which
-	// settle keeps: a trivial move does not recompress.
-	compression [manifest.NumLevels]levelCompression
-}
-
-// levelCompression is a level's compression and zstd level.
-type levelCompression struct {
-	c Compression
-	z int
 }
 
 // leveledPicker is Vigil's policy, RocksDB's leveled compaction: L0 by
@@ -88,15 +79,7 @@ type leveledPicker struct {
 }
 
 func newLeveledPicker(o *Options) *leveledPicker {
-	p := &leveledPicker{o: pickerOptions{l0Trigger: o.L0CompactionTrigger, lbaseMaxBytes: o.LBaseMaxBytes, levelMultiplier: o.LevelMultiplier}}
-	for l := range p.o.compression {
-		c, z := o.levelCompression(l)
-		if c != ZstdCompression {
-			z = 0 // no level to differ by
-		}
-		p.o.compression[l] = levelCompression{c, z}
-	}
-	return p
+	return &leveledPicker{o: pickerOptions{l0Trigger: o.L0CompactionTrigger, lbaseMaxBytes: o.LBaseMaxBytes, levelMultiplier: o.LevelMultiplier}}
 }
 
 // levelMaxBytes is the target size of level (1..6).
@@ -238,10 +221,9 @@ func bottomLevel(v *manifest.Version) int {
 // settle returns, after a manual compaction, the trivial move of the
 // whole bottom level (the deepest holding data, in the compaction's range
 // or not) to the shallowest level below it whose target holds it; nil if
-// the bottom level is within its target, is the last level, holds a
-// damaged file, or that level's compression differs (Options.Levels: a
-// move would leave the data as it is, and a Compact is how a user applies
-// new compression settings; the picker's compactions rewrite it then).
+// the bottom level is within its target, is the last level, or holds a
+// damaged file. (Where Options.Levels gives the two levels different
+// compression, the move runs as a rewrite: see DB.movable.)
 //
 // Why: a manual compaction writes the bottom level, which is L1 when all
 // the data was in L0, and may leave it several times its target. The
@@ -260,9 +242,6 @@ func (p *leveledPicker) settle(v *manifest.Version) *compaction {
 	out := last + 1
 	for out < manifest.NumLevels-1 && size > p.levelMaxBytes(out) {
 		out++
-	}
-	if p.o.compression[out] != p.o.compression[last] {
-		return nil
 	}
 	c := &compaction{level: last, outputLevel: out, reason: "manual, bottom level over its target", cmp: v.Cmp}
 	c.inputs[0] = slices.Clone(v.Levels[last])

@@ -356,36 +356,70 @@ func TestCompactSettlesBottomLevel(t *testing.T) {
 	}
 }
 
-// TestCompactSettleKeepsLevelCompression: with per-level compression that
-// differs between the bottom level and the one settle would move it to, a
-// trivial move would leave every table in the compression of the level it
-// left; Compact leaves them where it wrote them instead, each table in its
-// level's compression.
-func TestCompactSettleKeepsLevelCompression(t *testing.T) {
+// TestMovesKeepLevelCompression: a trivial move does not recompress, so
+// where Options.Levels gives the input and output levels different
+// compression the tables are rewritten instead (DB.movable): after
+// Compact's settle across such a change, and after the picker's moves of
+// a sequential load's disjoint L0 tables, every table has its level's
+// compression.
+func TestMovesKeepLevelCompression(t *testing.T) {
+	put := func(db *DB, n int) {
+		for i := 0; i < n; i++ {
+			if err := db.Put([]byte(fmt.Sprintf("k%05d", i)), []byte(strings.Repeat("v", 100)), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// tablesOK reports whether every table has its level's compression,
+	// and which levels hold data.
+	tablesOK := func(db *DB) (ok bool, levels []int) {
+		db.mu.Lock()
+		v := db.vs.current
+		v.Ref()
+		db.mu.Unlock()
+		defer v.Unref()
+		ok = true
+		for level, files := range v.Levels {
+			if len(files) > 0 {
+				levels = append(levels, level)
+			}
+			for _, f := range files {
+				h, err := db.tableCache.get(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c, _ := db.opts.levelCompression(level); h.reader.Properties().Compression != c {
+					t.Logf("L%d table %d: %v, the level's compression is %v", level, f.FileNum, h.reader.Properties().Compression, c)
+					ok = false
+				}
+				h.release()
+			}
+		}
+		return ok, levels
+	}
+
 	db := openMem(t, vfs.NewMem(), &Options{LBaseMaxBytes: 64 << 10, TargetFileSize: 32 << 10, DisableAutomaticCompactions: true,
 		Levels: []LevelOptions{{Compression: NoCompression}, {Compression: NoCompression}, {Compression: ZstdCompression}}})
 	defer db.Close()
-	for i := 0; i < 3000; i++ {
-		if err := db.Put([]byte(fmt.Sprintf("k%05d", i)), []byte(strings.Repeat("v", 100)), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put(db, 3000)
 	if err := db.Compact(nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	db.mu.Lock()
-	v := db.vs.current
-	db.mu.Unlock()
-	for level, files := range v.Levels {
-		for _, f := range files {
-			h, err := db.tableCache.get(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c, _ := db.opts.levelCompression(level); h.reader.Properties().Compression != c {
-				t.Fatalf("L%d table %d: %v, the level's compression is %v", level, f.FileNum, h.reader.Properties().Compression, c)
-			}
-			h.release()
-		}
+	if ok, levels := tablesOK(db); !ok || len(levels) != 1 || levels[0] < 2 {
+		t.Fatalf("after Compact: compression as configured %v, data in levels %v; want true, one level below L1", ok, levels)
 	}
+
+	// Sequential keys flushed one memtable at a time: disjoint L0 tables
+	// that the picker would move to L1 as they are.
+	db2 := openMem(t, vfs.NewMem(), &Options{WriteBufferSize: minWriteBufferSize, L0CompactionTrigger: 2,
+		Levels: []LevelOptions{{Compression: NoCompression}, {Compression: ZstdCompression}}})
+	defer db2.Close()
+	put(db2, 3000)
+	if err := db2.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "L0 tables compacted into L1 in L1's compression", func() bool {
+		ok, levels := tablesOK(db2)
+		return ok && len(levels) > 0 && levels[len(levels)-1] > 0
+	})
 }
