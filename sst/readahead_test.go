@@ -1,6 +1,7 @@
 package sst
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -237,8 +238,10 @@ func TestReadaheadBounds(t *testing.T) {
 }
 
 // TestReadaheadBufferFreedAtClose: the readahead buffer lives outside the
-// Go heap while its iterator reads ahead, and Close frees it: an iterator
-// back in the pool holds no readahead memory.
+// Go heap while its iterator reads ahead, and goes as the scan runs off the
+// table's end (a compaction keeps its inputs' iterators open until its last
+// output), or at Close: an iterator back in the pool holds no readahead
+// memory. After running off, a seek into the last block reads it again.
 func TestReadaheadBufferFreedAtClose(t *testing.T) {
 	data, points, _ := readaheadTable(t, NoCompression)
 	r := mustOpen(t, data, ReaderOptions{})
@@ -250,15 +253,30 @@ func TestReadaheadBufferFreedAtClose(t *testing.T) {
 			it = r.NewUncachedIter()
 		}
 		n := 0
+		var during int64
 		for ok := it.First(); ok; ok = it.Next() {
-			n++
+			if n++; n == len(points)/2 {
+				during = scanAlloc.Stats().InUse
+			}
 		}
-		during := scanAlloc.Stats().InUse
-		if err := it.Close(); err != nil || n != len(points) {
+		if err := it.Error(); err != nil || n != len(points) {
 			t.Fatalf("uncached=%v: %d entries of %d, %v", uncached, n, len(points), err)
 		}
 		if during < before+maxReadahead {
 			t.Fatalf("uncached=%v: readahead memory %d during the scan, want >= %d", uncached, during-before, maxReadahead)
+		}
+		if ran := scanAlloc.Stats().InUse; ran != before {
+			t.Fatalf("uncached=%v: readahead memory %d once the scan ran off the table, want 0", uncached, ran-before)
+		}
+		last := points[len(points)-1]
+		if !it.SeekGE(last.key.UserKey) || !bytes.Equal(it.Key().UserKey, last.key.UserKey) || !bytes.Equal(it.Value(), last.value) {
+			t.Fatalf("uncached=%v: SeekGE(%s) after running off: valid %v, key %s", uncached, last.key.UserKey, it.Valid(), it.Key())
+		}
+		if it.Next() {
+			t.Fatalf("uncached=%v: Next after the last key found %s", uncached, it.Key())
+		}
+		if err := it.Close(); err != nil {
+			t.Fatalf("uncached=%v: Close: %v", uncached, err)
 		}
 		if after := scanAlloc.Stats().InUse; after != before {
 			t.Fatalf("uncached=%v: readahead memory %d after Close, want 0", uncached, after-before)
