@@ -250,9 +250,6 @@ func (i *blockIter) init(b []byte, internalKeys bool) error {
 	return nil
 }
 
-// reset drops the iterator's references into its block (keeping its own
-// buffers), once the block may be freed: a pooled iterator must not point
-// into released memory.
 // reusable returns a blockIter with only i's buffers, emptied: what a
 // pooled table iterator keeps for its next block iterator.
 func (i *blockIter) reusable() blockIter {
@@ -270,6 +267,9 @@ func (i *blockIter) dropBuffersOver(limit int) {
 	}
 }
 
+// reset drops the iterator's references into its block (keeping its own
+// buffers), once the block may be freed: a pooled iterator must not point
+// into released memory.
 func (i *blockIter) reset() {
 	i.data, i.restarts, i.numRestarts = nil, nil, 0
 	i.key, i.val = nil, nil
