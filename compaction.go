@@ -128,14 +128,14 @@ func (d *DB) Compact(start, end []byte) error {
 	}
 	prevOutput := -1 // output level of the previous step
 	for level := 0; level < manifest.NumLevels; level++ {
-		d.mu.Lock()
-		if d.bgErr != nil {
-			err := d.bgErr
-			d.mu.Unlock()
-			return fmt.Errorf("%w: %w", ErrReadOnly, err)
+		var done bool
+		c, err := d.pickManual(func(v *manifest.Version) (c *compaction) {
+			c, done = d.picker.manual(v, level, start, end, prevOutput)
+			return c
+		})
+		if err != nil {
+			return err
 		}
-		c, done := d.picker.manual(d.vs.current, level, start, end, prevOutput)
-		d.mu.Unlock()
 		if done {
 			break
 		}
@@ -147,17 +147,23 @@ func (d *DB) Compact(start, end []byte) error {
 		}
 		prevOutput = c.outputLevel
 	}
-	d.mu.Lock()
-	if err := d.bgErr; err != nil {
-		d.mu.Unlock()
-		return fmt.Errorf("%w: %w", ErrReadOnly, err)
-	}
-	c := d.picker.settle(d.vs.current)
-	d.mu.Unlock()
-	if c == nil {
-		return nil
+	c, err := d.pickManual(d.picker.settle)
+	if err != nil || c == nil {
+		return err
 	}
 	return d.runCompaction(c)
+}
+
+// pickManual returns what pick picks from the current version, under
+// d.mu, for Compact's next step; or the background error that stopped
+// writes, which ends a manual compaction.
+func (d *DB) pickManual(pick func(*manifest.Version) *compaction) (*compaction, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.bgErr; err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
+	return pick(d.vs.current), nil
 }
 
 // movable reports whether c runs as a trivial move: it can (trivialMove),

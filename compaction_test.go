@@ -1,6 +1,7 @@
 package vigil
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/vfs"
+	"github.com/vigildb/vigil/internal/manifest"
 )
 
 // tableEntries sums the point entries and range tombstones of live tables.
@@ -422,4 +424,37 @@ func TestMovesKeepLevelCompression(t *testing.T) {
 		ok, levels := tablesOK(db2)
 		return ok && len(levels) > 0 && levels[len(levels)-1] > 0
 	})
+}
+
+// TestCompactStopsOnBackgroundError: a manual compaction takes no step
+// once a background error has stopped writes, and says why: Compact
+// refuses to start, and a step's pick (pickManual, which also sees an
+// error a background flush or compaction set during the step before)
+// refuses too.
+func TestCompactStopsOnBackgroundError(t *testing.T) {
+	db := openMem(t, vfs.NewMem(), &Options{DisableAutomaticCompactions: true})
+	defer db.Close()
+	for i := 0; i < 100; i++ {
+		if err := db.Put([]byte(fmt.Sprintf("k%03d", i)), []byte("v"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cause := errors.New("injected background error")
+	db.mu.Lock()
+	db.setBackgroundErrorLocked(cause, "test")
+	db.mu.Unlock()
+	if err := db.Compact(nil, nil); !errors.Is(err, ErrReadOnly) || !errors.Is(err, cause) {
+		t.Fatalf("Compact after a background error: %v; want ErrReadOnly wrapping it", err)
+	}
+	if m := db.Metrics(); m.Levels[0].NumFiles != 1 {
+		t.Fatalf("L0 holds %d tables after the refused Compact; want the 1 flushed", m.Levels[0].NumFiles)
+	}
+	picked := false
+	c, err := db.pickManual(func(*manifest.Version) *compaction { picked = true; return nil })
+	if c != nil || picked || !errors.Is(err, ErrReadOnly) || !errors.Is(err, cause) {
+		t.Fatalf("pickManual after a background error: %v, %v (picked %v); want ErrReadOnly wrapping it", c, err, picked)
+	}
 }
