@@ -52,6 +52,10 @@ type iterAlloc struct {
 	// nMems and nL0 count the entries of mems and l0 in use (levels are
 	// indexed by level).
 	nMems, nL0 int
+	// seekBuf is the Iterator's seek key buffer (Iterator.ownSeekKey),
+	// handed back at Close: bytes only, kept for the next iterator, which
+	// then copies its first seek's key without allocating.
+	seekBuf []byte
 }
 
 var iterAllocPool = sync.Pool{New: func() any { return new(iterAlloc) }}

@@ -109,6 +109,7 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 		return nil, err
 	}
 	a := newIterAlloc()
+	it.seekBuf = a.seekBuf[:0]
 	children := a.children[:0]
 	tombs := rangedel.Sources{Cmp: d.cmp}
 	addMem := func(e *memTableEntry) error {
@@ -717,6 +718,7 @@ func (it *Iterator) Close() error {
 	err := it.iter.Close()
 	it.iter = nil
 	if it.alloc != nil {
+		it.alloc.seekBuf, it.seekBuf = it.seekBuf[:0], nil
 		it.alloc.release()
 		it.alloc = nil
 	}

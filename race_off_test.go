@@ -1,0 +1,5 @@
+//go:build !race
+
+package vigil
+
+const raceEnabled = false
