@@ -277,7 +277,8 @@ func (i *tableIter) nextBlock() bool {
 	}
 }
 
-// ranOff ends a forward pass at the table's end or its upper bound. Until
+// ranOff ends a forward pass at the table's end or its upper bound (a
+// scan's, or a seek's past the last key). Until
 // the next positioning call nothing reads the block or the readahead
 // buffer (Prev on an invalid iterator does nothing, and a seek loads its
 // block again: releaseBlock resets blockIdx), so both go now rather than
@@ -324,7 +325,7 @@ func (i *tableIter) SeekGE(key []byte) bool {
 	}
 	idx := i.r.index.search(key, iterSearchTrailer)
 	if idx >= i.r.index.len() {
-		return i.invalidate()
+		return i.ranOff() // past the last key: as a forward scan's end
 	}
 	if !i.loadBlock(idx, releaseLeft) {
 		return false

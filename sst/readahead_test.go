@@ -240,8 +240,9 @@ func TestReadaheadBounds(t *testing.T) {
 // TestReadaheadBufferFreedAtClose: the readahead buffer lives outside the
 // Go heap while its iterator reads ahead, and goes as the scan runs off the
 // table's end (a compaction keeps its inputs' iterators open until its last
-// output), or at Close: an iterator back in the pool holds no readahead
-// memory. After running off, a seek into the last block reads it again.
+// output) or a seek lands past its last key, or at Close: an iterator
+// back in the pool holds no readahead memory. After running off, a seek
+// into the last block reads it again.
 func TestReadaheadBufferFreedAtClose(t *testing.T) {
 	data, points, _ := readaheadTable(t, NoCompression)
 	r := mustOpen(t, data, ReaderOptions{})
@@ -274,6 +275,21 @@ func TestReadaheadBufferFreedAtClose(t *testing.T) {
 		}
 		if it.Next() {
 			t.Fatalf("uncached=%v: Next after the last key found %s", uncached, it.Key())
+		}
+		// A seek past the last key ends the pass too: read ahead halfway,
+		// then seek beyond the table.
+		n = 0
+		for ok := it.First(); ok && n < len(points)/2; ok = it.Next() {
+			n++
+		}
+		if scanAlloc.Stats().InUse < before+maxReadahead {
+			t.Fatalf("uncached=%v: no readahead halfway through the second scan", uncached)
+		}
+		if it.SeekGE(append(bytes.Clone(last.key.UserKey), 'z')) {
+			t.Fatalf("uncached=%v: SeekGE past the last key found %s", uncached, it.Key())
+		}
+		if ran := scanAlloc.Stats().InUse; ran != before {
+			t.Fatalf("uncached=%v: readahead memory %d after a seek past the table, want 0", uncached, ran-before)
 		}
 		if err := it.Close(); err != nil {
 			t.Fatalf("uncached=%v: Close: %v", uncached, err)
