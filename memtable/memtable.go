@@ -219,7 +219,6 @@ func New(o Options) (*MemTable, error) {
 		arena:     arena,
 		size:      o.Size,
 		manualBuf: manualBuf,
-		ahead:     manual.NewFaultAhead(manualBuf),
 		csType:    o.ChecksumType.Resolve(),
 		protBytes: o.ProtectionBytesPerKey,
 		paranoid:  o.ParanoidMemoryChecks,
@@ -238,7 +237,13 @@ func New(o Options) (*MemTable, error) {
 			return err
 		}
 	}
+	if manualBuf != nil {
+		// FaultAhead moves a freed arena's resident pages in ahead of the
+		// fill point, past the arena's limit (see manual.FaultAhead).
+		m.ahead = manual.NewFaultAhead(manualBuf, arena.RaiseLimit)
+	}
 	if m.ahead != nil {
+		arena.OnLimit(m.ahead.Ready(), m.ahead.Need)
 		arena.OnGrow(0, m.ahead.Reached)
 	}
 	if m.points, err = skiplist.New(arena, so); err != nil {
@@ -256,7 +261,7 @@ func New(o Options) (*MemTable, error) {
 // memtables it does nothing: the garbage collector frees them). Nothing may
 // use the memtable, or any key or value it handed out, afterwards.
 func (m *MemTable) Release() {
-	m.ahead.Stop()
+	ready := m.ahead.Stop()
 	m.filter.stop()
 	buf := m.manualBuf
 	m.manualBuf = nil
@@ -268,6 +273,12 @@ func (m *MemTable) Release() {
 	// goroutine, which usually makes it, is background work: it first lets
 	// the goroutines it woke run (bgsys.Yield).
 	bgsys.Yield()
+	if m.ahead != nil {
+		// The pages FaultAhead made ready are resident: the next arena
+		// can have them (manual.FreeFilled).
+		manual.FreeFilled(buf, ready)
+		return
+	}
 	manual.Free(buf)
 }
 

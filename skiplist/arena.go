@@ -3,6 +3,7 @@ package skiplist
 import (
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -31,8 +32,14 @@ const arenaTail = 8
 // whole life. That is what lets readers follow links without locks.
 //
 // Concurrency: alloc is lock-free and safe for concurrent use (a CAS loop on
-// the used counter). A failed allocation consumes nothing, so a caller that
-// reserved capacity up front (see memtable.Reserve) can rely on it.
+// the used counter), but for an allocation that would end past the limit
+// (see OnLimit), which waits for the limit hook. A failed allocation
+// consumes nothing, so a caller that reserved capacity up front (see
+// memtable.Reserve) can rely on it.
+//
+// Invariant: used <= limit, so no allocation has handed out a byte at or
+// past the limit: the limit hook's owner may replace the pages there
+// (manual.FaultAhead moves warm pages in) while the list is in use.
 //
 // Several skiplists may share one arena (the memtable keeps its point entries
 // and its range tombstones in one arena so one size limit covers both).
@@ -45,6 +52,13 @@ type Arena struct {
 	// no hook, or a call in progress). See OnGrow.
 	growAt atomic.Uint64
 	grow   func(used int) (next int)
+
+	// limit is the end of the part of buf that allocations may use without
+	// asking (MaxUint64: no limit hook); it only grows. extend is the hook
+	// that moves it (OnLimit), called under extendMu.
+	limit    atomic.Uint64
+	extendMu sync.Mutex
+	extend   func(need int) (limit int)
 }
 
 // NewArena allocates an arena of the given capacity in bytes. The capacity
@@ -59,6 +73,7 @@ func NewArena(capacity int) (*Arena, error) {
 	a.base = unsafe.Pointer(unsafe.SliceData(a.buf))
 	a.used.Store(arenaStart)
 	a.growAt.Store(math.MaxUint64)
+	a.limit.Store(math.MaxUint64)
 	return a, nil
 }
 
@@ -78,6 +93,7 @@ func NewArenaFrom(buf []byte) (*Arena, error) {
 	a.base = unsafe.Pointer(unsafe.SliceData(a.buf))
 	a.used.Store(arenaStart)
 	a.growAt.Store(math.MaxUint64)
+	a.limit.Store(math.MaxUint64)
 	return a, nil
 }
 
@@ -94,6 +110,50 @@ func NewArenaFrom(buf []byte) (*Arena, error) {
 func (a *Arena) OnGrow(at int, fn func(used int) (next int)) {
 	a.grow = fn
 	a.growAt.Store(uint64(max(at, 0)))
+}
+
+// OnLimit limits allocations to the first limit bytes of the buffer until
+// fn says otherwise: an allocation that would end past the limit first
+// calls fn(need), its end offset, which must make the buffer usable up to
+// at least need (or to its end) and return the new limit. RaiseLimit
+// moves the limit from elsewhere. Bytes at and past the limit are never
+// handed out, so their pages are the hook owner's to replace until then:
+// that is how the memtable lets manual.FaultAhead move resident pages of a
+// freed arena in ahead of the fill point.
+//
+// fn is called under a mutex, never concurrently with itself, and may
+// block (the allocation waits for it). OnLimit must be called before the
+// arena is shared, and at most once.
+func (a *Arena) OnLimit(limit int, fn func(need int) (limit int)) {
+	a.extend = fn
+	a.limit.Store(uint64(max(limit, 0)))
+}
+
+// RaiseLimit moves the limit set by OnLimit up to limit, if it is below.
+// Safe for concurrent use.
+func (a *Arena) RaiseLimit(limit int) {
+	for {
+		old := a.limit.Load()
+		if uint64(limit) <= old || a.limit.CompareAndSwap(old, uint64(limit)) {
+			return
+		}
+	}
+}
+
+// reach makes the limit at least n by calling the limit hook.
+func (a *Arena) reach(n uint64) {
+	a.extendMu.Lock()
+	defer a.extendMu.Unlock()
+	if n <= a.limit.Load() {
+		return
+	}
+	l := uint64(max(a.extend(int(n)), 0))
+	if l < n {
+		// The hook could not make the bytes ready: nothing is replaced
+		// from now on, so they fault in as in any arena.
+		l = math.MaxUint64
+	}
+	a.RaiseLimit(int(min(l, math.MaxInt)))
 }
 
 // Size returns the number of bytes allocated so far, including the reserved
@@ -121,6 +181,10 @@ func (a *Arena) alloc(size, align uint32) (off uint32, ok bool) {
 		n := start + uint64(size)
 		if n > uint64(len(a.buf)-arenaTail) {
 			return 0, false
+		}
+		if n > a.limit.Load() {
+			a.reach(n)
+			continue
 		}
 		if a.used.CompareAndSwap(old, n) {
 			if n >= a.growAt.Load() {

@@ -84,6 +84,75 @@ func TestArenaOnGrowConcurrent(t *testing.T) {
 	}
 }
 
+// TestArenaOnLimit checks the limit hook's contract: no allocation ends
+// past the limit; one that would calls the hook first, with its end, from
+// allocating goroutines one at a time, while RaiseLimit moves the limit
+// from elsewhere; and a hook that cannot reach the need lifts the limit.
+func TestArenaOnLimit(t *testing.T) {
+	a, err := NewArena(1 << 22)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex // the hook's state, also read by the checks below
+	var calls int
+	limit := 4096
+	inHook := false
+	a.OnLimit(limit, func(need int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if inHook {
+			t.Error("limit hook called concurrently")
+		}
+		if need <= limit && need <= int(a.limit.Load()) {
+			t.Errorf("hook called for %d, within the limit %d", need, limit)
+		}
+		calls++
+		limit = (need + 4095) &^ 4095
+		return limit
+	})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				off, ok := a.alloc(16+uint32(g)*8, nodeAlign)
+				if !ok {
+					return
+				}
+				if end := uint64(off) + 16 + uint64(g)*8; end > a.limit.Load() {
+					t.Errorf("allocation ends at %d, past the limit %d", end, a.limit.Load())
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() { // raises from elsewhere, as manual.FaultAhead's worker does
+		defer wg.Done()
+		for l := 8192; l < 1<<22; l += 8192 {
+			a.RaiseLimit(l)
+		}
+	}()
+	wg.Wait()
+	if calls == 0 || uint64(a.Size()) > a.limit.Load() {
+		t.Fatalf("%d hook calls, used %d, limit %d", calls, a.Size(), a.limit.Load())
+	}
+
+	// A hook that falls short: the limit is lifted, the allocation made.
+	b, err := NewArena(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.OnLimit(0, func(need int) int { return need - 1 })
+	if _, ok := b.alloc(64, nodeAlign); !ok {
+		t.Fatal("allocation failed after a short limit hook")
+	}
+	if b.limit.Load() < 1<<16 {
+		t.Fatalf("limit %d after a short hook, want none", b.limit.Load())
+	}
+}
+
 // TestArenaAlign checks aligned allocations: each starts at a multiple of
 // its alignment, skips no more than it must, and a failed one consumes
 // nothing.

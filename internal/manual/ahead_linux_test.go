@@ -3,10 +3,12 @@
 package manual
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/vigildb/vigil/internal/invariants"
 	"golang.org/x/sys/unix"
 )
 
@@ -60,80 +62,141 @@ func noneResident(t *testing.T, b []byte, what string) {
 
 // newFaultAhead returns a 16 MiB buffer from Alloc and its FaultAhead,
 // stopped and freed when the test ends; it skips where populating is
-// unsupported.
-func newFaultAhead(t *testing.T) ([]byte, *FaultAhead) {
+// unsupported. The FaultAhead's raises are recorded in *limit.
+func newFaultAhead(t *testing.T) ([]byte, *FaultAhead, *atomic.Int64) {
 	t.Helper()
 	buf := Alloc(16 << 20)
 	t.Cleanup(func() { Free(buf) })
-	f := NewFaultAhead(buf)
+	limit := new(atomic.Int64)
+	f := NewFaultAhead(buf, func(l int) {
+		if int64(l) <= limit.Load() {
+			t.Errorf("raise to %d after %d", l, limit.Load())
+		}
+		limit.Store(int64(l))
+	})
 	if f == nil {
 		t.Skip("MADV_POPULATE_WRITE unsupported here")
 	}
-	t.Cleanup(f.Stop) // before Free: cleanups run last-registered first
-	return buf, f
+	t.Cleanup(func() { f.Stop() }) // before Free: cleanups run last-registered first
+	return buf, f, limit
 }
 
-// TestFaultAhead checks what FaultAhead populates and when: the first huge
-// page at once; the next one only when the fill point is within AheadLead
-// of the current one's end; nothing further ahead; and without changing a
-// byte.
+// waitReady waits until f's ready part reaches at least n.
+func waitReady(t *testing.T, f *FaultAhead, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for f.Ready() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("Ready() = %d, never reached %d", f.Ready(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestFaultAhead checks what FaultAhead makes ready and when: the first
+// huge page at once; the next one only when the fill point is within
+// AheadLead of the current one's end, a warm page moved in if one is
+// kept; nothing further ahead; each raise reported; and the bytes already
+// used unchanged.
 func TestFaultAhead(t *testing.T) {
-	buf, f := newFaultAhead(t)
-	p0 := f.pageEnd(0)  // end of the first huge page
+	releaseWarm(-1) // populated pages first, not warm ones
+	defer releaseWarm(-1)
+	buf, f, limit := newFaultAhead(t)
+	p0 := f.pageEnd(0) // end of the first huge page
+	if p0 != AheadStep {
+		t.Fatalf("first page ends at %d: a large buffer is not huge-page aligned", p0)
+	}
 	p1 := f.pageEnd(p0) // end of the second
 	p2 := f.pageEnd(p1)
+	p3 := f.pageEnd(p2)
+	waitReady(t, f, p0)
 	waitResident(t, buf[:p0], "the first page")
 	noneResident(t, buf[p0:], "beyond the first page")
+	if got := limit.Load(); got != int64(p0) {
+		t.Fatalf("raised to %d, want %d", got, p0)
+	}
 
-	// Before AheadLead from the first page's end: nothing more. (The
-	// buffer's start need not be huge-page aligned: the first page may be
-	// short, that point before the start.)
+	// Before AheadLead from the first page's end: nothing more.
 	at := p0 - AheadLead
-	if at > 8 {
-		if next := f.Reached(8); next != at {
-			t.Fatalf("Reached(8) = %d, want %d", next, at)
+	if next := f.Reached(8); next != at {
+		t.Fatalf("Reached(8) = %d, want %d", next, at)
+	}
+	buf[0] = 0x5a // bytes the user wrote in the ready part stay
+	buf[p0-1] = 0xa5
+	if next := f.Reached(at); next != p1-AheadLead {
+		t.Fatalf("Reached(%d) = %d, want %d", at, next, p1-AheadLead)
+	}
+	waitReady(t, f, p1)
+	waitResident(t, buf[p0:p1], "the second page")
+	noneResident(t, buf[p1:], "two pages ahead")
+	if buf[0] != 0x5a || buf[p0-1] != 0xa5 {
+		t.Fatal("making pages ready changed the buffer's bytes")
+	}
+
+	// Need makes what is asked for ready at once (no warm pages: left to
+	// fault in), and no more.
+	if got := f.Need(p1 + 1); got != p2 || limit.Load() != int64(got) {
+		t.Fatalf("Need(%d) = %d (raised to %d), want %d", p1+1, got, limit.Load(), p2)
+	}
+	noneResident(t, buf[p1:], "a page left to fault in")
+
+	// With warm pages kept, the page asked for comes warm.
+	if !invariants.Enabled {
+		if fillAndFree(t, 9<<20) == 0 {
+			t.Fatal("no pages kept")
+		}
+		kept := WarmBytes()
+		if next := f.Reached(p3 - AheadLead); next != f.pageEnd(p3)-AheadLead {
+			t.Fatalf("Reached(%d) = %d, want %d", p3-AheadLead, next, f.pageEnd(p3)-AheadLead)
+		}
+		// The worker makes ready in order: the page Need skipped, then the
+		// one asked for, both warm.
+		waitReady(t, f, f.pageEnd(p3))
+		waitResident(t, buf[p2:f.pageEnd(p3)], "the warm pages")
+		if WarmBytes() != kept-2*AheadStep {
+			t.Fatalf("WarmBytes() = %d after two pages moved, want %d", WarmBytes(), kept-2*AheadStep)
 		}
 	}
-	// Bytes written where the next page will be populated stay.
-	buf[p0] = 0x5a
-	buf[p1-1] = 0xa5
-	if next := f.Reached(max(at, 8)); next != p1-AheadLead {
-		t.Fatalf("Reached(%d) = %d, want %d", max(at, 8), next, p1-AheadLead)
-	}
-	waitResident(t, buf[p0:p1], "the second page")
-	noneResident(t, buf[p2:], "two pages ahead")
-	if buf[p0] != 0x5a || buf[p1-1] != 0xa5 {
-		t.Fatal("populating changed the buffer's bytes")
-	}
+
 	// Near the end: nothing past the buffer is asked for.
 	if next := f.Reached(len(buf) - 1); next < len(buf) {
 		t.Fatalf("Reached(last byte) = %d, want >= %d", next, len(buf))
 	}
+	if got := f.Need(len(buf) + 100); got != len(buf) {
+		t.Fatalf("Need past the end = %d, want %d", got, len(buf))
+	}
 }
 
 // TestFaultAheadStop checks that Stop drops queued work: a buffer whose
-// FaultAhead was stopped is never populated.
+// FaultAhead was stopped is never populated, and Stop reports how much
+// was made ready.
 func TestFaultAheadStop(t *testing.T) {
-	buf, f := newFaultAhead(t)
+	releaseWarm(-1)
+	buf, f, _ := newFaultAhead(t)
 	p0 := f.pageEnd(0)
-	waitResident(t, buf[:p0], "the first page")
-	f.Stop()
-	f.Reached(f.pageEnd(p0) - AheadLead) // asks for the third page, after Stop
-	// A marker request after it: once its page is resident, the worker
-	// has passed the stopped request.
-	other, g := newFaultAhead(t)
-	waitResident(t, other[:g.pageEnd(0)], "the marker's first page")
+	waitReady(t, f, p0)
+	if got := f.Stop(); got != p0 {
+		t.Fatalf("Stop() = %d, want %d", got, p0)
+	}
+	f.Reached(f.pageEnd(p0) - AheadLead) // asks for the second page, after Stop
+	// A marker request after it: once its page is ready, the worker has
+	// passed the stopped request.
+	_, g, _ := newFaultAhead(t)
+	waitReady(t, g, g.pageEnd(0))
 	noneResident(t, buf[p0:], "a stopped buffer")
+	if got := f.Need(len(buf)); got != p0 {
+		t.Fatalf("Need after Stop = %d, want %d (nothing made ready)", got, p0)
+	}
 }
 
 // TestFaultAheadSmall checks that small or heap buffers get none.
 func TestFaultAheadSmall(t *testing.T) {
 	small := Alloc(hugeMin / 2)
 	defer Free(small)
-	if f := NewFaultAhead(small); f != nil {
+	if f := NewFaultAhead(small, func(int) {}); f != nil {
 		t.Fatal("FaultAhead for a buffer below hugeMin")
 	}
-	if f := NewFaultAhead(make([]byte, 2*hugeMin)); f != nil {
+	if f := NewFaultAhead(make([]byte, 2*hugeMin), func(int) {}); f != nil {
 		t.Fatal("FaultAhead for a Go heap buffer")
 	}
 	var f *FaultAhead

@@ -122,6 +122,22 @@ func Free(b []byte) {
 	osFree(b)
 }
 
+// FreeFilled is Free for a buffer whose first filled bytes were used (a
+// memtable arena, filled from its start): on Linux their whole huge pages
+// stay resident a while, for FaultAhead to move into the next buffer it
+// serves instead of faulting fresh ones in (see warm). b must be the
+// whole buffer.
+func FreeFilled(b []byte, filled int) {
+	if len(b) == 0 {
+		return
+	}
+	if keepFilled(b, filled) {
+		allocated.Add(-int64(len(b)))
+		return
+	}
+	Free(b)
+}
+
 // AllocSlice is Alloc for a slice of n zeroed Ts (length n, capacity n),
 // for indexes built over manual memory. T must hold no Go pointers: the
 // collector does not scan this memory, so a pointer stored in it would not

@@ -15,7 +15,12 @@ func osAlloc(n int) []byte {
 		mapped.add(uintptr(unsafe.Pointer(&b[0])))
 		return b
 	}
-	b, err := mmapAnon(n)
+	var err error
+	if n >= hugeMin {
+		b, err = mmapHugeAligned(n)
+	} else {
+		b, err = mmapAnon(n)
+	}
 	if err != nil {
 		return nil // Alloc falls back to the Go heap
 	}
@@ -24,6 +29,27 @@ func osAlloc(n int) []byte {
 	}
 	mapped.add(uintptr(unsafe.Pointer(&b[0])))
 	return b
+}
+
+// mmapHugeAligned maps n bytes starting at a huge page boundary
+// (AheadStep), so that all of a large buffer can be huge pages, its first
+// page too: FaultAhead moves warm pages only into whole ones. It maps
+// AheadStep more and unmaps what lies outside.
+func mmapHugeAligned(n int) ([]byte, error) {
+	m, err := mmapAnon(n + AheadStep)
+	if err != nil {
+		return nil, err
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(m)))
+	head := int(((base + AheadStep - 1) &^ (AheadStep - 1)) - base)
+	end := head + roundUp(n, pageSize) // whole small pages
+	if head > 0 {
+		unmapMem(m[:head])
+	}
+	if end < len(m) {
+		unmapMem(m[end:])
+	}
+	return m[head : head+n : head+n], nil
 }
 
 func osFree(b []byte) {

@@ -11,6 +11,7 @@ import (
 // mapMem maps n bytes (a multiple of the page size) of anonymous memory, or
 // falls back to the Go heap (mmapped false) if that fails.
 func mapMem(n int) (mem []byte, mmapped bool) {
+	releaseWarm(n) // memory for memory: see warm
 	b, err := mmapAnon(n)
 	if err != nil {
 		return make([]byte, n), false
