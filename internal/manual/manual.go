@@ -18,10 +18,11 @@
 // freed exactly once, when nothing can read it any more (the DB counts the
 // references of each memtable for that), and never touched after.
 //
-// FaultAhead (ahead.go) faults a large buffer's huge pages in on a
+// FaultAhead (ahead.go) makes a large buffer's huge pages ready on a
 // goroutine of its own, just ahead of the point a filler has reached, so
 // that a memtable's writer does not stall in the kernel each time it
-// enters a fresh 2 MiB page.
+// enters a fresh 2 MiB page: it moves in a page that a freed arena left
+// resident (FreeFilled and warm, warm_linux.go), or populates a fresh one.
 //
 // With the build tag invariants, Free does not unmap: it makes the buffer's
 // pages inaccessible (mprotect PROT_NONE) and drops their contents (madvise
