@@ -10,6 +10,9 @@ import (
 )
 
 func osAlloc(n int) []byte {
+	if n < hugeMin {
+		releaseWarm(n) // memory for memory: see warm
+	}
 	b := spareGet(n) // no mmap if a freed range fits (see spares)
 	if b != nil {
 		mapped.add(uintptr(unsafe.Pointer(&b[0])))

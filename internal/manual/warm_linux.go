@@ -40,9 +40,11 @@ import (
 // left most of each arena to fault in fresh (21-38 writes over 5 ms).
 //
 // Bounded three ways: at most warmMax pages; all unmapped once none was
-// kept or taken for warmIdle; and the slab allocators unmap as many as
-// they map for themselves (mapMem), so a block cache that fills after the
-// writes stop takes the place of warm pages rather than adding to them.
+// kept or taken for warmIdle; and every other buffer mapped or reused for
+// manual memory (slab chunks in mapMem, buffers under hugeMin in osAlloc)
+// unmaps as much of them, so that a block cache that fills after the
+// writes stop, or the table writers' buffers, take the place of warm
+// pages rather than adding to them.
 //
 // Not in invariants builds, which never reuse freed memory (see Free).
 //
@@ -58,6 +60,8 @@ var warm struct {
 	// and unmaps every page if it finds it clear.
 	used  bool
 	armed bool
+	// debt is what releaseWarm was told of short of a page (bytes).
+	debt int
 }
 
 const (
@@ -143,16 +147,23 @@ func takeWarm(dst []byte) bool {
 	return true
 }
 
-// releaseWarm unmaps kept pages worth at least n bytes (all if n < 0).
+// releaseWarm unmaps kept pages for n bytes of memory mapped or reused
+// for something else (all of them if n < 0): a page for every 2 MiB, the
+// bytes short of a page carried over to the next call.
 func releaseWarm(n int) {
 	warm.mu.Lock()
 	if len(warm.pages) == 0 {
+		warm.debt = 0
 		warm.mu.Unlock()
 		return
 	}
 	k := len(warm.pages)
 	if n >= 0 {
-		k = min(k, (n+AheadStep-1)/AheadStep)
+		warm.debt += n
+		k = min(k, warm.debt/AheadStep)
+		warm.debt -= k * AheadStep
+	} else {
+		warm.debt = 0
 	}
 	drop := append([]unsafe.Pointer(nil), warm.pages[len(warm.pages)-k:]...)
 	warm.pages = warm.pages[:len(warm.pages)-k]

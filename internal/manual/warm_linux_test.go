@@ -82,6 +82,20 @@ func TestWarmPages(t *testing.T) {
 		t.Fatalf("WarmBytes() = %d after mapping 4 MiB, want %d", got, n-2*AheadStep)
 	}
 
+	// Smaller buffers too, a page for every 2 MiB of them: two of 1 MiB
+	// release one page between them.
+	n = WarmBytes()
+	b1 := Alloc(1 << 20)
+	defer Free(b1)
+	if WarmBytes() != n {
+		t.Fatalf("WarmBytes() = %d after 1 MiB allocated, want %d", WarmBytes(), n)
+	}
+	b2 := Alloc(1 << 20)
+	defer Free(b2)
+	if WarmBytes() != n-AheadStep {
+		t.Fatalf("WarmBytes() = %d after 2 MiB allocated, want %d", WarmBytes(), n-AheadStep)
+	}
+
 	// Unused for warmIdle, they go.
 	deadline := time.Now().Add(3*warmIdle + 5*time.Second)
 	for WarmBytes() != 0 {
