@@ -48,8 +48,8 @@ import (
 //
 // Not in invariants builds, which never reuse freed memory (see Free).
 //
-// Concurrency: keepWarm, takeWarm and releaseWarm are safe for concurrent
-// use.
+// Concurrency: keepFilled, takeWarm, releaseWarm and WarmBytes are safe
+// for concurrent use.
 var warm struct {
 	mu sync.Mutex
 	// pages are the start addresses of the kept pages: each a
@@ -162,11 +162,12 @@ func releaseWarm(n int) {
 		warm.debt += n
 		k = min(k, warm.debt/AheadStep)
 		warm.debt -= k * AheadStep
-	} else {
-		warm.debt = 0
 	}
 	drop := append([]unsafe.Pointer(nil), warm.pages[len(warm.pages)-k:]...)
 	warm.pages = warm.pages[:len(warm.pages)-k]
+	if len(warm.pages) == 0 {
+		warm.debt = 0 // owed by pages that are gone: not by the next ones kept
+	}
 	warm.mu.Unlock()
 	for _, p := range drop {
 		unmapMem(unsafe.Slice((*byte)(p), AheadStep))

@@ -96,6 +96,23 @@ func TestWarmPages(t *testing.T) {
 		t.Fatalf("WarmBytes() = %d after 2 MiB allocated, want %d", WarmBytes(), n-AheadStep)
 	}
 
+	// What is owed short of a page goes with the last page: releasing all
+	// of them leaves no debt for the next ones kept.
+	releaseWarm(-1)
+	if fillAndFree(t, 9<<20) < 3 {
+		t.Fatal("no pages kept")
+	}
+	releaseWarm(int(WarmBytes()) + AheadStep/2) // all, and half a page more
+	if fillAndFree(t, 9<<20) < 3 {
+		t.Fatal("no pages kept")
+	}
+	n = WarmBytes()
+	b3 := Alloc(1 << 20)
+	defer Free(b3)
+	if WarmBytes() != n {
+		t.Fatalf("WarmBytes() = %d after 1 MiB allocated on a fresh list, want %d", WarmBytes(), n)
+	}
+
 	// Unused for warmIdle, they go.
 	deadline := time.Now().Add(3*warmIdle + 5*time.Second)
 	for WarmBytes() != 0 {
