@@ -237,12 +237,10 @@ func New(o Options) (*MemTable, error) {
 			return err
 		}
 	}
-	if manualBuf != nil {
-		// FaultAhead moves a freed arena's resident pages in ahead of the
-		// fill point, past the arena's limit (see manual.FaultAhead).
-		m.ahead = manual.NewFaultAhead(manualBuf, arena.RaiseLimit)
-	}
-	if m.ahead != nil {
+	// FaultAhead moves a freed arena's resident pages in ahead of the fill
+	// point, past the arena's limit (see manual.FaultAhead); nil for a
+	// Go heap arena.
+	if m.ahead = manual.NewFaultAhead(manualBuf, arena.RaiseLimit); m.ahead != nil {
 		arena.OnLimit(m.ahead.Ready(), m.ahead.Need)
 		arena.OnGrow(0, m.ahead.Reached)
 	}
@@ -273,13 +271,9 @@ func (m *MemTable) Release() {
 	// goroutine, which usually makes it, is background work: it first lets
 	// the goroutines it woke run (bgsys.Yield).
 	bgsys.Yield()
-	if m.ahead != nil {
-		// The pages FaultAhead made ready are resident: the next arena
-		// can have them (manual.FreeFilled).
-		manual.FreeFilled(buf, ready)
-		return
-	}
-	manual.Free(buf)
+	// The pages FaultAhead made ready are resident: the next arena can
+	// have them (none without a FaultAhead: ready is 0).
+	manual.FreeFilled(buf, ready)
 }
 
 // EntrySize returns the most arena bytes one Add of a key and value of these

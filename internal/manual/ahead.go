@@ -100,7 +100,9 @@ func (f *FaultAhead) Ready() int {
 
 // Need makes the buffer ready up to at least need, on the caller's
 // goroutine (waiting for the worker if it is at it), and returns the new
-// end of the ready part.
+// end of the ready part. A page it leaves to fault in is one the caller's
+// allocation writes into, so every page below the ready end is resident
+// by the time the buffer is freed (what FreeFilled keeps).
 func (f *FaultAhead) Need(need int) (ready int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -132,11 +132,10 @@ func FreeFilled(b []byte, filled int) {
 	if len(b) == 0 {
 		return
 	}
-	if keepFilled(b, filled) {
-		allocated.Add(-int64(len(b)))
-		return
+	allocated.Add(-int64(len(b)))
+	if !keepFilled(b, filled) {
+		osFree(b)
 	}
-	Free(b)
 }
 
 // AllocSlice is Alloc for a slice of n zeroed Ts (length n, capacity n),
