@@ -41,7 +41,7 @@ func TestArenaTakesWarmPages(t *testing.T) {
 		t.Fatal("nothing added")
 	}
 	if a.ahead == nil {
-		t.Skip("no FaultAhead here (no MADV_POPULATE_WRITE)")
+		t.Skip("no FaultAhead here")
 	}
 	a.Release()
 	kept := manual.WarmBytes()

@@ -10,19 +10,37 @@ import (
 // AheadStep is the granularity of FaultAhead: a transparent huge page.
 // The first write into a fresh 2 MiB huge page makes the kernel allocate
 // and zero all of it, which on a virtual machine whose host backs guest
-// memory on first touch takes milliseconds (4–5 ms measured on this
+// memory on first touch takes milliseconds (4–22 ms measured on this
 // project's 2-core benchmark machines), once per 2 MiB of memtable, on
 // whatever goroutine writes first.
 const AheadStep = 2 << 20
 
-// AheadLead is how far before the end of a huge page FaultAhead asks for
-// the next one: 512 KiB of memtable is some 3,600 db_bench-sized random
-// Puts (about 10 ms at their rate here; a sequential fill is ~3× faster),
-// against 0.3 ms for the populate on an idle machine and up to 5 ms while
-// a flush competes for the processors. Half a page, the first choice,
-// cost 3 MiB of peak RSS in kvbench fillrandom (2M keys, 64 MiB buffers):
-// the next page was resident early half of the time, for each arena.
-const AheadLead = AheadStep / 4
+// How far ahead of the fill point FaultAhead asks for pages: the next
+// page, from the current one's start, while a freed arena's pages are
+// kept (see warm), since moving one in takes some 85 µs and adds nothing
+// to the process's memory (the page is resident either way); coldAhead
+// pages while none is kept, since a fresh page takes 15-22 ms to fault
+// in on the project's benchmark VM, about as long as a random fill of
+// db_bench-sized entries takes to fill one, so that one page of lead is
+// used up by any delay of the worker's.
+//
+// Measured on that VM (10M-key fillrandom, whose first seconds fill
+// arenas before a flush has freed any): a quarter page ahead, as an
+// earlier version asked to save memory, the writer waited 9-19 ms for
+// most fresh pages; a page ahead (with the worker's pages made ready one
+// at a time, see work), 3-17 ms for one in six; two, the slowest write of
+// four fills was 6.5, 8.0, 22.2 and 8.0 ms, against 20.6-29.1 ms before.
+// The price is memory: up to coldAhead fresh pages resident before they
+// are used, while the process has freed none.
+const coldAhead = 2
+
+// aheadPages is how many pages past the current one FaultAhead asks for.
+func aheadPages() int {
+	if warmKept() {
+		return 1
+	}
+	return coldAhead
+}
 
 // FaultAhead gets the pages of a buffer from Alloc ready ahead of their
 // first use, on a goroutine of its own, so that the writer filling the
@@ -33,9 +51,8 @@ const AheadLead = AheadStep / 4
 //
 // A page is made ready one of two ways. If a freed arena left resident
 // pages (see warm and FreeFilled), one of them is moved in, zeroed: no
-// fault at all. Otherwise the page is populated with
-// madvise(MADV_POPULATE_WRITE) (Linux 5.14), which faults it in writable
-// without writing to it.
+// fault at all. Otherwise the worker faults it in (populate), touching
+// each 4 KiB page without changing it.
 //
 // The buffer's user must not touch a byte past Ready until Need says so,
 // because a move replaces the pages there: the memtable's arena enforces
@@ -43,25 +60,25 @@ const AheadLead = AheadStep / 4
 // past the limit, and FaultAhead raises that limit (the raise function
 // given to NewFaultAhead) as it makes pages ready.
 //
-// Use: the filler calls Reached with how far it has filled; FaultAhead
-// asks for the next huge page once the filler is within AheadLead of the
-// current one's end, so at most one page beyond the fill point is
-// resident early (2 MiB per buffer being filled, a quarter of the time),
-// and the filler has AheadLead of writes to do before it needs the next
-// one. A request the worker cannot take at once is dropped; the filler
+// Use: the filler calls Reached with how far it has filled; as the
+// filler enters a huge page, FaultAhead asks for the next one (the next
+// coldAhead while no freed arena's pages are kept), so the filler has a
+// page of writes to do before it needs it. A request the worker cannot take at once is dropped; the filler
 // then gets to the limit first and Need makes the page ready on its own
 // goroutine (a warm page moved in, or else none: the filler faults it in
 // itself, as without FaultAhead).
 //
-// Where populating is unavailable (other systems, older kernels, a Go
-// heap fallback buffer) NewFaultAhead returns nil and there is no limit.
+// Where populating is not done (other systems, a Go heap fallback
+// buffer) NewFaultAhead returns nil and there is no limit.
 //
 // Concurrency: Reached is called by one filler at a time (the arena's
 // growth hook serializes it), Need likewise (the arena's limit hook);
 // Stop may be called from any goroutine, once, before the buffer is
-// freed, and waits for a page being made ready, so that no madvise or
+// freed, and waits for a page being made ready, so that no fault or
 // move ever reaches memory that was unmapped (and perhaps mapped again
-// for something else).
+// for something else). The worker makes a page ready outside mu, with
+// busy set; no one else touches that page meanwhile (Need and Stop wait
+// for busy to clear, and the filler stays below ready).
 type FaultAhead struct {
 	buf   []byte
 	raise func(limit int)
@@ -69,11 +86,15 @@ type FaultAhead struct {
 	// only Reached uses it.
 	requested int
 
-	mu      sync.Mutex // held while pages are made ready; Stop takes it
+	mu      sync.Mutex
+	changed sync.Cond // on mu: the worker finished a page
 	stopped bool
 	// ready is the end of the pages made ready (or left to fault): buf's
 	// user may use buf[:ready]. Under mu.
 	ready int
+	// busy is set while the worker makes the page at ready ready, outside
+	// mu: Need and Stop wait for it (changed). Under mu.
+	busy bool
 }
 
 // NewFaultAhead returns a FaultAhead for buf, which must be a whole buffer
@@ -86,6 +107,7 @@ func NewFaultAhead(buf []byte, raise func(limit int)) *FaultAhead {
 		return nil
 	}
 	f := &FaultAhead{buf: buf, raise: raise}
+	f.changed.L = &f.mu
 	f.request(f.pageEnd(0))
 	return f
 }
@@ -106,22 +128,34 @@ func (f *FaultAhead) Ready() int {
 func (f *FaultAhead) Need(need int) (ready int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.prepare(need, false)
+	for f.busy && f.ready < need {
+		f.changed.Wait()
+	}
+	f.prepare(need)
 	return f.ready
 }
 
 // Reached tells f that the buffer is used up to offset used, and returns
-// the offset at which it wants to be told again. Once used is within
-// AheadLead of a huge page's end, f asks for the next one.
+// the offset at which it wants to be told again: the next page's start.
+// It asks for the pages up to aheadPages past the current one, and with
+// the buffer's last page, for a spare page for the next buffer
+// (makeSpare: the worker makes it after the last page, a page's fill or
+// more before the buffer is full).
 func (f *FaultAhead) Reached(used int) (next int) {
 	end := f.pageEnd(used)
-	if at := end - AheadLead; used < at {
-		return at
+	to := end
+	for range aheadPages() {
+		if to < len(f.buf) {
+			to = f.pageEnd(to)
+		}
 	}
-	if end < len(f.buf) {
-		f.request(f.pageEnd(end))
+	if to > f.requested {
+		f.request(to)
+		if to == len(f.buf) {
+			requestSpare()
+		}
 	}
-	return end + AheadStep - AheadLead
+	return end
 }
 
 // pageEnd returns the offset in buf where the huge page holding offset off
@@ -133,38 +167,68 @@ func (f *FaultAhead) pageEnd(off int) int {
 	return min(end, len(f.buf))
 }
 
-// prepare makes the pages up to the one holding offset to-1 ready, in
-// order: each a warm page moved in if one is kept and the page is whole,
-// else populated (populate) or left for the filler to fault in. f.mu is
-// held.
-func (f *FaultAhead) prepare(to int, populating bool) {
+// prepare is Need's part: it makes the pages up to the one holding
+// offset to-1 ready on the caller's goroutine, in order, each a warm page
+// moved in if one is kept and the page is whole, else left for the
+// filler to fault in. f.mu is held, and the worker is not busy.
+func (f *FaultAhead) prepare(to int) {
 	if f.stopped {
 		return
 	}
 	for f.ready < min(to, len(f.buf)) {
 		end := f.pageEnd(f.ready)
-		page := f.buf[f.ready:end]
-		if len(page) < AheadStep || !takeWarm(page) {
-			if populating {
-				populate(page)
-			}
+		if page := f.buf[f.ready:end]; len(page) == AheadStep {
+			takeWarm(page)
 		}
 		f.ready = end
 		f.raise(end)
 	}
 }
 
+// work is the worker's part of a request: it makes the pages up to the
+// one holding offset to-1 ready, one at a time and outside mu (busy), so
+// that a Need waits for the page being made ready, never for the ones
+// after it. (With mu held over a request, the writer of a 10M-key fill
+// waited 27-33 ms for two fresh pages where it needed one.)
+func (f *FaultAhead) work(to int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for !f.stopped && f.ready < min(to, len(f.buf)) {
+		end := f.pageEnd(f.ready)
+		page := f.buf[f.ready:end]
+		f.busy = true
+		f.mu.Unlock()
+		if len(page) < AheadStep || !takeWarm(page) {
+			populatePage(page)
+		}
+		f.mu.Lock()
+		f.busy = false
+		f.ready = end
+		f.raise(end)
+		f.changed.Broadcast()
+	}
+}
+
+// populatePage is populate, a variable for tests.
+var populatePage = populate
+
 // request asks the worker to make [f.requested, end) ready.
 func (f *FaultAhead) request(end int) {
-	if end <= f.requested {
-		return
-	}
 	r := aheadRequest{f: f, to: end}
 	f.requested = end
 	startAheadWorker()
 	select {
 	case aheadQueue <- r:
 	default: // the worker is behind: Need makes the page ready when due
+	}
+}
+
+// requestSpare asks the worker for makeSpare.
+func requestSpare() {
+	startAheadWorker()
+	select {
+	case aheadQueue <- aheadRequest{}:
+	default: // the worker is behind; the next arena faults its first page
 	}
 }
 
@@ -179,9 +243,14 @@ func (f *FaultAhead) Stop() (ready int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stopped = true
+	for f.busy {
+		f.changed.Wait()
+	}
 	return f.ready
 }
 
+// aheadRequest asks the worker to make f's buffer ready up to to, or
+// with f nil, for makeSpare.
 type aheadRequest struct {
 	f  *FaultAhead
 	to int
@@ -200,13 +269,15 @@ func startAheadWorker() {
 		aheadQueue = make(chan aheadRequest, 16)
 		go func() {
 			for r := range aheadQueue {
-				// Populating a huge page is a system call of 0.3-20 ms
-				// (see package bgsys). The gate first, then mu: Stop
+				// Faulting in a huge page takes 0.3-22 ms of a
+				// processor (see package bgsys). The gate first, then mu: Stop
 				// and Need must never wait for the gate.
 				_ = bgsys.Do(func() error {
-					r.f.mu.Lock()
-					r.f.prepare(r.to, true)
-					r.f.mu.Unlock()
+					if r.f == nil {
+						makeSpare()
+						return nil
+					}
+					r.f.work(r.to)
 					return nil
 				})
 			}

@@ -75,7 +75,7 @@ func newFaultAhead(t *testing.T) ([]byte, *FaultAhead, *atomic.Int64) {
 		limit.Store(int64(l))
 	})
 	if f == nil {
-		t.Skip("MADV_POPULATE_WRITE unsupported here")
+		t.Skip("no FaultAhead here")
 	}
 	t.Cleanup(func() { f.Stop() }) // before Free: cleanups run last-registered first
 	return buf, f, limit
@@ -94,68 +94,68 @@ func waitReady(t *testing.T, f *FaultAhead, n int) {
 }
 
 // TestFaultAhead checks what FaultAhead makes ready and when: the first
-// huge page at once; the next one only when the fill point is within
-// AheadLead of the current one's end, a warm page moved in if one is
-// kept; nothing further ahead; each raise reported; and the bytes already
-// used unchanged.
+// huge page at once; as the fill point enters a page, the next coldAhead
+// pages while no warm page is kept, and the next one, moved in warm,
+// while some are; each raise reported; and the bytes already used
+// unchanged.
 func TestFaultAhead(t *testing.T) {
 	releaseWarm(-1) // populated pages first, not warm ones
 	defer releaseWarm(-1)
 	buf, f, limit := newFaultAhead(t)
-	p0 := f.pageEnd(0) // end of the first huge page
-	if p0 != AheadStep {
-		t.Fatalf("first page ends at %d: a large buffer is not huge-page aligned", p0)
+	pages := []int{0}
+	for end := 0; end < len(buf); {
+		end = f.pageEnd(end)
+		pages = append(pages, end) // pages[i] is the end of the i-th page
 	}
-	p1 := f.pageEnd(p0) // end of the second
-	p2 := f.pageEnd(p1)
-	p3 := f.pageEnd(p2)
-	waitReady(t, f, p0)
-	waitResident(t, buf[:p0], "the first page")
-	noneResident(t, buf[p0:], "beyond the first page")
-	if got := limit.Load(); got != int64(p0) {
-		t.Fatalf("raised to %d, want %d", got, p0)
+	if pages[1] != AheadStep {
+		t.Fatalf("first page ends at %d: a large buffer is not huge-page aligned", pages[1])
+	}
+	waitReady(t, f, pages[1])
+	waitResident(t, buf[:pages[1]], "the first page")
+	noneResident(t, buf[pages[1]:], "beyond the first page")
+	if got := limit.Load(); got != int64(pages[1]) {
+		t.Fatalf("raised to %d, want %d", got, pages[1])
 	}
 
-	// Before AheadLead from the first page's end: nothing more.
-	at := p0 - AheadLead
-	if next := f.Reached(8); next != at {
-		t.Fatalf("Reached(8) = %d, want %d", next, at)
-	}
+	// In the first page, cold: the next coldAhead pages, and no more.
 	buf[0] = 0x5a // bytes the user wrote in the ready part stay
-	buf[p0-1] = 0xa5
-	if next := f.Reached(at); next != p1-AheadLead {
-		t.Fatalf("Reached(%d) = %d, want %d", at, next, p1-AheadLead)
+	buf[pages[1]-1] = 0xa5
+	if next := f.Reached(8); next != pages[1] {
+		t.Fatalf("Reached(8) = %d, want %d (the next page's start)", next, pages[1])
 	}
-	waitReady(t, f, p1)
-	waitResident(t, buf[p0:p1], "the second page")
-	noneResident(t, buf[p1:], "two pages ahead")
-	if buf[0] != 0x5a || buf[p0-1] != 0xa5 {
+	ahead := pages[1+coldAhead]
+	waitReady(t, f, ahead)
+	waitResident(t, buf[pages[1]:ahead], "the pages ahead")
+	noneResident(t, buf[ahead:], "past the lead")
+	if buf[0] != 0x5a || buf[pages[1]-1] != 0xa5 {
 		t.Fatal("making pages ready changed the buffer's bytes")
 	}
 
 	// Need makes what is asked for ready at once (no warm pages: left to
 	// fault in), and no more.
-	if got := f.Need(p1 + 1); got != p2 || limit.Load() != int64(got) {
-		t.Fatalf("Need(%d) = %d (raised to %d), want %d", p1+1, got, limit.Load(), p2)
+	if got := f.Need(ahead + 1); got != f.pageEnd(ahead) || limit.Load() != int64(got) {
+		t.Fatalf("Need(%d) = %d (raised to %d), want %d", ahead+1, got, limit.Load(), f.pageEnd(ahead))
 	}
-	noneResident(t, buf[p1:], "a page left to fault in")
+	noneResident(t, buf[ahead:], "a page left to fault in")
 
-	// With warm pages kept, the page asked for comes warm.
+	// With warm pages kept, entering a page asks for the next one only,
+	// and it comes warm; so does the page Need skipped.
 	if !invariants.Enabled {
-		if fillAndFree(t, 9<<20) == 0 {
-			t.Fatal("no pages kept")
+		if fillAndFree(t, 9<<20) < 3 {
+			t.Fatal("fewer than 3 pages kept")
 		}
 		kept := WarmBytes()
-		if next := f.Reached(p3 - AheadLead); next != f.pageEnd(p3)-AheadLead {
-			t.Fatalf("Reached(%d) = %d, want %d", p3-AheadLead, next, f.pageEnd(p3)-AheadLead)
+		cur := f.pageEnd(ahead) // the fill point enters the page after Need's
+		if next := f.Reached(cur); next != f.pageEnd(cur) {
+			t.Fatalf("Reached(%d) = %d, want %d", cur, next, f.pageEnd(cur))
 		}
-		// The worker makes ready in order: the page Need skipped, then the
-		// one asked for, both warm.
-		waitReady(t, f, f.pageEnd(p3))
-		waitResident(t, buf[p2:f.pageEnd(p3)], "the warm pages")
+		want := f.pageEnd(f.pageEnd(cur))
+		waitReady(t, f, want)
+		waitResident(t, buf[f.pageEnd(ahead):want], "the warm pages")
 		if WarmBytes() != kept-2*AheadStep {
 			t.Fatalf("WarmBytes() = %d after two pages moved, want %d", WarmBytes(), kept-2*AheadStep)
 		}
+		noneResident(t, buf[want:], "past one page ahead, with warm pages kept")
 	}
 
 	// Near the end: nothing past the buffer is asked for.
@@ -164,6 +164,103 @@ func TestFaultAhead(t *testing.T) {
 	}
 	if got := f.Need(len(buf) + 100); got != len(buf) {
 		t.Fatalf("Need past the end = %d, want %d", got, len(buf))
+	}
+}
+
+// TestFaultAheadPageLocks checks that Need waits for the page it needs,
+// not for the pages the worker makes ready after it in the same request.
+func TestFaultAheadPageLocks(t *testing.T) {
+	releaseWarm(-1)
+	_, f, _ := newFaultAhead(t)
+	p1 := f.pageEnd(0)
+	waitReady(t, f, p1)
+	p2 := f.pageEnd(p1)
+	started := make(chan struct{}, 4)
+	release := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	var n int
+	populatePage = func(b []byte) { // the worker's goroutine only
+		started <- struct{}{}
+		<-release[n]
+		n++
+		populate(b)
+	}
+	defer func() { populatePage = populate }()
+	f.Reached(8) // asks for the next coldAhead pages
+	<-started    // the worker is at the first of them
+	done := make(chan int)
+	go func() { done <- f.Need(p1 + 1) }()
+	close(release[0])
+	<-started // and now at the second, which waits
+	var got int
+	select {
+	case got = <-done:
+	case <-time.After(30 * time.Second): // only a Need waiting for the second page
+		close(release[1])
+		t.Fatal("Need waited for a page after the one it needs")
+	}
+	close(release[1])
+	if got != p2 {
+		t.Fatalf("Need(%d) = %d, want %d", p1+1, got, p2)
+	}
+}
+
+// TestFaultAheadSpare checks that asking for a buffer's last page with no
+// warm page kept has the worker keep a fresh one, resident, for the next
+// buffer's first page, and that the next buffer takes it.
+func TestFaultAheadSpare(t *testing.T) {
+	if invariants.Enabled {
+		t.Skip("invariants builds keep no pages")
+	}
+	releaseWarm(-1)
+	defer releaseWarm(-1)
+	buf, f, _ := newFaultAhead(t)
+	last := len(buf) - 1 // in the last page: the request reaches the end
+	for off := 0; f.pageEnd(f.pageEnd(off)) < len(buf); off = f.pageEnd(off) {
+		last = off
+	}
+	f.Reached(last)
+	waitReady(t, f, len(buf))
+	deadline := time.Now().Add(30 * time.Second)
+	for WarmBytes() != AheadStep {
+		if time.Now().After(deadline) {
+			t.Fatalf("WarmBytes() = %d, never one spare page", WarmBytes())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	warm.mu.Lock()
+	spare := unsafe.Slice((*byte)(warm.pages[0]), AheadStep)
+	warm.mu.Unlock()
+	waitResident(t, spare, "the spare page")
+
+	// The next buffer's first page is the spare, moved in.
+	next, g, _ := newFaultAhead(t)
+	waitReady(t, g, g.pageEnd(0))
+	if WarmBytes() != 0 {
+		t.Fatalf("WarmBytes() = %d after the next buffer's first page, want 0", WarmBytes())
+	}
+	waitResident(t, next[:g.pageEnd(0)], "the next buffer's first page")
+}
+
+// TestPopulate checks that populate faults a range in without changing
+// a byte of it.
+func TestPopulate(t *testing.T) {
+	b := Alloc(4 << 20)
+	defer Free(b)
+	for i := 0; i < len(b)/2; i += 1024 {
+		b[i], b[i+7] = byte(i>>10)|1, 0xee // the first word of each page too
+	}
+	noneResident(t, b[len(b)/2:], "the untouched half")
+	populate(b)
+	waitResident(t, b, "the buffer")
+	for i := 0; i < len(b)/2; i += 1024 {
+		if b[i] != byte(i>>10)|1 || b[i+7] != 0xee {
+			t.Fatalf("byte %d changed", i)
+		}
+	}
+	for i, c := range b[len(b)/2:] {
+		if c != 0 {
+			t.Fatalf("byte %d of the untouched half = %#x, want 0", len(b)/2+i, c)
+		}
 	}
 }
 
@@ -178,7 +275,7 @@ func TestFaultAheadStop(t *testing.T) {
 	if got := f.Stop(); got != p0 {
 		t.Fatalf("Stop() = %d, want %d", got, p0)
 	}
-	f.Reached(f.pageEnd(p0) - AheadLead) // asks for the second page, after Stop
+	f.Reached(8) // asks for the next pages, after Stop
 	// A marker request after it: once its page is ready, the worker has
 	// passed the stopped request.
 	_, g, _ := newFaultAhead(t)

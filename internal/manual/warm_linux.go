@@ -103,12 +103,7 @@ func keepFilled(b []byte, filled int) bool {
 		return false
 	}
 	for i := range n {
-		warm.pages = append(warm.pages, unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), lo-base+uintptr(i)*AheadStep))
-	}
-	warm.used = true
-	if !warm.armed {
-		warm.armed = true
-		time.AfterFunc(warmIdle, warmTimer)
+		keepLocked(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), lo-base+uintptr(i)*AheadStep))
 	}
 	warm.mu.Unlock()
 	mapped.remove(base)
@@ -120,6 +115,53 @@ func keepFilled(b []byte, filled int) bool {
 		unmapMem(b[keptEnd-base:])
 	}
 	return true
+}
+
+// keepLocked adds p, a resident huge page, to the kept ones, and arms the
+// idle timer. warm.mu is held.
+func keepLocked(p unsafe.Pointer) {
+	warm.pages = append(warm.pages, p)
+	warm.used = true
+	if !warm.armed {
+		warm.armed = true
+		time.AfterFunc(warmIdle, warmTimer)
+	}
+}
+
+// warmKept reports whether a page is kept (for FaultAhead's lead).
+func warmKept() bool {
+	warm.mu.Lock()
+	defer warm.mu.Unlock()
+	return len(warm.pages) > 0
+}
+
+// makeSpare keeps a fresh huge page, faulted in here, if none is kept:
+// the first page of the buffer FaultAhead asks it for (see Reached), the
+// next memtable's arena. That page is written as the arena is made (its
+// skiplists' heads), under the DB's locks; faulted in there, from fresh
+// memory, it stalled every writer for 15-22 ms at each of a fill's first
+// rotations, before a flush had freed any arena to take pages from.
+// Asked for as the current arena's last page fills, it is resident some
+// milliseconds before it is used; the idle timer unmaps it if it is not.
+func makeSpare() {
+	if invariants.Enabled || warmKept() {
+		return
+	}
+	b, err := mmapHugeAligned(AheadStep)
+	if err != nil {
+		return
+	}
+	adviseHuge(b)
+	populate(b)
+	warm.mu.Lock()
+	if len(warm.pages) < warmMax {
+		keepLocked(unsafe.Pointer(unsafe.SliceData(b)))
+		b = nil
+	}
+	warm.mu.Unlock()
+	if b != nil {
+		unmapMem(b)
+	}
 }
 
 // takeWarm moves a kept page, zeroed, to dst, a whole 2 MiB-aligned page

@@ -36,7 +36,7 @@ func TestWarmPages(t *testing.T) {
 		t.Skip("invariants builds never reuse freed memory")
 	}
 	if !populateSupported() {
-		t.Skip("MADV_POPULATE_WRITE unsupported here")
+		t.Skip("no FaultAhead here")
 	}
 	releaseWarm(-1)
 	defer releaseWarm(-1)

@@ -13,3 +13,7 @@ func keepFilled([]byte, int) bool { return false }
 func takeWarm([]byte) bool { return false }
 
 func releaseWarm(int) {}
+
+func warmKept() bool { return false }
+
+func makeSpare() {}
