@@ -2,6 +2,8 @@ package manual
 
 import (
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/vigildb/vigil/internal/bgsys"
@@ -15,28 +17,54 @@ import (
 // whatever goroutine writes first.
 const AheadStep = 2 << 20
 
-// How far ahead of the fill point FaultAhead asks for pages: the next
-// page, from the current one's start, while a freed arena's pages are
-// kept (see warm), since moving one in takes some 85 µs and adds nothing
-// to the process's memory (the page is resident either way); coldAhead
-// pages while none is kept, since a fresh page takes 15-22 ms to fault
-// in on the project's benchmark VM, about as long as a random fill of
-// db_bench-sized entries takes to fill one, so that one page of lead is
-// used up by any delay of the worker's.
+// How far ahead of the fill point FaultAhead asks for pages (see
+// Reached and pagesAhead):
 //
-// Measured on that VM (10M-key fillrandom, whose first seconds fill
-// arenas before a flush has freed any): a quarter page ahead, as an
-// earlier version asked to save memory, the writer waited 9-19 ms for
-// most fresh pages; a page ahead (with the worker's pages made ready one
-// at a time, see work), 3-17 ms for one in six; two, the slowest write of
-// four fills was 6.5, 8.0, 22.2 and 8.0 ms, against 20.6-29.1 ms before.
-// The price is memory: up to coldAhead fresh pages resident before they
-// are used, while the process has freed none.
-const coldAhead = 2
+//   - While a freed arena's pages are kept (see warm): the next page, as
+//     the fill point enters a page. Moving one in takes some 85 µs and adds
+//     nothing to the process's memory (the page is resident either way).
+//   - While none is kept, by how long the worker took to fault in its
+//     last page (populate) against how long the filler took to fill its
+//     last one. Twice the first under a quarter of the second (the host
+//     backs memory at once, or the fill is slow): the next page, once the
+//     fill point is AheadLead from the current page's end. Under the
+//     whole of it: the next page, as the fill point enters a page. Over
+//     it: coldAhead pages. A fresh page takes 15-26 ms to fault in on the
+//     project's benchmark VM, about as long as a random fill of
+//     db_bench-sized entries takes to fill one, so one page of lead is
+//     used up by any delay of the worker's.
+//
+// A page asked for earlier than needed is only resident sooner, and
+// unused when the fill stops: with coldAhead pages always, bench/peers'
+// memtable scenario (one arena, filled in a process started just after
+// another freed its memory, so populates were fast) peaked 5-7 MiB
+// higher. Measured on that VM (10M-key fillrandom, whose first seconds
+// fill arenas before a flush has freed any): a quarter page ahead, as an
+// earlier version asked always, the writer waited 9-19 ms for most fresh
+// pages; a page ahead (with the worker's pages made ready one at a time,
+// see work), 3-17 ms for one in six; two, the slowest write of four fills
+// was 6.5, 8.0, 22.2 and 8.0 ms, against 20.6-29.1 ms before.
+const (
+	coldAhead = 2
+	AheadLead = AheadStep / 4
+)
 
-// aheadPages is how many pages past the current one FaultAhead asks for.
-func aheadPages() int {
+// populateNanos is how long the worker's last populate took.
+var populateNanos atomic.Int64
+
+// pagesAhead returns how many pages past the current one to ask for now
+// (0: none until the fill point is AheadLead from its end), for a filler
+// that took fillNanos to fill its last page (0 if unknown); see
+// coldAhead.
+func (f *FaultAhead) pagesAhead(fillNanos int64) int {
 	if warmKept() {
+		return 1
+	}
+	need := 2 * populateNanos.Load()
+	switch {
+	case need <= fillNanos/4:
+		return 0
+	case need <= fillNanos:
 		return 1
 	}
 	return coldAhead
@@ -85,6 +113,11 @@ type FaultAhead struct {
 	// requested is the end of what was asked for so far (an offset in buf);
 	// only Reached uses it.
 	requested int
+	// pageAt is the end of the page Reached last saw the fill point in,
+	// pageStart when it first did (Unix ns), lastFill how long the page
+	// before took (0 if unknown); only Reached uses them.
+	pageAt              int
+	pageStart, lastFill int64
 
 	mu      sync.Mutex
 	changed sync.Cond // on mu: the worker finished a page
@@ -136,15 +169,29 @@ func (f *FaultAhead) Need(need int) (ready int) {
 }
 
 // Reached tells f that the buffer is used up to offset used, and returns
-// the offset at which it wants to be told again: the next page's start.
-// It asks for the pages up to aheadPages past the current one, and with
-// the buffer's last page, for a spare page for the next buffer
-// (makeSpare: the worker makes it after the last page, a page's fill or
-// more before the buffer is full).
+// the offset at which it wants to be told again (the next page's start,
+// or AheadLead before the current page's end). It asks for the pages
+// ahead (see coldAhead), and with the buffer's last page, for a spare
+// page for the next buffer (makeSpare: the worker makes it after the last
+// page, a page's fill or more before the buffer is full).
 func (f *FaultAhead) Reached(used int) (next int) {
 	end := f.pageEnd(used)
+	if end != f.pageAt { // the fill point entered a page
+		now := time.Now().UnixNano()
+		if f.pageStart != 0 {
+			f.lastFill = now - f.pageStart
+		}
+		f.pageAt, f.pageStart = end, now
+	}
+	pages := f.pagesAhead(f.lastFill)
+	if pages == 0 {
+		if at := end - AheadLead; used < at {
+			return at
+		}
+		pages = 1
+	}
 	to := end
-	for range aheadPages() {
+	for range pages {
 		if to < len(f.buf) {
 			to = f.pageEnd(to)
 		}
@@ -199,7 +246,9 @@ func (f *FaultAhead) work(to int) {
 		f.busy = true
 		f.mu.Unlock()
 		if len(page) < AheadStep || !takeWarm(page) {
+			start := time.Now()
 			populatePage(page)
+			populateNanos.Store(int64(time.Since(start)))
 		}
 		f.mu.Lock()
 		f.busy = false

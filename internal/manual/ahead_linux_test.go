@@ -117,8 +117,10 @@ func TestFaultAhead(t *testing.T) {
 		t.Fatalf("raised to %d, want %d", got, pages[1])
 	}
 
-	// In the first page, cold: the next coldAhead pages, and no more.
-	buf[0] = 0x5a // bytes the user wrote in the ready part stay
+	// In the first page, cold, on a slow host: the next coldAhead pages,
+	// and no more.
+	populateNanos.Store(int64(time.Hour)) // the worker is idle: nothing overwrites it before Reached
+	buf[0] = 0x5a                         // bytes the user wrote in the ready part stay
 	buf[pages[1]-1] = 0xa5
 	if next := f.Reached(8); next != pages[1] {
 		t.Fatalf("Reached(8) = %d, want %d (the next page's start)", next, pages[1])
@@ -167,6 +169,28 @@ func TestFaultAhead(t *testing.T) {
 	}
 }
 
+// TestFaultAheadFastHost checks that, with no warm page kept and pages
+// faulted in fast, the next page is asked for only AheadLead before the
+// current one's end, and no more.
+func TestFaultAheadFastHost(t *testing.T) {
+	releaseWarm(-1)
+	buf, f, _ := newFaultAhead(t)
+	p1 := f.pageEnd(0)
+	p2 := f.pageEnd(p1)
+	waitReady(t, f, p1)
+	populateNanos.Store(0) // the worker is idle
+	if next := f.Reached(8); next != p1-AheadLead {
+		t.Fatalf("Reached(8) = %d, want %d", next, p1-AheadLead)
+	}
+	noneResident(t, buf[p1:], "before the lead")
+	if next := f.Reached(p1 - AheadLead); next != p1 {
+		t.Fatalf("Reached(%d) = %d, want %d", p1-AheadLead, next, p1)
+	}
+	waitReady(t, f, p2)
+	waitResident(t, buf[p1:p2], "the next page")
+	noneResident(t, buf[p2:], "past the next page")
+}
+
 // TestFaultAheadPageLocks checks that Need waits for the page it needs,
 // not for the pages the worker makes ready after it in the same request.
 func TestFaultAheadPageLocks(t *testing.T) {
@@ -185,8 +209,9 @@ func TestFaultAheadPageLocks(t *testing.T) {
 		populate(b)
 	}
 	defer func() { populatePage = populate }()
-	f.Reached(8) // asks for the next coldAhead pages
-	<-started    // the worker is at the first of them
+	populateNanos.Store(int64(time.Hour)) // a slow host; the worker is idle
+	f.Reached(8)                          // asks for the next coldAhead pages
+	<-started                             // the worker is at the first of them
 	done := make(chan int)
 	go func() { done <- f.Need(p1 + 1) }()
 	close(release[0])
@@ -214,10 +239,12 @@ func TestFaultAheadSpare(t *testing.T) {
 	releaseWarm(-1)
 	defer releaseWarm(-1)
 	buf, f, _ := newFaultAhead(t)
+	waitReady(t, f, f.pageEnd(0))
 	last := len(buf) - 1 // in the last page: the request reaches the end
 	for off := 0; f.pageEnd(f.pageEnd(off)) < len(buf); off = f.pageEnd(off) {
 		last = off
 	}
+	populateNanos.Store(int64(time.Hour)) // a slow host; the worker is idle
 	f.Reached(last)
 	waitReady(t, f, len(buf))
 	deadline := time.Now().Add(30 * time.Second)
