@@ -56,7 +56,7 @@ var populateNanos atomic.Int64
 // (0: none until the fill point is AheadLead from its end), for a filler
 // that took fillNanos to fill its last page (0 if unknown); see
 // coldAhead.
-func (f *FaultAhead) pagesAhead(fillNanos int64) int {
+func pagesAhead(fillNanos int64) int {
 	if warmKept() {
 		return 1
 	}
@@ -88,13 +88,12 @@ func (f *FaultAhead) pagesAhead(fillNanos int64) int {
 // past the limit, and FaultAhead raises that limit (the raise function
 // given to NewFaultAhead) as it makes pages ready.
 //
-// Use: the filler calls Reached with how far it has filled; as the
-// filler enters a huge page, FaultAhead asks for the next one (the next
-// coldAhead while no freed arena's pages are kept), so the filler has a
-// page of writes to do before it needs it. A request the worker cannot take at once is dropped; the filler
-// then gets to the limit first and Need makes the page ready on its own
-// goroutine (a warm page moved in, or else none: the filler faults it in
-// itself, as without FaultAhead).
+// Use: the filler calls Reached with how far it has filled, and
+// FaultAhead asks its worker for the pages ahead (how far: see
+// coldAhead). A request the worker cannot take at once is dropped; the
+// filler then gets to the limit first and Need makes the page ready on
+// its own goroutine (a warm page moved in, or else none: the filler
+// faults it in itself, as without FaultAhead).
 //
 // Where populating is not done (other systems, a Go heap fallback
 // buffer) NewFaultAhead returns nil and there is no limit.
@@ -183,7 +182,7 @@ func (f *FaultAhead) Reached(used int) (next int) {
 		}
 		f.pageAt, f.pageStart = end, now
 	}
-	pages := f.pagesAhead(f.lastFill)
+	pages := pagesAhead(f.lastFill)
 	if pages == 0 {
 		if at := end - AheadLead; used < at {
 			return at
@@ -216,17 +215,15 @@ func (f *FaultAhead) pageEnd(off int) int {
 
 // prepare is Need's part: it makes the pages up to the one holding
 // offset to-1 ready on the caller's goroutine, in order, each a warm page
-// moved in if one is kept and the page is whole, else left for the
-// filler to fault in. f.mu is held, and the worker is not busy.
+// moved in if one is kept and the page is whole (takeWarm), else left for
+// the filler to fault in. f.mu is held, and the worker is not busy.
 func (f *FaultAhead) prepare(to int) {
 	if f.stopped {
 		return
 	}
 	for f.ready < min(to, len(f.buf)) {
 		end := f.pageEnd(f.ready)
-		if page := f.buf[f.ready:end]; len(page) == AheadStep {
-			takeWarm(page)
-		}
+		takeWarm(f.buf[f.ready:end])
 		f.ready = end
 		f.raise(end)
 	}
@@ -245,7 +242,7 @@ func (f *FaultAhead) work(to int) {
 		page := f.buf[f.ready:end]
 		f.busy = true
 		f.mu.Unlock()
-		if len(page) < AheadStep || !takeWarm(page) {
+		if !takeWarm(page) {
 			start := time.Now()
 			populatePage(page)
 			populateNanos.Store(int64(time.Since(start)))
@@ -318,9 +315,9 @@ func startAheadWorker() {
 		aheadQueue = make(chan aheadRequest, 16)
 		go func() {
 			for r := range aheadQueue {
-				// Faulting in a huge page takes 0.3-22 ms of a
-				// processor (see package bgsys). The gate first, then mu: Stop
-				// and Need must never wait for the gate.
+				// Faulting in a huge page takes 0.3-26 ms of a
+				// processor (see package bgsys). The gate first, then
+				// mu: Stop and Need must never wait for the gate.
 				_ = bgsys.Do(func() error {
 					if r.f == nil {
 						makeSpare()

@@ -81,6 +81,18 @@ func newFaultAhead(t *testing.T) ([]byte, *FaultAhead, *atomic.Int64) {
 	return buf, f, limit
 }
 
+// settle waits until the worker has done what earlier tests asked of it
+// (a spare page it made late would count as kept: requests are taken in
+// order, so a new buffer's first page comes after them), then drops every
+// kept page.
+func settle(t *testing.T) {
+	t.Helper()
+	_, g, _ := newFaultAhead(t)
+	waitReady(t, g, g.pageEnd(0))
+	g.Stop()
+	releaseWarm(-1)
+}
+
 // waitReady waits until f's ready part reaches at least n.
 func waitReady(t *testing.T, f *FaultAhead, n int) {
 	t.Helper()
@@ -99,7 +111,7 @@ func waitReady(t *testing.T, f *FaultAhead, n int) {
 // while some are; each raise reported; and the bytes already used
 // unchanged.
 func TestFaultAhead(t *testing.T) {
-	releaseWarm(-1) // populated pages first, not warm ones
+	settle(t) // populated pages first, not warm ones
 	defer releaseWarm(-1)
 	buf, f, limit := newFaultAhead(t)
 	pages := []int{0}
@@ -173,7 +185,7 @@ func TestFaultAhead(t *testing.T) {
 // faulted in fast, the next page is asked for only AheadLead before the
 // current one's end, and no more.
 func TestFaultAheadFastHost(t *testing.T) {
-	releaseWarm(-1)
+	settle(t)
 	buf, f, _ := newFaultAhead(t)
 	p1 := f.pageEnd(0)
 	p2 := f.pageEnd(p1)
@@ -194,7 +206,7 @@ func TestFaultAheadFastHost(t *testing.T) {
 // TestFaultAheadPageLocks checks that Need waits for the page it needs,
 // not for the pages the worker makes ready after it in the same request.
 func TestFaultAheadPageLocks(t *testing.T) {
-	releaseWarm(-1)
+	settle(t)
 	_, f, _ := newFaultAhead(t)
 	p1 := f.pageEnd(0)
 	waitReady(t, f, p1)
@@ -236,7 +248,7 @@ func TestFaultAheadSpare(t *testing.T) {
 	if invariants.Enabled {
 		t.Skip("invariants builds keep no pages")
 	}
-	releaseWarm(-1)
+	settle(t)
 	defer releaseWarm(-1)
 	buf, f, _ := newFaultAhead(t)
 	waitReady(t, f, f.pageEnd(0))
@@ -295,7 +307,7 @@ func TestPopulate(t *testing.T) {
 // FaultAhead was stopped is never populated, and Stop reports how much
 // was made ready.
 func TestFaultAheadStop(t *testing.T) {
-	releaseWarm(-1)
+	settle(t)
 	buf, f, _ := newFaultAhead(t)
 	p0 := f.pageEnd(0)
 	waitReady(t, f, p0)

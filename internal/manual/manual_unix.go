@@ -27,17 +27,15 @@ func osAlloc(n int) []byte {
 	if err != nil {
 		return nil // Alloc falls back to the Go heap
 	}
-	if n >= hugeMin {
-		adviseHuge(b)
-	}
 	mapped.add(uintptr(unsafe.Pointer(&b[0])))
 	return b
 }
 
 // mmapHugeAligned maps n bytes starting at a huge page boundary
-// (AheadStep), so that all of a large buffer can be huge pages, its first
-// page too: FaultAhead moves warm pages only into whole ones. It maps
-// AheadStep more and unmaps what lies outside.
+// (AheadStep), and asks for huge pages there (adviseHuge), so that all of
+// a large buffer can be huge pages, its first page too: FaultAhead moves
+// warm pages only into whole ones. It maps AheadStep more and unmaps what
+// lies outside.
 func mmapHugeAligned(n int) ([]byte, error) {
 	m, err := mmapAnon(n + AheadStep)
 	if err != nil {
@@ -52,7 +50,9 @@ func mmapHugeAligned(n int) ([]byte, error) {
 	if end < len(m) {
 		unmapMem(m[end:])
 	}
-	return m[head : head+n : head+n], nil
+	b := m[head : head+n : head+n]
+	adviseHuge(b)
+	return b, nil
 }
 
 func osFree(b []byte) {

@@ -18,8 +18,8 @@ func populateSupported() bool { return true }
 // after a huge page's first touch the others hit it). b is memory no one
 // else uses yet (FaultAhead's page past the filler's limit).
 //
-// Not madvise(MADV_POPULATE_WRITE), which did the same until this
-// change: it holds the process's mmap lock (for reading) while it faults
+// Not madvise(MADV_POPULATE_WRITE), which faults the same pages in
+// without a write: it holds the process's mmap lock (for reading) while it faults
 // the range in, and every mmap, munmap and mremap of the process (the
 // next memtable's arena, a WAL block, the Go heap growing) waits for the
 // write side. Where the host backs a guest's fresh memory at 8.5 ms per

@@ -151,7 +151,6 @@ func makeSpare() {
 	if err != nil {
 		return
 	}
-	adviseHuge(b)
 	populate(b)
 	warm.mu.Lock()
 	if len(warm.pages) < warmMax {
@@ -164,11 +163,15 @@ func makeSpare() {
 	}
 }
 
-// takeWarm moves a kept page, zeroed, to dst, a whole 2 MiB-aligned page
-// of a buffer from Alloc that nothing reads or writes meanwhile (its
-// pages are replaced). It reports false if no page was kept, or the move
-// failed (dst is then as it was).
+// takeWarm moves a kept page, zeroed, to dst, a 2 MiB-aligned page of a
+// buffer from Alloc that nothing reads or writes meanwhile (its pages are
+// replaced). It reports false if dst is not a whole page (a buffer's
+// last, short one), no page was kept, or the move failed (dst is then as
+// it was).
 func takeWarm(dst []byte) bool {
+	if len(dst) != AheadStep {
+		return false
+	}
 	warm.mu.Lock()
 	if len(warm.pages) == 0 {
 		warm.mu.Unlock()

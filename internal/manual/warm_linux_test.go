@@ -35,10 +35,7 @@ func TestWarmPages(t *testing.T) {
 	if invariants.Enabled {
 		t.Skip("invariants builds never reuse freed memory")
 	}
-	if !populateSupported() {
-		t.Skip("no FaultAhead here")
-	}
-	releaseWarm(-1)
+	settle(t)
 	defer releaseWarm(-1)
 	buf, f, _ := newFaultAhead(t)
 	waitReady(t, f, f.pageEnd(0))
@@ -126,10 +123,10 @@ func TestWarmPages(t *testing.T) {
 // TestWarmPagesBounded checks that no more than warmMax pages are kept,
 // and that an unfilled buffer leaves none.
 func TestWarmPagesBounded(t *testing.T) {
-	if invariants.Enabled || !populateSupported() {
-		t.Skip("no warm pages here")
+	if invariants.Enabled {
+		t.Skip("invariants builds keep no pages")
 	}
-	releaseWarm(-1)
+	settle(t)
 	defer releaseWarm(-1)
 	if fillAndFree(t, 0) != 0 || WarmBytes() != 0 {
 		t.Fatalf("an unfilled buffer left %d bytes warm", WarmBytes())
