@@ -72,6 +72,9 @@ func osFree(b []byte) {
 		}
 		return
 	}
+	if len(b) < hugeMin {
+		creditWarm(len(b)) // see warm: as osAlloc's releaseWarm
+	}
 	if sparePut(b) {
 		return
 	}

@@ -447,6 +447,7 @@ func (b Buf) Free() {
 		a.stats.inUse.Add(-int64(len(c.mem)))
 		a.stats.buffers.Add(-1)
 		if c.mmapped {
+			creditWarm(len(c.mem)) // see warm: as mapMem's releaseWarm
 			freeLarge(c.mem)
 		}
 		return
@@ -461,6 +462,7 @@ func (b Buf) Free() {
 	if a.dropFreed && !invariants.Enabled && c.mmapped {
 		// Before the slot is free: once it is, another Alloc may fill it.
 		dropPages(c.mem[off : off+uintptr(cls.slot)])
+		creditWarm(cls.slot)
 	}
 	var unmap *chunk
 	cls.mu.Lock()
@@ -507,6 +509,7 @@ func (b Buf) Free() {
 	a.stats.inUse.Add(-int64(cls.slot))
 	a.stats.buffers.Add(-1)
 	if unmap != nil && unmap.mmapped {
+		creditWarm(len(unmap.mem)) // see warm: as mapMem's releaseWarm
 		unmapMem(unmap.mem)
 	}
 }
@@ -548,6 +551,7 @@ func (a *slabs) releaseSpares(closing bool) {
 		if spare != nil {
 			a.stats.mapped.Add(-int64(len(spare.mem)))
 			if spare.mmapped {
+				creditWarm(len(spare.mem))
 				unmapMem(spare.mem)
 			}
 		}

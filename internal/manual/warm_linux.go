@@ -40,11 +40,18 @@ import (
 // left most of each arena to fault in fresh (21-38 writes over 5 ms).
 //
 // Bounded three ways: at most warmMax pages; all unmapped once none was
-// kept or taken for warmIdle; and every other buffer mapped or reused for
-// manual memory (slab chunks in mapMem, buffers under hugeMin in osAlloc)
-// unmaps as much of them, so that a block cache that fills after the
-// writes stop, or the table writers' buffers, take the place of warm
-// pages rather than adding to them.
+// kept or taken for warmIdle; and other manual memory that grows unmaps
+// as much of them, so that a block cache that fills after the writes
+// stop, or the table writers' buffers, take the place of warm pages
+// rather than adding to them. Growth is net: every buffer mapped or
+// reused (slab chunks in mapMem, buffers under hugeMin in osAlloc) counts
+// against the kept pages (releaseWarm), every one returned to the system
+// while pages are kept counts for them (creditWarm). Counting only the
+// mappings, the WAL blocks and table writer buffers a fill maps and frees
+// again each memtable unmapped 2-5 kept pages per memtable, and the next
+// arena faulted in as many fresh ones: in a 10M-key fillrandom, pages
+// were still faulted in fresh every second to the end, and writes waited
+// for them.
 //
 // Not in invariants builds, which never reuse freed memory (see Free).
 //
@@ -60,7 +67,10 @@ var warm struct {
 	// and unmaps every page if it finds it clear.
 	used  bool
 	armed bool
-	// debt is what releaseWarm was told of short of a page (bytes).
+	// debt is the growth of other manual memory not yet paid for by an
+	// unmapped page (bytes): what releaseWarm was told of short of a
+	// page, less what creditWarm was told of. Negative (a credit, at
+	// most warmMax pages) when more was returned than mapped.
 	debt int
 }
 
@@ -205,7 +215,7 @@ func releaseWarm(n int) {
 	k := len(warm.pages)
 	if n >= 0 {
 		warm.debt += n
-		k = min(k, warm.debt/AheadStep)
+		k = min(k, max(warm.debt, 0)/AheadStep)
 		warm.debt -= k * AheadStep
 	}
 	drop := append([]unsafe.Pointer(nil), warm.pages[len(warm.pages)-k:]...)
@@ -217,6 +227,17 @@ func releaseWarm(n int) {
 	for _, p := range drop {
 		unmapMem(unsafe.Slice((*byte)(p), AheadStep))
 	}
+}
+
+// creditWarm is told of n bytes of other manual memory returned to the
+// system (unmapped or its pages dropped): while pages are kept, later
+// mappings are paid from it before any kept page goes (see warm).
+func creditWarm(n int) {
+	warm.mu.Lock()
+	if len(warm.pages) > 0 {
+		warm.debt = max(warm.debt-n, -warmMax*AheadStep)
+	}
+	warm.mu.Unlock()
 }
 
 // warmTimer runs every warmIdle while pages are kept: it unmaps them all

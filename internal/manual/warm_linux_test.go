@@ -140,3 +140,53 @@ func TestWarmPagesBounded(t *testing.T) {
 		t.Fatalf("WarmBytes() = %d, want at most %d", WarmBytes(), warmMax*AheadStep)
 	}
 }
+
+// TestWarmPagesCredit checks that other manual memory returned while
+// pages are kept pays for later mappings: buffers freed and allocated
+// again, as a fill does with WAL blocks each memtable, unmap no kept
+// page, where counting only the allocations unmapped one for every 2 MiB.
+// Only growth beyond what was returned costs pages, the credit is
+// bounded, and it goes with the last page kept.
+func TestWarmPagesCredit(t *testing.T) {
+	if invariants.Enabled {
+		t.Skip("invariants builds keep no pages")
+	}
+	settle(t)
+	defer releaseWarm(-1)
+	if fillAndFree(t, 9<<20) < 3 {
+		t.Fatal("no pages kept")
+	}
+	n := WarmBytes()
+	for range 4 {
+		Free(Alloc(1 << 20))
+	}
+	if WarmBytes() != n {
+		t.Fatalf("WarmBytes() = %d after 1 MiB allocated and freed 4 times, want %d", WarmBytes(), n)
+	}
+	b1, b2 := Alloc(1<<20), Alloc(1<<20) // 2 MiB held beyond what was returned
+	defer Free(b1)
+	defer Free(b2)
+	if WarmBytes() != n-AheadStep {
+		t.Fatalf("WarmBytes() = %d after 2 MiB more held, want %d", WarmBytes(), n-AheadStep)
+	}
+
+	// Bounded: a credit of more than warmMax pages counts as warmMax.
+	creditWarm(1 << 40)
+	n = WarmBytes()
+	releaseWarm(warmMax*AheadStep + AheadStep)
+	if WarmBytes() != n-AheadStep {
+		t.Fatalf("WarmBytes() = %d after a capped credit and a page more mapped, want %d", WarmBytes(), n-AheadStep)
+	}
+
+	// With no page kept, nothing is credited.
+	releaseWarm(-1)
+	creditWarm(8 << 20)
+	if fillAndFree(t, 9<<20) < 3 {
+		t.Fatal("no pages kept")
+	}
+	n = WarmBytes()
+	releaseWarm(AheadStep)
+	if WarmBytes() != n-AheadStep {
+		t.Fatalf("WarmBytes() = %d after 2 MiB mapped on a fresh list, want %d", WarmBytes(), n-AheadStep)
+	}
+}

@@ -14,6 +14,8 @@ func takeWarm([]byte) bool { return false }
 
 func releaseWarm(int) {}
 
+func creditWarm(int) {}
+
 func warmKept() bool { return false }
 
 func makeSpare() {}
