@@ -1,7 +1,8 @@
 // Package bgsys keeps the Go scheduler's processors available to the
 // foreground while Vigil's background goroutines (the WAL flusher, flushes,
-// compactions, the arena fault-ahead worker) sit in system calls that can
-// block for milliseconds: fsyncs above all.
+// compactions) sit in system calls that can block for milliseconds: fsyncs
+// above all. (The memtable fault-ahead worker, whose page faults are not
+// system calls, leaves its processor another way: manual.populate.)
 //
 // Why it is needed: a goroutine in a system call keeps its processor (P)
 // until the runtime's monitor takes it back, and the monitor, which backs

@@ -3,6 +3,8 @@
 package manual
 
 import (
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -337,4 +339,68 @@ func TestFaultAheadSmall(t *testing.T) {
 	}
 	var f *FaultAhead
 	f.Stop() // what Release does for a memtable without one
+}
+
+// TestFaultAheadYieldsToWorker checks that a request Reached queues past
+// the first page is taken by the worker before Reached returns, even with
+// one processor: the filler yields to it rather than leave it waiting in
+// its processor's next slot until the filler is preempted.
+func TestFaultAheadYieldsToWorker(t *testing.T) {
+	settle(t)
+	defer releaseWarm(-1)
+	_, f, _ := newFaultAhead(t)
+	p1 := f.pageEnd(0)
+	waitReady(t, f, p1)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	populateNanos.Store(int64(time.Hour)) // the worker is idle: a cold lead
+	taken := aheadTaken.Load()
+	if f.Reached(8); aheadTaken.Load() != taken {
+		t.Fatal("the worker took a request Reached made in the first page: the filler yielded under the DB's locks")
+	}
+	waitReady(t, f, f.pageEnd(f.pageEnd(p1)))
+	populateNanos.Store(int64(time.Hour)) // the worker, idle, wrote its own
+	taken = aheadTaken.Load()
+	f.Reached(p1 + 8) // the fill point enters the second page
+	if aheadTaken.Load() == taken {
+		t.Fatal("the worker had not taken the request when Reached returned")
+	}
+}
+
+// TestPopulateOffCPU checks that a goroutine faulting pages in (populate)
+// is, to the scheduler, in a system call: its processor can run other
+// goroutines, and a stop of the world does not wait for the faults.
+func TestPopulateOffCPU(t *testing.T) {
+	if !touchesOffCPU {
+		t.Skip("populate keeps its processor in this build (race detector, or another architecture)")
+	}
+	stack := make([]byte, 1<<20)
+	for attempt := 0; attempt < 50; attempt++ {
+		b := Alloc(64 << 20) // fresh: every page faults
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			populate(b)
+		}()
+		seen := false
+	look:
+		for {
+			select {
+			case <-done:
+				break look
+			default:
+			}
+			// A goroutine in a system call shows as "[syscall" with its
+			// stack; a running one on another thread shows no stack.
+			for _, g := range strings.Split(string(stack[:runtime.Stack(stack, true)]), "\n\n") {
+				if strings.Contains(g, "[syscall") && strings.Contains(g, "manual.touchOffCPU") {
+					seen = true
+				}
+			}
+		}
+		Free(b)
+		if seen {
+			return
+		}
+	}
+	t.Fatal("populate's goroutine never seen in a system call")
 }
