@@ -99,6 +99,8 @@ type DB struct {
 	l0Files atomic.Int64
 	// delay paces writes while L0 is at or above the slowdown trigger.
 	delay writeDelay
+	// paced counts the writes paceBehindFlush saw behind a flush.
+	paced atomic.Int64
 
 	// mu guards everything below and the compacting flags of files.
 	mu sync.Mutex
@@ -126,7 +128,9 @@ type DB struct {
 	closing      chan struct{}
 	scrubMu      sync.Mutex // one scrubber pass at a time (scrub.go)
 	healed       []uint64   // tables healed from a backup since Open; guarded by scrubMu
-	flushing     bool
+	// flushing is set while flushOne writes a memtable out (for
+	// paceBehindFlush and tests).
+	flushing atomic.Bool
 	// compactionMu serializes compactions, background and manual.
 	compactionMu sync.Mutex
 	// picker decides what to compact (d.mu).

@@ -186,7 +186,7 @@ func (d *DB) flushOne() (did bool, err error) {
 		return false, nil
 	}
 	e := d.imm[0]
-	d.flushing = true
+	d.flushing.Store(true)
 	d.mu.Unlock()
 
 	start := time.Now()
@@ -219,7 +219,7 @@ func (d *DB) flushOne() (did bool, err error) {
 	for err == nil && d.ingestSeq != 0 && e.lastSeq.Load() >= d.ingestSeq {
 		d.stallCond.Wait()
 	}
-	d.flushing = false
+	d.flushing.Store(false)
 	if err != nil {
 		d.setBackgroundErrorLocked(err, "flush")
 		d.emitFlush(FlushInfo{LogNum: e.logNum, FileNum: fileNum, Duration: time.Since(start), Err: err})

@@ -284,7 +284,7 @@ func TestFlushableBatchPendingWrite(t *testing.T) {
 	// before the fix, judge it empty) before the write goes in.
 	for {
 		db.mu.Lock()
-		started := db.flushing
+		started := db.flushing.Load()
 		db.mu.Unlock()
 		if started {
 			break

@@ -11,6 +11,9 @@ type testingHooks struct {
 	// beforeApply runs on a writer's goroutine once its batch is assigned
 	// to a memtable (commitMu released), before it is inserted.
 	beforeApply func()
+	// pacedYield runs on a writer's goroutine before paceBehindFlush
+	// yields.
+	pacedYield func()
 }
 
 // The fault-injection hooks (see internal/private): tests/ and tests/stress
