@@ -44,6 +44,7 @@ func TestWritesYieldBehindFlush(t *testing.T) {
 	// A flush pending (blocked): none while the new memtable is under
 	// half full, then one every paceEvery writes.
 	writeUntilRotation(t, db, nil)
+	waitFor(t, "the flush to start", db.flushing.Load)
 	for !pastHalf() {
 		put()
 		if yields.Load() != 0 {
