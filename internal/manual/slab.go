@@ -461,8 +461,7 @@ func (b Buf) Free() {
 	bit := uint64(1) << i
 	if a.dropFreed && !invariants.Enabled && c.mmapped {
 		// Before the slot is free: once it is, another Alloc may fill it.
-		dropPages(c.mem[off : off+uintptr(cls.slot)])
-		creditWarm(cls.slot)
+		creditWarm(dropPages(c.mem[off : off+uintptr(cls.slot)])) // see warm
 	}
 	var unmap *chunk
 	cls.mu.Lock()

@@ -99,14 +99,16 @@ func spareGet(n int) []byte {
 }
 
 // dropPages returns the memory of the whole pages inside b to the OS
-// (madvise DONTNEED); b's bytes outside them are left as they are. b is
-// part of a private anonymous mapping, and no one may use it meanwhile.
-func dropPages(b []byte) {
+// (madvise DONTNEED), and returns how many bytes that is; b's bytes
+// outside them are left as they are. b is part of a private anonymous
+// mapping, and no one may use it meanwhile.
+func dropPages(b []byte) int {
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	first := (start + uintptr(pageSize) - 1) &^ (uintptr(pageSize) - 1)
 	end := (start + uintptr(len(b))) &^ (uintptr(pageSize) - 1)
 	if end <= first {
-		return
+		return 0
 	}
 	dontNeed(b[first-start : end-start])
+	return int(end - first)
 }
