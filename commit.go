@@ -202,7 +202,7 @@ func (d *DB) apply(b *Batch, o *WriteOptions, check func() error) error {
 		d.mu.Unlock()
 		return applyErr
 	}
-	d.paceBehindFlush(mem)
+	d.paceBehindFlush(mem, seq, n)
 	return nil
 }
 
@@ -738,10 +738,11 @@ func (d *DB) makeRoomForWrite(memSize int) (*memTableEntry, string, error) {
 // L0SlowdownWritesTrigger and the stop it is slowed (slowDown). These are
 // the only checks; every path asks them through the functions below.
 
-// paceBehindFlush yields the writer's processor every paceEvery writes
-// while a flush runs and mem, the memtable the write went to, is
-// past half full: the flush has fallen behind, and without the yield a
-// third memtable forms before it ends.
+// paceBehindFlush yields the writer's processor every paceEvery sequence
+// numbers (the write that took seqnums [seq, seq+n) yields if they cross
+// a multiple of it) while a flush runs and mem, the memtable the write
+// went to, is past half full: the flush has fallen behind, and without
+// the yield a third memtable forms before it ends.
 //
 // Why: a writer that never blocks keeps a processor to itself until the
 // scheduler preempts it, and the flush and the compactions, which yield
@@ -753,11 +754,9 @@ func (d *DB) makeRoomForWrite(memSize int) (*memTableEntry, string, error) {
 // background goroutines share, so that the three split both processors.
 // The writer runs behind a flush for a fraction of each memtable at
 // most, and only a yield's worth of time is lost when no one else waits.
-func (d *DB) paceBehindFlush(mem *memTableEntry) {
-	if !d.flushing.Load() || mem.mt == nil || 2*mem.mt.ApproximateSize() < mem.mt.Capacity() {
-		return
-	}
-	if d.paced.Add(1)%paceEvery != 0 {
+func (d *DB) paceBehindFlush(mem *memTableEntry, seq, n uint64) {
+	if (seq+n-1)/paceEvery == (seq-1)/paceEvery || !d.flushing.Load() ||
+		2*mem.mt.ApproximateSize() < mem.mt.Capacity() {
 		return
 	}
 	if h := d.testingHooks; h != nil && h.pacedYield != nil {
@@ -766,8 +765,8 @@ func (d *DB) paceBehindFlush(mem *memTableEntry) {
 	runtime.Gosched()
 }
 
-// paceEvery is how many writes behind a flush make one yield: about 50 µs
-// of a random fill's inserts.
+// paceEvery is how many sequence numbers (single-entry writes) behind a
+// flush make one yield: about 50 µs of a random fill's inserts.
 const paceEvery = 32
 
 // l0Stopped reports whether L0 holds enough files to stop writes. d.mu is

@@ -99,8 +99,6 @@ type DB struct {
 	l0Files atomic.Int64
 	// delay paces writes while L0 is at or above the slowdown trigger.
 	delay writeDelay
-	// paced counts the writes paceBehindFlush saw behind a flush.
-	paced atomic.Int64
 
 	// mu guards everything below and the compacting flags of files.
 	mu sync.Mutex
