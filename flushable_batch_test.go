@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/cockroachdb/pebble/vfs"
@@ -282,15 +281,7 @@ func TestFlushableBatchPendingWrite(t *testing.T) {
 	go func() { applied <- db.Apply(b, nil) }()
 	// Let the flush of the memtable the write is assigned to begin (and,
 	// before the fix, judge it empty) before the write goes in.
-	for {
-		db.mu.Lock()
-		started := db.flushing.Load()
-		db.mu.Unlock()
-		if started {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the flush to start", db.flushing.Load)
 	close(release)
 	if err := <-put; err != nil {
 		t.Fatal(err)
