@@ -180,14 +180,32 @@ func (d *DB) newIter(o *IterOptions, snap uint64, ro sst.ReadOptions) (*Iterator
 		children = append(children, a.levelIter(d.tableCache, files, level, it.lower, it.upper, ro))
 	}
 	it.tombs = tombs.Set(snap)
-	m := a.mergingIter(d.cmp, children)
 	it.alloc = a
+	it.iter = d.mergeSources(a, children)
+	d.openIters.Add(1)
+	return it, nil
+}
+
+// mergeSources returns what an Iterator reads its sources through: the
+// source itself when there is one (a store read from one level, or from
+// one memtable), else a mergingIter over them, held in a.
+//
+// Why not a mergingIter of one: it passes every call through, but each
+// is one more call per entry, and a reverse scan makes several per entry
+// (Prev, Key, Value and Valid): readreverse of a compacted 2M-key store
+// ran 1.00-1.13x (median 1.04x) as fast without it, memtable readreverse
+// 1.00-1.04x (4 and 3 alternating pairs). A seek charges no table with
+// one source (see mergingIter.chargeSeek), and seekPrefixGE asks a lone
+// source's filter itself.
+func (d *DB) mergeSources(a *iterAlloc, children []base.InternalIterator) base.InternalIterator {
+	if len(children) == 1 {
+		return children[0]
+	}
+	m := a.mergingIter(d.cmp, children)
 	if d.seekAllowance > 0 {
 		m.onSeek = d
 	}
-	it.iter = m
-	d.openIters.Add(1)
-	return it, nil
+	return m
 }
 
 // setOptions takes o's bounds and prefix (nil: none); ro gains what the

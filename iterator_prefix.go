@@ -124,12 +124,13 @@ func (it *Iterator) SeekPrefixGE(key []byte) bool {
 	return true
 }
 
-// seekPrefixGE is SeekGE for SeekPrefixGE: over several sources it lets
-// the sources whose filters exclude prefix p stay unread
-// (mergingIter.SeekPrefixGE).
+// seekPrefixGE is SeekGE for SeekPrefixGE: it lets the sources whose
+// filters exclude prefix p stay unread (mergingIter.SeekPrefixGE over
+// several; a lone source's filter asked here).
 func (it *Iterator) seekPrefixGE(p, key []byte) bool {
-	m, ok := it.iter.(*mergingIter)
-	if !ok || it.ov != nil {
+	m, merging := it.iter.(*mergingIter)
+	f, filtered := it.iter.(userKeyFilter)
+	if (!merging && !filtered) || it.ov != nil {
 		return it.SeekGE(key)
 	}
 	it.err = nil
@@ -141,6 +142,15 @@ func (it *Iterator) seekPrefixGE(p, key []byte) bool {
 		it.valid = false
 		return false
 	}
-	m.SeekPrefixGE(p, key)
+	switch {
+	case merging:
+		m.SeekPrefixGE(p, key)
+	case !f.mayHoldPrefix(p, key):
+		// Nothing of the prefix at or after key: done, unread.
+		it.valid, it.past, it.mergeErr = false, false, nil
+		return false
+	default:
+		it.iter.SeekGE(key)
+	}
 	return it.inPrefix(it.findNextEntry(nil))
 }
