@@ -8,7 +8,8 @@ import (
 // mergingIter merges the internal keys of several sources (memtables, L0
 // tables, levels) into one ordered stream, with a binary heap over the
 // children's current keys: a min-heap going forward, a max-heap going
-// backward. With one child it is a pass-through and pays for no heap.
+// backward. With one child it is a pass-through and pays for no heap (a
+// DB Iterator over one source does without it: see DB.mergeSources).
 //
 // It implements base.InternalIterator, including direction changes: to turn
 // around, every child other than the current one is re-positioned on the
