@@ -24,7 +24,11 @@ type levelIter struct {
 	level        int // the level of files (for positionedTable)
 	h            *tableEntry
 	iter         base.InternalIterator
-	err          error
+	// ti is iter as the table iterator it usually is (nil if it is
+	// another, such as a table a prefix filter excludes): the steps call
+	// it without the interface (see sst.Iter).
+	ti  *sst.Iter
+	err error
 	// left and leftH are the file Prev left (see Lookback), or nil.
 	left  base.InternalIterator
 	leftH *tableEntry
@@ -71,6 +75,7 @@ func (l *levelIter) open(i int) bool {
 	}
 	l.h, l.idx = h, i
 	l.iter = h.reader.NewIterWithOptions(l.lower, l.upper, l.ro)
+	l.ti, _ = l.iter.(*sst.Iter)
 	return true
 }
 
@@ -79,7 +84,7 @@ func (l *levelIter) open(i int) bool {
 func (l *levelIter) leaveFile() {
 	l.closeLeft()
 	l.left, l.leftH = l.iter, l.h
-	l.iter, l.h, l.idx = nil, nil, -1
+	l.iter, l.ti, l.h, l.idx = nil, nil, nil, -1
 }
 
 // closeLeft closes the file Prev left, if any. (Every step calls it: the
@@ -94,7 +99,7 @@ func (l *levelIter) closeLeft() {
 // closeFile closes the open file, if any.
 func (l *levelIter) closeFile() {
 	l.closeTable(l.iter, l.h)
-	l.iter, l.h, l.idx = nil, nil, -1
+	l.iter, l.ti, l.h, l.idx = nil, nil, nil, -1
 }
 
 // closeTable closes a file's iterator (keeping the first error in err)
@@ -249,7 +254,11 @@ func (l *levelIter) Next() bool {
 	if l.iter == nil {
 		return false
 	}
-	if l.iter.Next() {
+	if l.ti != nil {
+		if l.ti.Next() {
+			return true
+		}
+	} else if l.iter.Next() {
 		return true
 	}
 	if err := l.iter.Error(); err != nil {
@@ -264,7 +273,11 @@ func (l *levelIter) Prev() bool {
 	if l.iter == nil {
 		return false
 	}
-	if l.iter.Prev() {
+	if l.ti != nil {
+		if l.ti.Prev() {
+			return true
+		}
+	} else if l.iter.Prev() {
 		return true
 	}
 	if err := l.iter.Error(); err != nil {
@@ -278,9 +291,19 @@ func (l *levelIter) Prev() bool {
 
 func (l *levelIter) Valid() bool { return l.iter != nil && l.iter.Valid() }
 
-func (l *levelIter) Key() base.InternalKey { return l.iter.Key() }
+func (l *levelIter) Key() base.InternalKey {
+	if l.ti != nil {
+		return l.ti.Key()
+	}
+	return l.iter.Key()
+}
 
-func (l *levelIter) Value() []byte { return l.iter.Value() }
+func (l *levelIter) Value() []byte {
+	if l.ti != nil {
+		return l.ti.Value()
+	}
+	return l.iter.Value()
+}
 
 func (l *levelIter) Error() error { return l.err }
 

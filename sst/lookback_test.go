@@ -51,7 +51,7 @@ func TestPrevLookback(t *testing.T) {
 				}
 				key, val := it.Key().UserKey, it.Value()
 				ok = it.Prev()
-				undo = undo || !it.(*tableIter).bi.cacheKeys
+				undo = undo || !it.(*Iter).bi.cacheKeys
 				if n%50 == 0 {
 					churn(c, 1) // the block left is evicted; its memory reused if freed
 				}

@@ -34,7 +34,7 @@ const (
 	maxReadahead   = 256 << 10
 )
 
-// readahead is a tableIter's readahead state: the run of adjacent block
+// readahead is an Iter's readahead state: the run of adjacent block
 // loads it is in, and the file bytes it read ahead.
 //
 // Invariant: buf holds the file's bytes [off, off+len(buf)), whole data
