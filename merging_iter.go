@@ -242,16 +242,9 @@ func (m *mergingIter) SeekGE(key []byte) bool {
 // at or after key stay parked even when no other child holds one (every
 // entry they hold at or after key then sorts after the prefix's, so the
 // caller's first entry past the prefix ends its seek). The next move
-// unparks them, as after SeekGE.
+// unparks them, as after SeekGE. (A DB Iterator over one source asks its
+// filter itself: see Iterator.seekPrefixGE.)
 func (m *mergingIter) SeekPrefixGE(prefix, key []byte) bool {
-	if len(m.children) == 1 {
-		if m.excludesPrefix(0, prefix, key) {
-			// Nothing of the prefix at or after key: done, unread.
-			m.err, m.cur = nil, -1
-			return false
-		}
-		return m.SeekGE(key)
-	}
 	m.err = nil
 	m.clearParked()
 	for i, c := range m.children {
